@@ -1,0 +1,55 @@
+"""Small text helpers shared by the parsers: NA handling, numbers, key/value lines."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MIB", "USED_TOTAL_RE", "number", "percent_ratio", "split_key_value", "used_total"]
+
+MIB = 1 << 20  # npu-smi's "MB" is 2^20 bytes
+
+_ABSENT = frozenset({"", "NA", "N/A", "-", "--", "null", "None", "unknown", "Unknown"})
+_NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+USED_TOTAL_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
+
+
+def number(cell: str | None) -> float | None:
+    """A numeric cell as float; ``NA``, ``-``, blanks and anything unparsable are ``None``.
+
+    Thousands separators (``600,000,000``) are accepted.
+    """
+    if cell is None:
+        return None
+    text = cell.strip().replace(",", "")
+    if text in _ABSENT or not _NUMBER_RE.match(text):
+        return None
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def percent_ratio(cell: str | None) -> float | None:
+    """A percentage cell as a 0..1 ratio; out-of-range values are rejected as absent."""
+    value = number(cell)
+    if value is None or value < 0 or value > 100:
+        return None
+    return value / 100.0
+
+
+def used_total(cell: str | None) -> tuple[float, float] | None:
+    """``"3397 / 65536"`` (any spacing) as (used, total); None when absent."""
+    if cell is None:
+        return None
+    match = USED_TOTAL_RE.search(cell)
+    if match is None:
+        return None
+    return float(match.group(1)), float(match.group(2))
+
+
+def split_key_value(line: str) -> tuple[str, str] | None:
+    """Split ``key : value`` at the first colon, stripping both sides; None without a colon."""
+    key, sep, value = line.partition(":")
+    if not sep:
+        return None
+    return key.strip(), value.strip()

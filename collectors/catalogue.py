@@ -1,0 +1,188 @@
+"""The metric catalogue: every name npuwatch exports, its type, help and label names.
+
+This mirrors the catalogue in DESIGN.md and is the contract that dashboards,
+alerts and tests rely on. Each metric has exactly one owning source, so two
+commands that print the same value never produce duplicate series.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["CATALOGUE", "HCCL_CATEGORIES", "MetricSpec", "spec"]
+
+MetricType = Literal["gauge", "counter", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...]
+    source: str  # owning collector ("agent" for self-metrics)
+
+
+CHIP = ("npu", "chip")
+
+# Categories of HCCL/CANN errors found by the log scanner (a contract too).
+HCCL_CATEGORIES: tuple[str, ...] = (
+    "exec_timeout",
+    "connect_timeout",
+    "rendezvous_timeout",
+    "roce_cqe",
+    "sdma",
+    "watchdog_timeout",
+    "stream_sync_timeout",
+    "heartbeat",
+    "init",
+    "desync",
+    "other",
+)
+
+_SPECS: tuple[MetricSpec, ...] = (
+    # --- npu-smi info table (every 10 s)
+    MetricSpec("npu_info", "gauge", "Static facts about a chip (always 1).",
+               ("npu", "chip", "model", "bus_id", "logic_id", "serial", "firmware", "driver"),
+               "npu_smi_info"),
+    MetricSpec("npu_chips", "gauge", "Chips listed by npu-smi now.", (), "npu_smi_info"),
+    MetricSpec("npu_healthy", "gauge", "1 when npu-smi reports the chip health OK, else 0.", CHIP,
+               "npu_smi_info"),
+    MetricSpec("npu_health_state", "gauge", "Chip health as npu-smi reports it; 1 for the current state.",
+               (*CHIP, "state"), "npu_smi_info"),
+    MetricSpec("npu_power_watts", "gauge", "Chip power draw.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_temperature_celsius", "gauge", "Chip (SoC) temperature.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_aicore_utilization_ratio", "gauge", "AI Core utilization (0..1).", CHIP,
+               "npu_smi_info"),
+    MetricSpec("npu_hbm_used_bytes", "gauge", "HBM in use.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_hbm_total_bytes", "gauge", "HBM capacity.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_memory_used_bytes", "gauge", "Device DDR memory in use.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_memory_total_bytes", "gauge", "Device DDR memory capacity.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_processes", "gauge", "Processes npu-smi lists on the chip.", CHIP, "npu_smi_info"),
+    MetricSpec("npu_process_memory_bytes", "gauge",
+               "Device memory used by one process (opt-in: one series per pid).",
+               (*CHIP, "pid", "process", "user"), "npu_smi_info"),
+    # --- npu-smi -t usages / common (every 30 s)
+    MetricSpec("npu_aivector_utilization_ratio", "gauge", "AI Vector utilization (0..1).", CHIP,
+               "npu_smi_usages"),
+    MetricSpec("npu_aicpu_utilization_ratio", "gauge", "AI CPU utilization (0..1).", CHIP,
+               "npu_smi_usages"),
+    MetricSpec("npu_ctrlcpu_utilization_ratio", "gauge", "Control CPU utilization (0..1).", CHIP,
+               "npu_smi_usages"),
+    MetricSpec("npu_hbm_bandwidth_utilization_ratio", "gauge", "HBM bandwidth utilization (0..1).",
+               CHIP, "npu_smi_usages"),
+    MetricSpec("npu_aicore_frequency_hertz", "gauge", "Current AI Core clock.", CHIP, "npu_smi_common"),
+    MetricSpec("npu_aicore_max_frequency_hertz", "gauge", "Rated AI Core clock.", CHIP,
+               "npu_smi_common"),
+    # --- npu-smi -t ecc / health / memory / board / hccs / hccs-bw (every 60 s)
+    # The current-count gauge is named *_current_errors: a gauge called
+    # npu_hbm_ecc_errors would share its OpenMetrics family name with the
+    # npu_hbm_ecc_errors_total counter, which Prometheus rejects.
+    MetricSpec("npu_hbm_ecc_current_errors", "gauge",
+               "HBM ECC errors counted by the driver since the last reset.", (*CHIP, "bit"),
+               "npu_smi_ecc"),
+    MetricSpec("npu_hbm_ecc_errors_total", "counter", "HBM ECC errors, lifetime aggregate.",
+               (*CHIP, "bit"), "npu_smi_ecc"),
+    MetricSpec("npu_hbm_ecc_isolated_pages", "gauge", "HBM pages isolated after ECC errors.",
+               (*CHIP, "bit"), "npu_smi_ecc"),
+    MetricSpec("npu_error_code_active", "gauge", "An error code npu-smi reports active (always 1).",
+               (*CHIP, "code"), "npu_smi_health"),
+    MetricSpec("npu_hbm_temperature_celsius", "gauge", "HBM temperature.", CHIP, "npu_smi_memory"),
+    MetricSpec("npu_hccs_healthy", "gauge", "1 when the HCCS links report OK.", CHIP, "npu_smi_hccs"),
+    MetricSpec("npu_hccs_errors_total", "counter", "HCCS link error count.", (*CHIP, "link"),
+               "npu_smi_hccs"),
+    MetricSpec("npu_hccs_retries_total", "counter", "HCCS link retry count.", (*CHIP, "link"),
+               "npu_smi_hccs"),
+    MetricSpec("npu_hccs_bandwidth_bytes_per_second", "gauge", "HCCS link bandwidth.",
+               (*CHIP, "link", "direction"), "npu_smi_hccs_bw"),
+    # --- npu-smi -m / topo (start, every 10 min)
+    MetricSpec("npu_topology_link", "gauge", "Link type between two NPUs (always 1).",
+               ("npu", "peer", "link_type"), "npu_smi_topo"),
+    # --- hccn_tool (RoCE)
+    MetricSpec("npu_roce_link_up", "gauge", "1 when the RoCE port link is UP.", ("npu",), "hccn_link"),
+    MetricSpec("npu_roce_link_up_transitions_total", "counter", "RoCE link-up count from the driver.",
+               ("npu",), "hccn_link_stat"),
+    MetricSpec("npu_roce_link_last_change_timestamp_seconds", "gauge",
+               "Time of the newest RoCE link change record.", ("npu",), "hccn_link_stat"),
+    MetricSpec("npu_roce_net_healthy", "gauge", "1 when hccn_tool net_health says Success.", ("npu",),
+               "hccn_net_health"),
+    MetricSpec("npu_roce_net_health_state", "gauge", "RoCE net health as printed; 1 for the current.",
+               ("npu", "state"), "hccn_net_health"),
+    MetricSpec("npu_roce_errors_total", "counter", "RoCE error and retry counters from hccn_tool -stat.",
+               ("npu", "counter"), "hccn_stat"),
+    MetricSpec("npu_optical_temperature_celsius", "gauge", "Optical module temperature.", ("npu",),
+               "hccn_optical"),
+    MetricSpec("npu_optical_tx_power_watts", "gauge", "Optical transmit power per lane.",
+               ("npu", "lane"), "hccn_optical"),
+    MetricSpec("npu_optical_rx_power_watts", "gauge", "Optical receive power per lane.",
+               ("npu", "lane"), "hccn_optical"),
+    MetricSpec("npu_optical_signal_lost", "gauge", "1 when the optical module flags LOS or LoL.",
+               ("npu",), "hccn_optical"),
+    MetricSpec("npu_roce_link_speed_bytes_per_second", "gauge", "RoCE port speed.", ("npu",),
+               "hccn_speed"),
+    # --- ascend-dmi (opt-in)
+    MetricSpec("npu_dmi_flops", "gauge", "Compute rate measured by ascend-dmi -f (FLOP/s or OP/s).",
+               ("npu", "dtype"), "ascend_dmi"),
+    MetricSpec("npu_dmi_bandwidth_bytes_per_second", "gauge", "Bandwidth measured by ascend-dmi --bw.",
+               ("npu", "path"), "ascend_dmi"),
+    # --- HCCL / CANN log scanner
+    MetricSpec("npu_hccl_errors_total", "counter", "HCCL/CANN errors found in logs, once per incident.",
+               ("code", "category"), "hccl_logs"),
+    MetricSpec("npu_hccl_last_error_timestamp_seconds", "gauge", "Time of the newest error per category.",
+               ("category",), "hccl_logs"),
+    MetricSpec("npuwatch_log_bytes_read_total", "counter", "Log bytes read by the scanner.", (),
+               "hccl_logs"),
+    # --- probes
+    MetricSpec("npu_probe_gemm_flops", "gauge", "GEMM probe rate (FLOP/s).", (*CHIP, "dtype"), "probes"),
+    MetricSpec("npu_probe_gemm_efficiency_ratio", "gauge", "GEMM probe rate over the model's peak.",
+               (*CHIP, "dtype"), "probes"),
+    MetricSpec("npu_probe_gemm_correct", "gauge", "1 when the GEMM product matched the reference.",
+               (*CHIP, "dtype"), "probes"),
+    MetricSpec("npu_probe_allreduce_algo_bandwidth_bytes_per_second", "gauge",
+               "All-reduce algorithm bandwidth (bytes / time).", ("scope", "size_bytes"), "probes"),
+    MetricSpec("npu_probe_allreduce_bus_bandwidth_bytes_per_second", "gauge",
+               "All-reduce bus bandwidth (algbw x 2(n-1)/n).", ("scope", "size_bytes"), "probes"),
+    MetricSpec("npu_probe_allreduce_correct", "gauge", "1 when the all-reduce sums were correct.",
+               ("scope",), "probes"),
+    MetricSpec("npuwatch_probe_runs_total", "counter", "Probe runs by outcome.", ("probe", "outcome"),
+               "probes"),
+    MetricSpec("npuwatch_probe_timeouts_total", "counter", "Probe runs killed at the deadline, by stage.",
+               ("probe", "stage"), "probes"),
+    MetricSpec("npuwatch_probe_last_success_timestamp_seconds", "gauge", "Time of the last passing probe.",
+               ("probe",), "probes"),
+    MetricSpec("npuwatch_probe_duration_seconds", "gauge", "Duration of the last probe run.", ("probe",),
+               "probes"),
+    # --- host (psutil)
+    MetricSpec("npuwatch_host_cpu_utilization_ratio", "gauge", "Host CPU utilization (0..1).", (), "host"),
+    MetricSpec("npuwatch_host_load1", "gauge", "Host 1-minute load average.", (), "host"),
+    MetricSpec("npuwatch_host_memory_used_bytes", "gauge", "Host memory in use.", (), "host"),
+    MetricSpec("npuwatch_host_memory_total_bytes", "gauge", "Host memory capacity.", (), "host"),
+    MetricSpec("npuwatch_host_disk_used_bytes", "gauge", "Used bytes on a filesystem.", ("mountpoint",),
+               "host"),
+    MetricSpec("npuwatch_host_disk_total_bytes", "gauge", "Size of a filesystem.", ("mountpoint",), "host"),
+    MetricSpec("npuwatch_host_network_receive_bytes_total", "counter", "Bytes received per interface.",
+               ("device",), "host"),
+    MetricSpec("npuwatch_host_network_transmit_bytes_total", "counter", "Bytes sent per interface.",
+               ("device",), "host"),
+    # --- the agent itself
+    MetricSpec("npuwatch_build_info", "gauge", "npuwatch version (always 1).", ("version", "python"),
+               "agent"),
+    MetricSpec("npuwatch_expected_chips", "gauge", "Chips this node should have (config; 0 = unknown).",
+               (), "agent"),
+    MetricSpec("npuwatch_collector_up", "gauge", "1 when the collector's last run succeeded.",
+               ("collector",), "agent"),
+    MetricSpec("npuwatch_collector_duration_seconds", "gauge", "Duration of the collector's last run.",
+               ("collector",), "agent"),
+    MetricSpec("npuwatch_collector_last_success_timestamp_seconds", "gauge",
+               "Time of the collector's last successful run.", ("collector",), "agent"),
+    MetricSpec("npuwatch_collector_errors_total", "counter", "Collector failures by reason.",
+               ("collector", "reason"), "agent"),
+)
+
+CATALOGUE: dict[str, MetricSpec] = {s.name: s for s in _SPECS}
+
+
+def spec(name: str) -> MetricSpec:
+    """The catalogue entry for ``name``; a KeyError names the unknown metric."""
+    return CATALOGUE[name]
