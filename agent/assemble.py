@@ -1,0 +1,104 @@
+"""Builds a ready-to-start Agent from a Config: internal jobs, demo overrides, state paths."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.config import Config, build_config
+from agent.daemon import Agent, InternalJob
+from collectors.host import HostCollector
+
+__all__ = ["AgentBundle", "apply_overrides", "build_agent", "demo_overrides"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentBundle:
+    agent: Agent
+    demo: Any | None  # agent.demo.state.DemoNode when --demo
+
+
+def apply_overrides(config: Config, overrides: dict[str, Any]) -> Config:
+    """A new validated Config with dotted keys replaced (``collectors.npu_smi.path``)."""
+    values = config.to_dict()
+    for dotted, value in overrides.items():
+        node = values
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return build_config(_serialisable(values))
+
+
+def _serialisable(values: Any) -> Any:
+    if isinstance(values, dict):
+        return {k: _serialisable(v) for k, v in values.items()}
+    if isinstance(values, tuple):
+        return list(values)
+    return values
+
+
+def demo_overrides(demo_dir: Path, bin_dir: Path) -> dict[str, Any]:
+    return {
+        "collectors.npu_smi.path": str(bin_dir / "npu-smi"),
+        "collectors.hccn_tool.path": str(bin_dir / "hccn_tool"),
+        "collectors.ascend_dmi.path": str(bin_dir / "ascend-dmi"),
+        "collectors.hccl_logs.paths": [str(demo_dir / "log")],
+        "state_dir": str(demo_dir / "state"),
+        "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
+    }
+
+
+def _state_dir(config: Config) -> Path | None:
+    path = Path(os.path.expanduser(config.state_dir))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("state directory %s unusable (%s); log positions are kept in memory only", path, exc)
+        return None
+    return path
+
+
+def internal_jobs(config: Config) -> list[InternalJob]:
+    jobs: list[InternalJob] = []
+    collectors = config.collectors
+    if collectors.host.enabled:
+        host = HostCollector(collectors.host.mountpoints)
+        jobs.append(InternalJob("host", collectors.host.interval, host.collect))
+    if collectors.hccl_logs.enabled:
+        from collectors.hccl_logs import HcclLogCollector
+
+        state_dir = _state_dir(config)
+        logs = collectors.hccl_logs
+        scanner = HcclLogCollector(
+            paths=list(logs.paths),
+            globs=list(logs.globs),
+            kernel_log=logs.kernel_log,
+            state_file=(state_dir / "hccl_logs.json") if state_dir else None,
+            first_start_window_s=logs.first_start_window,
+            byte_budget=logs.byte_budget,
+        )
+        # Counters never expire: an error counted once stays counted.
+        jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None))
+    return jobs
+
+
+def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 8) -> AgentBundle:
+    demo = None
+    tool_env: dict[str, str] | None = None
+    if demo_dir is not None:
+        from agent.demo.state import DemoNode
+
+        demo = DemoNode(demo_dir)
+        if not (demo_dir / "state.json").exists() and not demo.exists():
+            demo.create(chips=demo_chips)
+        (demo_dir / "log").mkdir(parents=True, exist_ok=True)
+        config = apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir))
+        tool_env = demo.env()
+    agent = Agent(config, tool_env=tool_env, internal_jobs=internal_jobs(config))
+    return AgentBundle(agent, demo)

@@ -1,0 +1,274 @@
+"""The ``npuwatch`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent import __version__
+from agent.config import ConfigError, load_config
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("npuwatch")
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+
+DESCRIPTION = """\
+npuwatch watches Huawei Ascend NPU nodes: it reads npu-smi, hccn_tool and
+ascend-dmi, scans CANN/HCCL logs, runs GEMM and all-reduce probes, and serves
+everything as Prometheus metrics on /metrics.
+"""
+
+EPILOG = """\
+examples:
+  npuwatch run --demo                  simulated 8 x 910B3 node on http://127.0.0.1:9611/metrics
+  npuwatch once --config /etc/npuwatch/config.yaml
+  npuwatch check-config /etc/npuwatch/config.yaml
+  npuwatch scan-logs ~/ascend/log --json
+  npuwatch diagnose
+  npuwatch probe gemm --backend cpu
+"""
+
+
+def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
+    parser.add_argument("--config", "--config.file", dest="config", metavar="FILE",
+                        help="YAML config file (default: built-in defaults)")
+    if with_demo:
+        demo = parser.add_argument_group("demo node")
+        demo.add_argument("--demo", action="store_true",
+                          help="run against the built-in simulated 8 x 910B3 node (fake npu-smi/hccn_tool)")
+        demo.add_argument("--demo-dir", type=Path, metavar="DIR",
+                          help="demo state directory (default: a new temporary directory)")
+        demo.add_argument("--demo-chips", type=int, default=8, metavar="N", help="chips on the demo node")
+    tools = parser.add_argument_group("tools", "override tool paths from the config")
+    tools.add_argument("--tool.npu-smi", dest="tool_npu_smi", metavar="PATH")
+    tools.add_argument("--tool.hccn-tool", dest="tool_hccn_tool", metavar="PATH")
+    tools.add_argument("--tool.ascend-dmi", dest="tool_ascend_dmi", metavar="PATH")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npuwatch", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"npuwatch {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser("run", help="the agent: collect on a schedule and serve /metrics and /healthz",
+                         description="Run the agent until SIGTERM; SIGHUP reloads the config.")
+    _common(run)
+    web = run.add_argument_group("web")
+    web.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
+                     help="address to listen on (config: web.listen_address, default 0.0.0.0)")
+    web.add_argument("--web.port", "--port", dest="port", type=int, metavar="PORT",
+                     help="port to listen on (config: web.port, default 9611)")
+
+    once = sub.add_parser("once", help="one pass of every enabled collector; exposition on stdout")
+    _common(once)
+    once.add_argument("--probes", action="store_true", help="also run the GEMM and all-reduce probes")
+    once.add_argument("--openmetrics", action="store_true", help="print OpenMetrics instead of text 0.0.4")
+
+    check = sub.add_parser("check-config", help="validate a config file and exit (2 when invalid)")
+    check.add_argument("file", metavar="FILE")
+
+    scan = sub.add_parser("scan-logs", help="scan HCCL/CANN logs, job logs or dmesg dumps for errors")
+    scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (plain or .gz)")
+    scan.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    diagnose = sub.add_parser("diagnose", help="HCCL-timeout triage of this node (exit 0 ok, 1 warn, 2 fail, 3 unknown)")
+    _common(diagnose)
+    diagnose.add_argument("--json", action="store_true", help="machine-readable output")
+    diagnose.add_argument("--probes", action="store_true", help="also run GEMM and node all-reduce baselines")
+
+    probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
+    from agent import probe_cli
+
+    probe_cli.add_arguments(probe)
+
+    demo = sub.add_parser("demo", help="switch faults on the demo node while `npuwatch run --demo` runs")
+    from agent.demo import cli as demo_cli
+
+    demo_cli.add_arguments(demo)
+    return parser
+
+
+def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for attr, key in (("tool_npu_smi", "npu_smi"), ("tool_hccn_tool", "hccn_tool"),
+                      ("tool_ascend_dmi", "ascend_dmi")):
+        value = getattr(args, attr, None)
+        if value:
+            overrides[f"collectors.{key}.path"] = value
+    if getattr(args, "listen_address", None):
+        overrides["web.listen_address"] = args.listen_address
+    if getattr(args, "port", None) is not None:
+        overrides["web.port"] = args.port
+    return overrides
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from agent.assemble import apply_overrides
+
+    config = load_config(args.config)
+    overrides = _tool_overrides(args)
+    return apply_overrides(config, overrides) if overrides else config
+
+
+def _demo_dir(args: argparse.Namespace) -> Path | None:
+    if not getattr(args, "demo", False):
+        return None
+    if args.demo_dir is not None:
+        args.demo_dir.mkdir(parents=True, exist_ok=True)
+        return Path(args.demo_dir)
+    return Path(tempfile.mkdtemp(prefix="npuwatch-demo-"))
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = load_config(args.file)
+    print(f"{args.file}: valid config (listen {config.web.listen_address}:{config.web.port})")
+    return EXIT_OK
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    from agent.assemble import build_agent
+
+    bundle = build_agent(_load(args), _demo_dir(args), args.demo_chips)
+    agent = bundle.agent
+    try:
+        agent.collect_once()
+        if args.probes:
+            from agent.probes_job import run_all_probes_now
+
+            run_all_probes_now(agent)
+        sys.stdout.buffer.write(agent.cache.render(openmetrics=args.openmetrics).body)
+        sys.stdout.flush()
+    finally:
+        agent.stop()
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent.assemble import build_agent
+
+    config = _load(args)
+    demo_dir = _demo_dir(args)
+    bundle = build_agent(config, demo_dir, args.demo_chips)
+    agent = bundle.agent
+    if bundle.demo is not None:
+        log.info("demo node: %d simulated chips, state in %s (switch faults with `npuwatch demo "
+                 "--demo-dir %s ...`)", args.demo_chips, demo_dir, demo_dir)
+    stop = threading.Event()
+    reload_requested = threading.Event()
+
+    def on_term(signum: int, _frame: Any) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    def on_hup(_signum: int, _frame: Any) -> None:
+        reload_requested.set()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_hup)
+    try:
+        agent.start()
+    except OSError as exc:
+        web = agent.config.web
+        log.error("cannot listen on %s:%d: %s (change web.port or --web.port)", web.listen_address,
+                  web.port, exc.strerror or exc)
+        agent.stop()
+        return 1
+    from agent.probes_job import schedule_probes
+
+    schedule_probes(agent)
+    try:
+        while True:
+            stop.wait()
+            if reload_requested.is_set():
+                reload_requested.clear()
+                stop.clear()
+                _reload(agent, args)
+                continue
+            break
+    finally:
+        agent.stop()
+    return EXIT_OK
+
+
+def _reload(agent: Any, args: argparse.Namespace) -> None:
+    try:
+        config = _load(args)
+        if args.demo and args.demo_dir is None:
+            log.warning("SIGHUP: a demo without --demo-dir keeps its config")
+            return
+        if args.demo:
+            from agent.assemble import apply_overrides, demo_overrides
+
+            demo_dir = Path(args.demo_dir)
+            config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin"))
+    except ConfigError as exc:
+        log.error("SIGHUP: keeping the running config; the new one is %s", exc)
+        return
+    agent.reload(config)
+    log.info("SIGHUP: config reloaded")
+
+
+def cmd_scan_logs(args: argparse.Namespace) -> int:
+    from agent import scan_logs
+
+    return scan_logs.main(args.paths, as_json=args.json)
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from agent import diagnose
+
+    return diagnose.main(args, _load(args), _demo_dir(args))
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from agent import probe_cli
+
+    return probe_cli.main(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from agent.demo import cli as demo_cli
+
+    return demo_cli.main(args)
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "once": cmd_once,
+    "check-config": cmd_check_config,
+    "scan-logs": cmd_scan_logs,
+    "diagnose": cmd_diagnose,
+    "probe": cmd_probe,
+    "demo": cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from agent.logs import setup_logging
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(verbose=args.verbose)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"npuwatch: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,164 @@
+"""Runs tool-backed sources: tool -> parser -> samples -> snapshot store.
+
+Per-chip sources fan out through a small bounded pool, so a 16-chip node never
+has dozens of npu-smi processes at once. The first timeout in a run stops the
+remaining calls of that run: a hung npu-smi would hang every other call too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from agent.runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.snapshot import SnapshotStore
+from collectors.base import ChipRef, CollectContext, NoData, ParseError, Sample, Source
+
+__all__ = ["SourceRunner", "ToolSettings"]
+
+log = logging.getLogger(__name__)
+
+# Tools whose absence means "this node has no such hardware", not a failure.
+OPTIONAL_TOOLS = frozenset({"hccn_tool", "ascend-dmi"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    path: str | None
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    reason: str
+    message: str
+
+
+class _Abort(Exception):
+    """Stop the remaining calls of this run (after a timeout)."""
+
+
+class SourceRunner:
+    def __init__(
+        self,
+        store: SnapshotStore,
+        tools: dict[str, ToolSettings],
+        pool: Executor,
+        context: Callable[[], CollectContext],
+        tool_env: dict[str, str] | None = None,
+    ) -> None:
+        self._store = store
+        self._tools = tools
+        self._pool = pool
+        self._context = context
+        self._env = tool_env
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def run(self, source: Source, chips: Sequence[ChipRef] | None) -> None:
+        """One collection of ``source``; the outcome lands in the store, never raises."""
+        started_wall = self._store.clock()
+        started = time.monotonic()
+        settings = self._tools.get(source.tool, ToolSettings(None, 10.0))
+        try:
+            executable = resolve_tool(source.tool, settings.path)
+        except ToolMissing as exc:
+            self._missing(source, str(exc), started_wall, time.monotonic() - started)
+            return
+        if source.scope == "chip":
+            if not chips:
+                self._store.put_no_data(source.name, "no chips known yet", started_wall, 0.0)
+                return
+            targets: list[ChipRef | None] = list(chips)
+        else:
+            targets = [None]
+        context = self._context()
+        abort = threading.Event()
+
+        def one(chip: ChipRef | None) -> tuple[list[Sample], Any] | _Failure:
+            if abort.is_set():
+                raise _Abort
+            try:
+                result = run_tool([executable, *source.argv(chip)], settings.timeout_s, env=self._env)
+                records = source.parse(result.stdout)
+                return source.samples(records, chip, context), records
+            except ToolTimeout as exc:
+                abort.set()
+                return _Failure("timeout", str(exc))
+            except ToolFailed as exc:
+                return _Failure("exit", str(exc))
+            except ParseError as exc:
+                return _Failure("parse", f"{source.name}: {exc}")
+            except ToolMissing as exc:
+                return _Failure("missing_tool", str(exc))
+            except NoData as exc:
+                return _Failure("no_data", str(exc))
+
+        outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any] | _Failure]] = []
+        if len(targets) == 1:
+            outcomes.append((targets[0], one(targets[0])))
+        else:
+            futures = [(chip, self._pool.submit(one, chip)) for chip in targets]
+            for chip, future in futures:
+                try:
+                    outcomes.append((chip, future.result()))
+                except _Abort:
+                    outcomes.append((chip, _Failure("timeout", "skipped after an earlier timeout")))
+        duration = time.monotonic() - started
+        self._record(source, outcomes, started_wall, duration)
+
+    def _record(
+        self,
+        source: Source,
+        outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any] | _Failure]],
+        started_wall: float,
+        duration: float,
+    ) -> None:
+        samples: list[Sample] = []
+        records: dict[ChipRef | None, Any] = {}
+        failures: list[_Failure] = []
+        for chip, outcome in outcomes:
+            if isinstance(outcome, _Failure):
+                failures.append(outcome)
+            else:
+                samples.extend(outcome[0])
+                records[chip] = outcome[1]
+        stored_records: Any = records.get(None) if source.scope == "node" else records
+        real_failures = [f for f in failures if f.reason != "no_data"]
+        if not records and failures and not real_failures:
+            self._store.put_no_data(source.name, failures[0].message, started_wall, duration)
+            return
+        if records:
+            # Partial success keeps the chips that answered; the failure below still sets up=0.
+            self._store.put_success(source.name, samples, stored_records, started_wall, duration)
+        if real_failures:
+            first = real_failures[0]
+            extra = f" (+{len(real_failures) - 1} more)" if len(real_failures) > 1 else ""
+            self._store.put_failure(source.name, first.reason, first.message + extra, started_wall, duration)
+            self._log_once(source.name + first.reason, f"{source.name}: {first.message}{extra}")
+        else:
+            with self._lock:
+                self._warned = {key for key in self._warned if not key.startswith(source.name)}
+
+    def _missing(self, source: Source, message: str, started_wall: float, duration: float) -> None:
+        if source.tool in OPTIONAL_TOOLS:
+            self._store.put_no_data(source.name, message, started_wall, duration)
+            if source.tool not in self._warned:
+                self._warned.add(source.tool)
+                log.info("%s; its collectors report no data", message)
+            return
+        self._store.put_failure(source.name, "missing_tool", message, started_wall, duration)
+        self._log_once(source.name + "missing", message)
+
+    def _log_once(self, key: str, message: str) -> None:
+        with self._lock:
+            if key in self._warned:
+                log.debug("%s", message)
+                return
+            self._warned.add(key)
+        log.warning("%s", message)

@@ -1,0 +1,293 @@
+"""The agent: wires config, sources, the snapshot store, the scheduler and HTTP together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CollectorRegistry
+
+from agent.collect import SourceRunner, ToolSettings
+from agent.config import Config
+from agent.exporter import ExpositionCache, NpuwatchCollector
+from agent.http import AgentHTTPServer, make_server
+from agent.snapshot import SnapshotStore
+from collectors import sources as source_registry
+from collectors.base import ChipRef, CollectContext, Sample, Source
+
+__all__ = ["Agent", "InternalJob"]
+
+log = logging.getLogger(__name__)
+
+# Order matters for `once` and at start-up: the chip list and inventory come first.
+GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "roce", "dmi")
+
+
+@dataclass(frozen=True, slots=True)
+class InternalJob:
+    """A collector with no external tool (host metrics, log scanner, probes)."""
+
+    name: str
+    interval_s: float
+    collect: Callable[[], Sequence[Sample]]
+    max_age_s: float | None = -1.0
+
+
+def group_interval(config: Config, group: str) -> float:
+    npu_smi = config.collectors.npu_smi
+    return {
+        "inventory": npu_smi.inventory_interval,
+        "info": npu_smi.interval,
+        "usages": npu_smi.usages_interval,
+        "health": npu_smi.health_interval,
+        "roce": config.collectors.hccn_tool.interval,
+        "dmi": config.collectors.ascend_dmi.interval,
+    }[group]
+
+
+def enabled_sources(config: Config) -> list[Source]:
+    collectors = config.collectors
+    by_tool = {
+        "npu-smi": (collectors.npu_smi.enabled, set(collectors.npu_smi.disable)),
+        "hccn_tool": (collectors.hccn_tool.enabled, set(collectors.hccn_tool.disable)),
+        "ascend-dmi": (collectors.ascend_dmi.enabled, set()),
+    }
+    chosen = []
+    for source in source_registry.SOURCES:
+        enabled, disabled = by_tool.get(source.tool, (False, set()))
+        default_on = source.default_enabled or (source.tool == "ascend-dmi" and enabled)
+        if enabled and default_on and source.name not in disabled:
+            chosen.append(source)
+    return chosen
+
+
+class Agent:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        tool_env: dict[str, str] | None = None,
+        internal_jobs: Iterable[InternalJob] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = SnapshotStore(clock)
+        self._tool_env = tool_env
+        self._internal = list(internal_jobs)
+        self._pool = ThreadPoolExecutor(
+            max_workers=config.collectors.npu_smi.max_parallel, thread_name_prefix="tool"
+        )
+        self._scheduler: BackgroundScheduler | None = None
+        self._http: AgentHTTPServer | None = None
+        self._group_locks: dict[str, threading.Lock] = {}
+        self._configure(config)
+
+    # --- configuration
+    def _configure(self, config: Config) -> None:
+        self.config = config
+        self.sources = enabled_sources(config)
+        collectors = config.collectors
+        self.runner = SourceRunner(
+            self.store,
+            {
+                "npu-smi": ToolSettings(collectors.npu_smi.path, collectors.npu_smi.timeout),
+                "hccn_tool": ToolSettings(collectors.hccn_tool.path, collectors.hccn_tool.timeout),
+                "ascend-dmi": ToolSettings(collectors.ascend_dmi.path, collectors.ascend_dmi.timeout),
+            },
+            self._pool,
+            self._context,
+            self._tool_env,
+        )
+        wanted = {source.name for source in self.sources} | {job.name for job in self._internal}
+        for snap in self.store.all():
+            if snap.source not in wanted:
+                self.store.unregister(snap.source)
+        for source in self.sources:
+            self.store.register(source.name, group_interval(config, source.group))
+        for job in self._internal:
+            self.store.register(job.name, job.interval_s, job.max_age_s)
+        self.collector = NpuwatchCollector(self.store, config.labels, config.expected_chips)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self.cache = ExpositionCache(self.registry, self.store)
+        if self._http is not None:
+            self._http.cache = self.cache
+
+    def groups(self) -> list[str]:
+        present = {source.group for source in self.sources}
+        return [group for group in GROUP_ORDER if group in present]
+
+    # --- what per-chip calls and npu_info need from other sources
+    def chips(self) -> list[ChipRef]:
+        return source_registry.chip_refs(self.store)
+
+    def _context(self) -> CollectContext:
+        return CollectContext(
+            inventory=source_registry.inventory(self.store),
+            per_process_metrics=self.config.collectors.npu_smi.per_process_metrics,
+            process_owner=source_registry.process_owner
+            if self.config.collectors.npu_smi.per_process_metrics
+            else None,
+        )
+
+    # --- collection
+    def collect_group(self, group: str) -> None:
+        lock = self._group_locks.setdefault(group, threading.Lock())
+        if not lock.acquire(blocking=False):
+            log.debug("group %s still running; skipping this turn", group)
+            return
+        try:
+            for source in self.sources:
+                if source.group != group:
+                    continue
+                chips = self.chips() if source.scope == "chip" else None
+                self.runner.run(source, chips)
+        except Exception:  # a collector bug must never stop the schedule
+            log.exception("collector group %s failed", group)
+        finally:
+            lock.release()
+
+    def run_internal(self, job: InternalJob) -> None:
+        started_wall = self.store.clock()
+        started = time.monotonic()
+        try:
+            samples = list(job.collect())
+        except Exception as exc:
+            log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
+            return
+        self.store.put_success(job.name, samples, None, started_wall, time.monotonic() - started)
+
+    def collect_once(self) -> None:
+        for group in self.groups():
+            self.collect_group(group)
+        for job in self._internal:
+            self.run_internal(job)
+
+    # --- health
+    def health(self) -> tuple[bool, str]:
+        if not self.config.collectors.npu_smi.enabled:
+            return True, "ok (npu-smi collectors disabled)"
+        snap = self.store.get("npu_smi_info")
+        if snap is None:
+            return True, "ok (npu_smi_info disabled)"
+        now = self.store.clock()
+        if snap.error_reason == "missing_tool":
+            return False, f"npu_smi_info: {snap.error}"
+        if snap.started_at is None:
+            return False, "npu_smi_info: no collection yet"
+        if not snap.fresh(now):
+            age = "never succeeded" if snap.last_success is None else f"last success {now - snap.last_success:.0f}s ago"
+            why = f": {snap.error}" if snap.error else ""
+            return False, f"npu_smi_info stale ({age}){why}"
+        if not snap.ok:
+            return True, f"ok (last npu_smi_info run failed: {snap.error}; serving data from the run before)"
+        return True, "ok"
+
+    # --- lifecycle
+    def start(self, serve_http: bool = True) -> None:
+        if serve_http:
+            web = self.config.web
+            self._http = make_server(web.listen_address, web.port, self.cache, self.health)
+            self._http.start()
+            log.info("serving /metrics on %s:%d", web.listen_address, self._http.port)
+        self._scheduler = BackgroundScheduler(
+            executors={"default": {"type": "threadpool", "max_workers": 8}},
+            job_defaults={"coalesce": True, "max_instances": 1},
+            timezone="UTC",
+        )
+        self._schedule_jobs(first_run_now=True)
+        self._scheduler.start()
+
+    def _schedule_jobs(self, first_run_now: bool) -> None:
+        assert self._scheduler is not None
+        now = time.time()
+        for offset, group in enumerate(self.groups()):
+            interval = group_interval(self.config, group)
+            self._scheduler.add_job(
+                self.collect_group,
+                IntervalTrigger(seconds=interval),
+                args=[group],
+                id=f"group:{group}",
+                name=f"collect {group}",
+                replace_existing=True,
+                misfire_grace_time=max(1, int(interval)),
+                next_run_time=_at(now + 0.2 * offset) if first_run_now else None,
+            )
+        for job in self._internal:
+            self._scheduler.add_job(
+                self.run_internal,
+                IntervalTrigger(seconds=job.interval_s),
+                args=[job],
+                id=f"internal:{job.name}",
+                name=job.name,
+                replace_existing=True,
+                misfire_grace_time=max(1, int(job.interval_s)),
+                next_run_time=_at(now + 0.5) if first_run_now else None,
+            )
+
+    def add_timed_job(
+        self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float, cron: str | None
+    ) -> None:
+        """Schedule a slow job (probes, ascend-dmi): cron or interval, with random jitter."""
+        assert self._scheduler is not None
+        trigger: Any
+        if cron:
+            trigger = CronTrigger.from_crontab(cron, timezone="UTC", jitter=int(jitter_s) or None)
+        else:
+            trigger = IntervalTrigger(seconds=interval_s, jitter=int(jitter_s) or None)
+        first = time.time() + random.uniform(0, max(jitter_s, 1.0))  # noqa: S311 - spread, not secrecy
+        self._scheduler.add_job(
+            func, trigger, id=f"timed:{name}", name=name, replace_existing=True,
+            misfire_grace_time=int(max(60, interval_s)), next_run_time=None if cron else _at(first),
+        )
+
+    def reload(self, config: Config) -> None:
+        """Apply a new config without dropping a scrape: the HTTP server keeps serving throughout."""
+        if (config.web.listen_address, config.web.port) != (
+            self.config.web.listen_address, self.config.web.port
+        ):
+            log.warning("web.listen_address/web.port changes take effect at the next restart")
+        from agent.assemble import internal_jobs
+
+        self._internal = internal_jobs(config)
+        self._configure(config)
+        if self._scheduler is not None:
+            for job in self._scheduler.get_jobs():
+                if job.id.startswith(("group:", "internal:")):
+                    job.remove()
+            self._schedule_jobs(first_run_now=True)
+
+    def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def http_port(self) -> int | None:
+        return self._http.port if self._http is not None else None
+
+
+def _at(timestamp: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def state_path(config: Config, name: str) -> Path:
+    return Path(os.path.expanduser(config.state_dir)) / name

@@ -1,0 +1,117 @@
+"""Fake ``ascend-dmi``: ``-f`` (compute test) and ``--bw`` (bandwidth test), both with ``-q``.
+
+``-f`` copies the shape of a real capture (dashed box, ``Device  Execute Times  Duration(ms)
+TFLOPS@FP16  Power(W)``, thousands separators, float32 noise in power). ``--bw`` output is our own
+plausible layout in the same style (no real capture was found): one row per device and path.
+Without ``-q`` the tool asks ``(Y/N)`` on stdin, as the real one does.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+from agent.demo.render_common import ToolOutput, run_fake
+from agent.demo.state import DemoState
+
+__all__ = ["main", "render"]
+
+_DASH = "-" * 89 + "\n"
+_PROMPT = (
+    "This test will affect the business on this server. To ensure the correctness and accuracy of the "
+    "test, perform the operation separately.Do you want to continue?(Y/N)"
+)
+# dtype -> (column label, peak per chip for 910B3 in T(FL)OPS)
+_PEAKS = {
+    "fp16": ("TFLOPS@FP16", 313.7),
+    "bf16": ("TFLOPS@BF16", 313.7),
+    "hf32": ("TFLOPS@HF32", 156.8),
+    "fp32": ("TFLOPS@FP32", 78.4),
+    "int8": ("TOPS@INT8", 627.4),
+}
+_EXECUTE_TIMES = 600_000_000
+_WORK_MS_TFLOPS = 1_258_291  # duration(ms) x TFLOPS of the captured run: fixed work per test
+# path -> GB/s for a healthy 910B3 (PCIe 5.0 x16 to host, HBM on die, HCCS to a peer)
+_BANDWIDTH = {"h2d": 26.5, "d2h": 27.8, "d2d": 1280.0, "p2p": 24.6}
+
+
+def _float32(value: float) -> str:
+    """How the tool prints a float32 watt reading (``85.1999969``)."""
+    return f"{struct.unpack('f', struct.pack('f', value))[0]:.9g}"
+
+
+def _option(argv: list[str], *names: str) -> str | None:
+    for name in names:
+        if name in argv and argv.index(name) + 1 < len(argv):
+            return argv[argv.index(name) + 1]
+    return None
+
+
+def _devices(state: DemoState, argv: list[str]) -> list[int] | None:
+    wanted = _option(argv, "-d", "--device")
+    if wanted is None:
+        return state.visible_chips()
+    if not wanted.isdigit() or int(wanted) not in state.visible_chips():
+        return None
+    return [int(wanted)]
+
+
+def _jitter(state: DemoState, device: int, now: float) -> float:
+    """A deterministic +-0.3 % wobble so repeated runs differ slightly."""
+    return 1.0 + 0.003 * (((state.seed * 31 + device * 17 + int(now)) % 21) - 10) / 10
+
+
+def _compute(state: DemoState, now: float, argv: list[str], devices: list[int]) -> str:
+    dtype = (_option(argv, "-t", "--type") or "fp16").lower()
+    label, peak = _PEAKS.get(dtype, _PEAKS["fp16"])
+    # the captured header pads the flops label with 10 spaces, wider than the 19-wide value column
+    header = f"    {'Device':<14}{'Execute Times':<21}{'Duration(ms)':<20}{label + ' ' * 10}Power(W)\n"
+    out = [_DASH, header, _DASH]
+    for device in devices:
+        flops = peak * _jitter(state, device, now)
+        duration = round(_WORK_MS_TFLOPS / flops)
+        power = 310.0 + 0.1 * ((device * 7 + int(now)) % 50)
+        out.append(
+            f"    {device:<14}{_EXECUTE_TIMES:<21,}{duration:<20}{flops:<19.3f}{_float32(power)}\n"
+        )
+    out.append(_DASH)
+    return "".join(out)
+
+
+def _bandwidth(state: DemoState, now: float, argv: list[str], devices: list[int]) -> str:
+    wanted = (_option(argv, "-t", "--type") or "").lower()
+    paths = [wanted] if wanted in _BANDWIDTH else list(_BANDWIDTH)
+    out = [_DASH, f"    {'Device':<14}{'Transfer Type':<21}{'Data Size(MB)':<21}Bandwidth(GB/s)\n", _DASH]
+    for device in devices:
+        for path in paths:
+            value = _BANDWIDTH[path] * _jitter(state, device, now)
+            out.append(f"    {device:<14}{path:<21}{512:<21}{value:.2f}\n")
+    out.append(_DASH)
+    return "".join(out)
+
+
+def render(state: DemoState, now: float, argv: list[str]) -> ToolOutput:
+    """The output of ``ascend-dmi <argv>``; reads the (Y/N) answer from stdin without ``-q``."""
+    compute = "-f" in argv or "--flops" in argv
+    bandwidth = "--bw" in argv or "-bw" in argv
+    if compute == bandwidth:
+        return ToolOutput("Usage: ascend-dmi [-f|--bw] [-t type] [-d device] [-q]\n", exit_code=1)
+    devices = _devices(state, argv)
+    if devices is None:
+        return ToolOutput("[ERROR] The device id is invalid.\n", exit_code=1)
+    prompt = ""
+    if "-q" not in argv and "--quiet" not in argv:
+        answer = sys.stdin.readline().strip()
+        prompt = _PROMPT + answer + "\n"
+        if answer.upper() != "Y":
+            return ToolOutput(prompt, exit_code=1)
+    body = _compute(state, now, argv, devices) if compute else _bandwidth(state, now, argv, devices)
+    return ToolOutput(prompt + body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_fake("ascend_dmi", sys.argv[1:] if argv is None else argv, render)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""Simulated readings of the demo node: deterministic functions of (seed, chip, time, faults).
+
+Gauges move smoothly (slow sines with a per-chip phase); counters grow linearly with time so
+they never go backwards. Nothing here prints; the fake tools format these numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agent.demo.state import DemoState
+
+__all__ = [
+    "HBM_TOTAL_MB",
+    "HCCS_LINKS",
+    "ChipReading",
+    "FlapState",
+    "bus_id",
+    "chip_reading",
+    "cpu_affinity",
+    "ecc_counts",
+    "flap_state",
+    "hccs_packets",
+    "link_is_up",
+    "optical_reading",
+    "roce_counters",
+    "uptime_start",
+]
+
+HBM_TOTAL_MB = 65536
+HCCS_LINKS = 7  # 8-chip full mesh: one HCCS port per peer
+_BASE_HBM_MB = 2654  # what an idle 910B reports (driver/firmware reservation)
+_BUS_PREFIXES = ("C1", "C2", "81", "82", "01", "02", "41", "42")
+_AFFINITY = ("144-167", "0-23", "144-167", "0-23", "96-119", "48-71", "96-119", "48-71")
+
+
+_MASK = (1 << 64) - 1
+
+
+class _Rng:
+    """splitmix64: a tiny deterministic generator (importing ``random`` costs each fake call ~5 ms)."""
+
+    __slots__ = ("_x",)
+
+    def __init__(self, seed: int) -> None:
+        self._x = seed & _MASK
+
+    def _next(self) -> int:
+        self._x = (self._x + 0x9E3779B97F4A7C15) & _MASK
+        z = self._x
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def uniform(self, low: float, high: float) -> float:
+        return low + (high - low) * (self._next() / 2.0**64)
+
+    def randint(self, low: int, high: int) -> int:
+        return low + self._next() % (high - low + 1)
+
+
+def _rng(state: DemoState, chip: int, salt: int = 0) -> _Rng:
+    return _Rng(state.seed * 100_003 + chip * 101 + salt)
+
+
+def _wave(now: float, period_s: float, phase: float) -> float:
+    """A sine in 0..1."""
+    return 0.5 + 0.5 * math.sin(2 * math.pi * now / period_s + phase)
+
+
+def uptime_start(state: DemoState) -> float:
+    """When the simulated devices came up: a day before the demo node was created."""
+    return state.created_at - 86_400.0
+
+
+def bus_id(npu: int) -> str:
+    """PCIe address in the order an Atlas 800 A2 board enumerates its 8 NPUs."""
+    prefix = _BUS_PREFIXES[npu % 8]
+    if npu >= 8:  # a 16-chip benchmark node: a second, made-up bank
+        prefix = f"{int(prefix, 16) + 0x10 * (npu // 8):02X}"
+    return f"0000:{prefix}:00.0"
+
+
+def cpu_affinity(npu: int) -> str:
+    return _AFFINITY[npu % 8]
+
+
+class ChipReading:
+    """One chip's gauges at one instant (plain class: ``dataclasses`` is slow to import)."""
+
+    __slots__ = (
+        "aicore_freq_mhz",
+        "aicore_pct",
+        "aicpu_pct",
+        "aivector_pct",
+        "ctrlcpu_pct",
+        "hbm_bw_pct",
+        "hbm_temp_c",
+        "hbm_used_mb",
+        "power_w",
+        "temp_c",
+    )
+
+    def __init__(
+        self,
+        *,
+        aicore_pct: int,
+        aivector_pct: int,
+        aicpu_pct: int,
+        ctrlcpu_pct: int,
+        hbm_bw_pct: int,
+        power_w: float,
+        temp_c: int,
+        hbm_temp_c: int,
+        hbm_used_mb: int,
+        aicore_freq_mhz: int,
+    ) -> None:
+        self.aicore_pct = aicore_pct
+        self.aivector_pct = aivector_pct
+        self.aicpu_pct = aicpu_pct
+        self.ctrlcpu_pct = ctrlcpu_pct
+        self.hbm_bw_pct = hbm_bw_pct
+        self.power_w = power_w
+        self.temp_c = temp_c
+        self.hbm_temp_c = hbm_temp_c
+        self.hbm_used_mb = hbm_used_mb
+        self.aicore_freq_mhz = aicore_freq_mhz
+
+
+def chip_reading(state: DemoState, chip: int, now: float) -> ChipReading:
+    """Utilisation, power, temperature and HBM of one chip at ``now``."""
+    rng = _rng(state, chip)
+    phase, phase2, phase3 = (rng.uniform(0, 2 * math.pi) for _ in range(3))
+    util = 100 * (0.15 + 0.7 * _wave(now, 120.0, phase) + 0.15 * _wave(now, 17.0, phase2))
+    process = state.chip_fault(chip, "process")
+    if process is not None:
+        util = max(util, 80.0)
+    aicore = int(max(0.0, min(100.0, util)))
+    power = 75.0 + 2.6 * aicore + 6.0 * _wave(now, 7.0, phase3)
+    temp = 38 + int(0.3 * aicore) + rng.randint(0, 4)
+    hbm = _BASE_HBM_MB + int(38_000 * _wave(now, 300.0, phase))
+    if process is not None:
+        hbm += int(process.get("memory_mb", 20480))
+    return ChipReading(
+        aicore_pct=aicore,
+        aivector_pct=int(aicore * 0.6),
+        aicpu_pct=int(2 + 3 * _wave(now, 11.0, phase2)),
+        ctrlcpu_pct=int(3 + 6 * _wave(now, 23.0, phase3)),
+        hbm_bw_pct=int(aicore * 0.7),
+        power_w=round(min(350.0, power), 1),
+        temp_c=min(75, temp),
+        hbm_temp_c=min(80, temp + 3),
+        hbm_used_mb=min(HBM_TOTAL_MB, hbm),
+        aicore_freq_mhz=1800 if aicore > 5 else 800,
+    )
+
+
+def ecc_counts(state: DemoState, chip: int, now: float) -> tuple[int, int]:
+    """(single-bit, double-bit) HBM ECC error counts since the faults were switched on."""
+    single = double = 0
+    sbe = state.chip_fault(chip, "hbm_sbe_rate")
+    if sbe is not None:
+        single = int(max(0.0, now - sbe["since"]) * float(sbe.get("per_s", 0.5)))
+    dbe = state.chip_fault(chip, "hbm_dbe")
+    if dbe is not None:
+        interval = max(0.001, float(dbe.get("interval_s", 30.0)))
+        double = 1 + int(max(0.0, now - dbe["since"]) / interval)
+    return single, double
+
+
+def hccs_packets(state: DemoState, chip: int, link: int, now: float) -> tuple[int, int]:
+    """(tx, rx) HCCS packet counters of one link; they only grow."""
+    rng = _rng(state, chip, salt=1000 + link)
+    elapsed = max(0.0, now - uptime_start(state))
+    return int(elapsed * rng.uniform(8e3, 12e3)), int(elapsed * rng.uniform(8e3, 12e3))
+
+
+class FlapState:
+    """Link state, link-up transitions since the device came up, change records newest first."""
+
+    __slots__ = ("records", "up", "up_count")
+
+    def __init__(self, *, up: bool, up_count: int, records: list[tuple[float, str]]) -> None:
+        self.up = up
+        self.up_count = up_count
+        self.records = records
+
+
+_MAX_RECORDS = 20
+
+
+def flap_state(state: DemoState, chip: int, now: float) -> FlapState:
+    """Link state and its change history under the link_down / link_flap / optics faults."""
+    boot_up = uptime_start(state) + 95.0
+    records: list[tuple[float, str]] = [(boot_up, "LINK UP")]
+    up, up_count = True, 1
+    flap = state.chip_fault(chip, "link_flap")
+    if flap is not None:
+        half = max(0.5, float(flap.get("period_s", 6.0)) / 2)
+        since = float(flap["since"])
+        # transition k happens at since + k*half: even k goes DOWN, odd k comes back UP
+        last = int(max(0.0, now - since) // half)
+        first = max(0, last - _MAX_RECORDS)  # older transitions fall off the record list anyway
+        records.extend(
+            (since + k * half, "LINK DOWN" if k % 2 == 0 else "LINK UP") for k in range(first, last + 1)
+        )
+        up = last % 2 == 1
+        up_count += (last + 1) // 2
+    for name in ("link_down", "optics_no_light"):
+        fault = state.chip_fault(chip, name)
+        if fault is not None:
+            records.append((float(fault["since"]), "LINK DOWN"))
+            up = False
+    records.sort(key=lambda r: r[0], reverse=True)
+    return FlapState(up=up, up_count=up_count, records=records[:_MAX_RECORDS])
+
+
+def link_is_up(state: DemoState, chip: int, now: float) -> bool:
+    return flap_state(state, chip, now).up
+
+
+def roce_counters(state: DemoState, chip: int, now: float) -> dict[str, int]:
+    """The ``hccn_tool -stat -g`` counters, in the order the tool prints them."""
+    rng = _rng(state, chip, salt=2000)
+    elapsed = max(0.0, now - uptime_start(state))
+    tx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
+    rx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
+    errors = 0.0
+    retries = 0.0
+    for name, err_per_s, rty_per_s in (("optics_no_light", 40.0, 25.0), ("link_flap", 6.0, 15.0)):
+        fault = state.chip_fault(chip, name)
+        if fault is not None:
+            spent = max(0.0, now - float(fault["since"]))
+            errors += spent * err_per_s
+            retries += spent * rty_per_s
+    counters: dict[str, int] = {"mac_rx_mac_pause_num": 0, "mac_tx_mac_pause_num": 0}
+    counters["mac_tx_pfc_pkt_num"] = int(elapsed * 0.02)
+    counters.update({f"mac_tx_pfc_pri{p}_pkt_num": 0 for p in range(8)})
+    counters["mac_tx_pfc_pri3_pkt_num"] = counters["mac_tx_pfc_pkt_num"]
+    counters["mac_rx_pfc_pkt_num"] = int(elapsed * 0.03)
+    counters.update({f"mac_rx_pfc_pri{p}_pkt_num": 0 for p in range(8)})
+    counters["mac_rx_pfc_pri3_pkt_num"] = counters["mac_rx_pfc_pkt_num"]
+    counters.update(
+        {
+            "mac_tx_total_pkt_num": tx_pkts + 1200,
+            "mac_tx_total_oct_num": (tx_pkts + 1200) * 4158,
+            "mac_tx_bad_pkt_num": 0,
+            "mac_tx_bad_oct_num": 0,
+            "mac_rx_total_pkt_num": rx_pkts + 1100,
+            "mac_rx_total_oct_num": (rx_pkts + 1100) * 4158,
+            "mac_rx_bad_pkt_num": int(errors * 0.5),
+            "mac_rx_bad_oct_num": int(errors * 0.5) * 4158,
+            "mac_rx_fcs_err_pkt_num": int(errors * 0.5),
+            "roce_rx_rc_pkt_num": rx_pkts,
+            "roce_rx_all_pkt_num": rx_pkts,
+            "roce_rx_err_pkt_num": int(errors),
+            "roce_tx_rc_pkt_num": tx_pkts,
+            "roce_tx_all_pkt_num": tx_pkts,
+            "roce_tx_err_pkt_num": int(errors * 0.25),
+            "roce_cqe_num": tx_pkts // 64,
+            "roce_rx_cnp_pkt_num": int(elapsed * 0.4),
+            "roce_tx_cnp_pkt_num": int(elapsed * 0.3),
+            "roce_unexpected_ack_num": int(retries * 0.2),
+            "roce_out_of_order_num": int(retries * 0.1),
+            "roce_verification_err_num": 0,
+            "roce_qp_status_err_num": 0,
+            "roce_new_pkt_rty_num": int(retries),
+            "roce_ecn_db_num": 0,
+            "nic_tx_all_pkg_num": 2210 + int(elapsed * 0.01),
+            "nic_tx_all_oct_num": (2210 + int(elapsed * 0.01)) * 98,
+            "nic_rx_all_pkg_num": 3120 + int(elapsed * 0.02),
+            "nic_rx_all_oct_num": (3120 + int(elapsed * 0.02)) * 102,
+        }
+    )
+    return counters
+
+
+def optical_reading(state: DemoState, chip: int, now: float) -> dict[str, float]:
+    """Module temperature (C), Vcc (mV), per-lane tx/rx power (mW) and bias (mA)."""
+    rng = _rng(state, chip, salt=3000)
+    dark = state.chip_fault(chip, "optics_no_light") is not None
+    values: dict[str, float] = {
+        "temperature": 44 + rng.randint(0, 6) + round(2 * _wave(now, 600.0, rng.uniform(0, 6))),
+        "vcc": 3262.9 + rng.uniform(-20, 20),
+    }
+    for lane in range(4):
+        values[f"tx{lane}"] = rng.uniform(1.20, 1.55)
+        values[f"rx{lane}"] = rng.uniform(0.0, 0.0003) if dark else rng.uniform(0.85, 1.10)
+        values[f"bias{lane}"] = rng.uniform(7.85, 7.95)
+    return values

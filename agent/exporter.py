@@ -1,0 +1,164 @@
+"""Turns snapshots into Prometheus metric families, and caches the rendered exposition.
+
+No I/O and no tool runs here: a scrape only reads the snapshot store. Because
+rendering ~1,000 series costs milliseconds, the exposition is rendered once per
+store change (or when a snapshot ages out) and scrapes are served the cached bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import platform
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+from agent import __version__
+from agent.snapshot import ERROR_REASONS, SnapshotStore
+from collectors.base import Sample
+from collectors.catalogue import CATALOGUE, MetricSpec
+
+__all__ = ["TEXT_CONTENT_TYPE", "Exposition", "ExpositionCache", "NpuwatchCollector"]
+
+log = logging.getLogger(__name__)
+
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class NpuwatchCollector:
+    """prometheus_client collector that renders the snapshot store."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        const_labels: Mapping[str, str] | None = None,
+        expected_chips: int = 0,
+    ) -> None:
+        self._store = store
+        self._const = tuple((const_labels or {}).items())
+        self._const_names = tuple(name for name, _ in self._const)
+        self._const_values = tuple(value for _, value in self._const)
+        self._expected_chips = expected_chips
+        self._unknown_logged: set[str] = set()
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._store.clock()
+        snapshots = sorted(self._store.all(), key=lambda snap: snap.source)
+        grouped: dict[str, list[Sample]] = {}
+        for snap in snapshots:
+            if not snap.fresh(now):
+                continue
+            for sample in snap.samples:
+                grouped.setdefault(sample.metric, []).append(sample)
+        for name in sorted(grouped):
+            family = self._family(name, grouped[name])
+            if family is not None:
+                yield family
+        yield from self._self_metrics(snapshots)
+
+    def _new_family(self, spec: MetricSpec) -> Metric:
+        labels = [*spec.labels, *self._const_names]
+        if spec.type == "counter":
+            return CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=labels)
+        return GaugeMetricFamily(spec.name, spec.help, labels=labels)
+
+    def _family(self, name: str, samples: Iterable[Sample]) -> Metric | None:
+        spec = CATALOGUE.get(name)
+        if spec is None:
+            if name not in self._unknown_logged:
+                self._unknown_logged.add(name)
+                log.error("dropping metric %s: not in the catalogue", name)
+            return None
+        family = self._new_family(spec)
+        seen: set[tuple[str, ...]] = set()
+        for sample in samples:
+            values = tuple(value for _, value in sample.labels)
+            names = tuple(key for key, _ in sample.labels)
+            if names != spec.labels:
+                log.debug("dropping %s%s: labels do not match the catalogue", name, sample.labels)
+                continue
+            if values in seen:  # one series once, whoever printed it twice
+                continue
+            seen.add(values)
+            family.add_metric([*values, *self._const_values], sample.value)  # type: ignore[attr-defined]
+        return family
+
+    def _self_metrics(self, snapshots: list) -> Iterator[Metric]:  # type: ignore[type-arg]
+        families = {name: self._new_family(CATALOGUE[name]) for name in (
+            "npuwatch_build_info",
+            "npuwatch_expected_chips",
+            "npuwatch_collector_up",
+            "npuwatch_collector_duration_seconds",
+            "npuwatch_collector_last_success_timestamp_seconds",
+            "npuwatch_collector_errors_total",
+        )}
+        const = list(self._const_values)
+        families["npuwatch_build_info"].add_metric(  # type: ignore[attr-defined]
+            [__version__, platform.python_version(), *const], 1.0
+        )
+        families["npuwatch_expected_chips"].add_metric(const, float(self._expected_chips))  # type: ignore[attr-defined]
+        for snap in snapshots:
+            families["npuwatch_collector_up"].add_metric([snap.source, *const], 1.0 if snap.ok else 0.0)  # type: ignore[attr-defined]
+            if snap.duration_s is not None:
+                families["npuwatch_collector_duration_seconds"].add_metric(  # type: ignore[attr-defined]
+                    [snap.source, *const], snap.duration_s
+                )
+            if snap.last_success is not None:
+                families["npuwatch_collector_last_success_timestamp_seconds"].add_metric(  # type: ignore[attr-defined]
+                    [snap.source, *const], snap.last_success
+                )
+            for reason in ERROR_REASONS:
+                families["npuwatch_collector_errors_total"].add_metric(  # type: ignore[attr-defined]
+                    [snap.source, reason, *const], float(snap.errors.get(reason, 0))
+                )
+        yield from families.values()
+
+
+@dataclass(frozen=True, slots=True)
+class Exposition:
+    body: bytes
+    content_type: str
+    gzipped: bool
+
+
+class ExpositionCache:
+    """Renders the registry once per store change and serves the bytes until the next change."""
+
+    def __init__(self, registry: CollectorRegistry, store: SnapshotStore) -> None:
+        self._registry = registry
+        self._store = store
+        self._lock = threading.Lock()
+        self._key: tuple[int, frozenset[str]] | None = None
+        self._cache: dict[tuple[bool, bool], bytes] = {}
+
+    def _current_key(self) -> tuple[int, frozenset[str]]:
+        now = self._store.clock()
+        fresh = frozenset(snap.source for snap in self._store.all() if snap.fresh(now))
+        return self._store.version, fresh
+
+    def render(self, openmetrics: bool = False, gzipped: bool = False) -> Exposition:
+        key = self._current_key()
+        content_type = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
+        with self._lock:
+            if key != self._key:
+                self._key = key
+                self._cache = {}
+            body = self._cache.get((openmetrics, gzipped))
+            if body is None:
+                plain = self._cache.get((openmetrics, False))
+                if plain is None:
+                    plain = (generate_openmetrics if openmetrics else generate_latest)(self._registry)
+                    self._cache[(openmetrics, False)] = plain
+                body = gzip.compress(plain, compresslevel=5) if gzipped else plain
+                self._cache[(openmetrics, gzipped)] = body
+        return Exposition(body, content_type, gzipped)

@@ -1,0 +1,82 @@
+"""``npu-smi info -t health -i N [-c C]``: health state and active error codes.
+
+Sample output (910A, fault injected)::
+
+    Health Status                  : Alarm
+    Error Code                     : A4025021 8C03A000 8C084E00
+    Error Information              : ascend_monitor adda heart beat lost error
+
+                                   : node type=adda, sensor type=Heartbeat Sensor, ...
+
+950 and newer drivers print ``Health`` instead of ``Health Status``. Codes are
+kept as printed (hex, no ``0x``); ``NA`` means none. Continuation lines (empty
+key) are joined to ``error_information`` with newlines.
+
+Exported: ``npu_error_code_active{code}`` = 1 per code. The health state itself
+is exported by the info table (``npu_healthy``/``npu_health_state``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.base import ChipRef, CollectContext, Sample, Source
+from collectors.npu_smi_kv import chip_argv, chip_sample, one_record, parse_blocks, require_block
+
+__all__ = ["SOURCE", "HealthRecord", "parse", "samples"]
+
+_HEALTH = r"Health(?:\s*Status)?"
+_ERROR_CODE = r"Error\s*Code"
+_ERROR_INFORMATION = r"Error\s*Information"
+# Codes become a label value: accept only hex words so junk cannot create series.
+_CODE_RE = re.compile(r"(?:0[xX])?[0-9A-Fa-f]{1,16}")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthRecord:
+    health: str | None = None  # as printed: OK, Warning, Alarm, Critical, ...
+    error_codes: tuple[str, ...] = ()
+    error_information: str | None = None
+
+
+def _codes(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return tuple(dict.fromkeys(tok for tok in value.split() if _CODE_RE.fullmatch(tok)))
+
+
+def parse(text: str, chip: int | None = None) -> HealthRecord:
+    """Parse ``-t health`` output; raises ParseError when no health/error-code key is printed."""
+    block = require_block(parse_blocks(text), (_HEALTH, _ERROR_CODE), "health", chip)
+    return HealthRecord(
+        health=block.text(_HEALTH),
+        error_codes=_codes(block.text(_ERROR_CODE)),
+        error_information=block.text(_ERROR_INFORMATION),
+    )
+
+
+def parse_records(text: str) -> list[HealthRecord]:
+    """The Source's parser: a one-element list, as ``Source.parse`` returns a sequence."""
+    return [parse(text)]
+
+
+def samples(records: Sequence[Any] | HealthRecord, chip: ChipRef | None,
+            ctx: CollectContext | None = None) -> list[Sample]:
+    record = one_record(records, HealthRecord)
+    if record is None or chip is None:
+        return []
+    return [chip_sample("npu_error_code_active", chip, 1, code=code) for code in record.error_codes]
+
+
+SOURCE = Source(
+    name="npu_smi_health",
+    tool="npu-smi",
+    group="health",
+    scope="chip",
+    argv=lambda chip: chip_argv("health", chip),
+    parse=parse_records,
+    samples=samples,
+)

@@ -1,0 +1,98 @@
+"""The registry of tool-backed sources, and the cross-source facts the agent needs.
+
+``SOURCES`` is an explicit tuple (no import side effects): one entry per tool
+invocation. ``chip_refs`` and ``inventory`` read other sources' latest records
+from the snapshot store, so per-chip calls and ``npu_info`` labels stay current.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from collectors.base import ChipRef, Source
+
+if TYPE_CHECKING:
+    from agent.snapshot import SnapshotStore
+
+__all__ = ["SOURCES", "SOURCE_MODULES", "chip_refs", "inventory", "process_owner"]
+
+SOURCE_MODULES: tuple[str, ...] = (
+    "npu_smi_mapping",
+    "npu_smi_topo",
+    "npu_smi_info",
+    "npu_smi_usages",
+    "npu_smi_common",
+    "npu_smi_ecc",
+    "npu_smi_health",
+    "npu_smi_memory",
+    "npu_smi_board",
+    "npu_smi_hccs",
+    "npu_smi_hccs_bw",
+    "hccn_link",
+    "hccn_link_stat",
+    "hccn_net_health",
+    "hccn_optical",
+    "hccn_stat",
+    "hccn_speed",
+    "ascend_dmi",
+)
+
+
+def _load_sources() -> tuple[Source, ...]:
+    found: list[Source] = []
+    for name in SOURCE_MODULES:
+        module = importlib.import_module(f"collectors.{name}")
+        for attr in ("SOURCE", "SOURCES"):
+            value = getattr(module, attr, None)
+            if isinstance(value, Source):
+                found.append(value)
+            elif isinstance(value, tuple | list):
+                found.extend(item for item in value if isinstance(item, Source))
+    return tuple(found)
+
+
+SOURCES: tuple[Source, ...] = _load_sources()
+
+
+def chip_refs(store: SnapshotStore) -> list[ChipRef]:
+    """Chips from the latest info table, with logic/physical ids from ``npu-smi info -m``."""
+    from collectors import npu_smi_info
+
+    table = store.records("npu_smi_info")
+    if table is None:
+        return []
+    mapping = store.records("npu_smi_mapping")
+    return list(npu_smi_info.chip_refs(table, mapping))
+
+
+def inventory(store: SnapshotStore) -> dict[tuple[int, int], dict[str, str]]:
+    """Extra ``npu_info`` labels per chip: logic id from ``-m``, firmware/driver/serial from board."""
+    from collectors import npu_smi_board, npu_smi_mapping
+
+    facts: dict[tuple[int, int], dict[str, str]] = {}
+    mapping = store.records("npu_smi_mapping")
+    if mapping:
+        for key, labels in npu_smi_mapping.inventory(mapping).items():
+            facts.setdefault(key, {}).update(labels)
+    boards: Any = store.records("npu_smi_board")
+    if boards:
+        for chip, record in boards.items():
+            if chip is None:
+                continue
+            board = record[0] if isinstance(record, list | tuple) and record else record
+            labels = npu_smi_board.inventory_labels(board)
+            facts.setdefault((chip.npu, chip.chip), {}).update({k: v for k, v in labels.items() if v})
+    return facts
+
+
+def process_owner(pid: int) -> tuple[str, str]:
+    """(process name, user) of a host pid; empty strings when it is gone or in another namespace."""
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            return process.name(), process.username()
+    except (psutil.Error, OSError, KeyError):
+        return "", ""

@@ -1,0 +1,199 @@
+"""NPU fleet overview: is every chip there and healthy, and where to look first."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as dashboard_b
+
+from dashboards.panels import (
+    JOB,
+    Column,
+    Query,
+    datasource_variable,
+    heatmap_distribution,
+    heatmap_per_series,
+    label_variable,
+    new_dashboard,
+    sel,
+    stat,
+    state_timeline,
+    steps,
+    table,
+    timeseries,
+)
+
+__all__ = ["UID", "build"]
+
+UID = "npuwatch-fleet-overview"
+
+CHIP_LEGEND = "{{node}} npu{{npu}}/{{chip}}"
+HEALTH_MAPPING = {"1": ("OK", "green"), "0": ("Unhealthy", "red")}
+HEALTHY = steps("red", (1, "green"))
+ZERO_IS_GOOD = steps("green", (1, "red"))
+INFO = steps("blue")
+
+
+def _fleet_health_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    healthy = sel("npu_healthy")
+    return (
+        dash.with_row(dashboard_b.Row("Fleet health"))
+        .with_panel(stat(
+            "Chips healthy", "Chips whose npu-smi health is OK.",
+            unit="short", thresholds=steps("blue"), width=4,
+            queries=[Query(f"count({healthy} == 1) or vector(0)")]))
+        .with_panel(stat(
+            "Chips unhealthy", "Chips whose npu-smi health is anything but OK.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=4,
+            queries=[Query(f"count({healthy} == 0) or vector(0)")]))
+        .with_panel(stat(
+            "Chips missing",
+            "Chips a node should have (npuwatch_expected_chips) but npu-smi does not list. "
+            "Nodes with expected_chips = 0 (unknown) never count.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=4,
+            queries=[Query(
+                f"sum(clamp_min({sel('npuwatch_expected_chips')} - {sel('npu_chips')}, 0)) or vector(0)")]))
+        .with_panel(stat(
+            "Nodes reporting", "Nodes whose agent exports a chip count.",
+            unit="short", thresholds=INFO, width=4,
+            queries=[Query(f"count(count by (node) ({sel('npu_chips')})) or vector(0)")]))
+        .with_panel(stat(
+            "Agents down", "npuwatch scrape targets Prometheus cannot reach (up == 0).",
+            unit="short", thresholds=ZERO_IS_GOOD, width=4,
+            queries=[Query(f"count(up{{{JOB}}} == 0) or vector(0)")]))
+        .with_panel(stat(
+            "Collectors failing", "Collectors whose last run failed, across all nodes.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=4,
+            queries=[Query(f"count({sel('npuwatch_collector_up')} == 0) or vector(0)")]))
+    )
+
+
+def _chips_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    healthy = sel("npu_healthy")
+    util = sel("npu_aicore_utilization_ratio")
+    hbm_ratio = f"{sel('npu_hbm_used_bytes')} / {sel('npu_hbm_total_bytes')}"
+    return (
+        dash.with_row(dashboard_b.Row("Chips by node"))
+        .with_panel(state_timeline(
+            "Chips that were unhealthy in the time range",
+            "Only chips whose health dropped at least once in the range, so the panel stays "
+            "readable for a large fleet.",
+            unit="short", thresholds=HEALTHY, mapping=HEALTH_MAPPING, width=24, height=8,
+            queries=[Query(
+                f"{healthy} and on(node, npu, chip) (min_over_time({healthy}[$__range]) == 0)",
+                CHIP_LEGEND)]))
+        .with_panel(heatmap_per_series(
+            "AI Core utilization per node and chip",
+            "One row per chip; filter $node for a large fleet.",
+            unit="percentunit", thresholds=steps("blue", (0.9, "green")), width=24, height=10,
+            queries=[Query(f"avg by (node, npu, chip) ({util})", CHIP_LEGEND)]))
+        .with_panel(table(
+            "Chips now",
+            "Health, utilization, HBM, temperature and power of every chip; click a row for the node.",
+            unit="short", thresholds=INFO, width=24, height=10, sort_by="Temperature",
+            link_to_node=True,
+            queries=[Query(healthy), Query(util), Query(hbm_ratio),
+                     Query(sel("npu_temperature_celsius")), Query(sel("npu_power_watts"))],
+            columns=[
+                Column("Health", "short", HEALTHY, HEALTH_MAPPING),
+                Column("AI Core", "percentunit"),
+                Column("HBM used", "percentunit", steps("green", (0.9, "yellow"), (0.97, "red"))),
+                Column("Temperature", "celsius", steps("green", (80, "yellow"), (95, "red"))),
+                Column("Power", "watt"),
+            ]))
+    )
+
+
+def _distributions_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    return (
+        dash.with_row(dashboard_b.Row("Distributions"))
+        .with_panel(heatmap_distribution(
+            "HBM use", "How many chips sit at each HBM fill level.",
+            unit="percentunit", thresholds=steps("green", (0.9, "yellow"), (0.97, "red")),
+            queries=[Query(f"{sel('npu_hbm_used_bytes')} / {sel('npu_hbm_total_bytes')}")]))
+        .with_panel(heatmap_distribution(
+            "Power", "How many chips draw each power level.",
+            unit="watt", thresholds=steps("green", (350, "yellow"), (400, "red")),
+            queries=[Query(sel("npu_power_watts"))]))
+        .with_panel(heatmap_distribution(
+            "Temperature", "How many chips run at each temperature.",
+            unit="celsius", thresholds=steps("green", (80, "yellow"), (95, "red")),
+            queries=[Query(sel("npu_temperature_celsius"))]))
+    )
+
+
+def _hccl_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    errors = sel("npu_hccl_errors_total")
+    return (
+        dash.with_row(dashboard_b.Row("HCCL errors"))
+        .with_panel(timeseries(
+            "HCCL errors by category", "New HCCL/CANN log errors per interval, all selected nodes.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=16, bars=True, stack=True,
+            queries=[Query(f"sum by (category) (increase({errors}[$__rate_interval]))", "{{category}}")]))
+        .with_panel(table(
+            "Nodes with the most HCCL errors", "HCCL errors per node over the time range.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=8, sort_by="Errors", link_to_node=True,
+            queries=[Query(f"topk(10, sum by (node) (increase({errors}[$__range]))) > 0")],
+            columns=[Column("Errors", "short", ZERO_IS_GOOD)]))
+    )
+
+
+def _probes_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    passed = sel("npuwatch_probe_runs_total", 'outcome="pass"')
+    attempted = sel("npuwatch_probe_runs_total", 'outcome!="skipped"')
+    pass_rate = (
+        f"sum by (probe) (increase({passed}[$__range]))"
+        f" / sum by (probe) (increase({attempted}[$__range]))"
+    )
+    busbw = sel("npu_probe_allreduce_bus_bandwidth_bytes_per_second", 'scope="node"')
+    return (
+        dash.with_row(dashboard_b.Row("Probes"))
+        .with_panel(stat(
+            "Probe pass rate", "Passing runs over runs that were not skipped, per probe, in the range.",
+            unit="percentunit", thresholds=steps("red", (0.9, "yellow"), (0.99, "green")),
+            width=6, height=8, queries=[Query(pass_rate, "{{probe}}")]))
+        .with_panel(table(
+            "Slowest chips (GEMM efficiency)", "The 10 chips furthest below their model's GEMM peak.",
+            unit="percentunit", thresholds=steps("red", (0.7, "yellow"), (0.85, "green")),
+            width=9, height=8, sort_by="Efficiency", sort_desc=False, link_to_node=True,
+            queries=[Query(f"bottomk(10, {sel('npu_probe_gemm_efficiency_ratio')})")],
+            columns=[Column("Efficiency", "percentunit", steps("red", (0.7, "yellow"), (0.85, "green")))]))
+        .with_panel(table(
+            "Slowest nodes (all-reduce bus bandwidth)",
+            "The 10 nodes with the lowest intra-node all-reduce bus bandwidth (best message size).",
+            unit="Bps", thresholds=INFO, width=9, height=8, sort_by="Bus bandwidth", sort_desc=False,
+            link_to_node=True,
+            queries=[Query(f"bottomk(10, max by (node) ({busbw}))")],
+            columns=[Column("Bus bandwidth", "Bps")]))
+    )
+
+
+def _agent_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    up = sel("npuwatch_collector_up")
+    last = sel("npuwatch_collector_last_success_timestamp_seconds")
+    return (
+        dash.with_row(dashboard_b.Row("Agent"))
+        .with_panel(table(
+            "Collectors failing", "Collectors whose last run failed, and how long ago one last succeeded.",
+            unit="short", thresholds=INFO, width=12, sort_by="Since last success", link_to_node=True,
+            queries=[Query(f"{up} == 0"),
+                     Query(f"(time() - {last}) and on(node, collector) ({up} == 0)")],
+            columns=[Column("Up", "short", HEALTHY, {"1": ("up", "green"), "0": ("failing", "red")}),
+                     Column("Since last success", "s", steps("yellow", (600, "red")))]))
+        .with_panel(table(
+            "Collector errors by reason", "Failures per collector and reason over the time range.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=12, sort_by="Errors", link_to_node=True,
+            queries=[Query("sum by (node, collector, reason) "
+                           f"(increase({sel('npuwatch_collector_errors_total')}[$__range])) > 0")],
+            columns=[Column("Errors", "short", ZERO_IS_GOOD)]))
+    )
+
+
+def build() -> dashboard_b.Dashboard:
+    dash = (
+        new_dashboard(UID, "NPU fleet overview",
+                      "Health, utilization and errors of every Ascend NPU chip that npuwatch reports.")
+        .with_variable(datasource_variable())
+        .with_variable(label_variable("node", "Node", f"label_values(npu_chips{{{JOB}}}, node)"))
+    )
+    for add_row in (_fleet_health_row, _chips_row, _distributions_row, _hccl_row, _probes_row, _agent_row):
+        dash = add_row(dash)
+    return dash
