@@ -1,0 +1,127 @@
+"""Parser for ``npu-smi info -l``: how many NPUs, their chip counts and (on cards) serial numbers.
+
+Reproduce by hand: ``npu-smi info -l``. Sample (950 PCIe card)::
+
+    Total Count                    : 1
+
+    NPU ID                         : 0
+    Product Name                   : A5 PCIe Card
+    Serial Number                  : IT23HMDA0502FAA
+
+Server boards print ``NPU ID`` and ``Chip Count`` only; 310/310B say ``Card
+Count`` instead of ``Total Count``. Blocks are separated by blank lines, but a
+new ``NPU ID`` line is what starts a block here, so missing blank lines do not
+merge NPUs. Parser only: the agent uses ``inventory()`` to label ``npu_info``
+with serial numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from collectors._text import split_key_value
+from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, ToolError
+
+__all__ = ["SOURCE", "ListedNpu", "NpuList", "inventory", "parse"]
+
+_INT_RE = re.compile(r"[0-9]{1,12}")
+_ABSENT = frozenset({"", "NA", "N/A", "-", "--"})
+_TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
+
+
+@dataclass(frozen=True, slots=True)
+class ListedNpu:
+    npu: int
+    chip_count: int | None
+    product_name: str | None
+    serial: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NpuList:
+    """``total`` is the printed Total/Card Count (None when not printed)."""
+
+    total: int | None
+    npus: tuple[ListedNpu, ...]
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if _INT_RE.fullmatch(text) else None
+
+
+def _text_or_none(text: str) -> str | None:
+    return None if text in _ABSENT else text
+
+
+def parse(text: str) -> NpuList:
+    """Parse ``npu-smi info -l``; ``ToolError``/``ParseError`` when there is no count and no NPU."""
+    total: int | None = None
+    npus: list[ListedNpu] = []
+    for line in text.splitlines():
+        pair = split_key_value(line)
+        if pair is None:
+            continue
+        key, value = " ".join(pair[0].split()).lower(), pair[1]
+        if key in ("total count", "card count"):
+            total = _int_or_none(value)
+        elif key == "npu id":
+            npu = _int_or_none(value)
+            if npu is not None:
+                npus.append(ListedNpu(npu=npu, chip_count=None, product_name=None, serial=None))
+        elif npus and key == "chip count":
+            npus[-1] = replace(npus[-1], chip_count=_int_or_none(value))
+        elif npus and key == "product name":
+            npus[-1] = replace(npus[-1], product_name=_text_or_none(value))
+        elif npus and key == "serial number":
+            npus[-1] = replace(npus[-1], serial=_text_or_none(value))
+    if total is None and not npus:
+        _raise_no_data(text)
+    return NpuList(total=total, npus=tuple(npus))
+
+
+def _raise_no_data(text: str) -> None:
+    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise ParseError("empty npu-smi info -l output")
+    if any(marker in text.lower() for marker in _TOOL_ERROR_MARKERS):
+        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
+    raise ParseError("no NPU in npu-smi info -l output", lines[0][0], lines[0][1][:200])
+
+
+def inventory(
+    listing: NpuList, chips: Iterable[tuple[int, int]] | None = None
+) -> dict[tuple[int, int], dict[str, str]]:
+    """``{(npu, chip): {"serial": ...}}`` for NPUs with a printed serial.
+
+    The serial belongs to the NPU (card), so every chip of it gets it: the
+    chips given (e.g. from the info table) or else chips ``0..Chip Count-1``.
+    """
+    serials = {npu.npu: npu.serial for npu in listing.npus if npu.serial}
+    counts = {npu.npu: npu.chip_count or 1 for npu in listing.npus}
+    keys = list(chips) if chips is not None else [
+        (npu, chip) for npu in serials for chip in range(counts.get(npu, 1))
+    ]
+    return {(npu, chip): {"serial": serials[npu]} for npu, chip in keys if npu in serials}
+
+
+def _parse_records(text: str) -> tuple[NpuList]:
+    return (parse(text),)
+
+
+def _samples(_records: Sequence[Any], _chip: ChipRef | None, _ctx: CollectContext) -> list[Sample]:
+    return []  # inventory only: feeds npu_info through inventory()
+
+
+SOURCE = Source(
+    name="npu_smi_list",
+    tool="npu-smi",
+    group="inventory",
+    scope="node",
+    argv=lambda _chip: ["info", "-l"],
+    parse=_parse_records,
+    samples=_samples,
+    default_enabled=False,
+)

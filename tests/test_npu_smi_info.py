@@ -1,0 +1,425 @@
+"""Tests of the ``npu-smi info`` table parser and its samples.
+
+Golden files: ``tests/fixtures/npu_smi_tables/info_*.txt`` (synthetic, modelled
+on real captures) each sit next to the expected records in ``info_*.json``.
+Regenerate after a deliberate change with ``NPUWATCH_UPDATE_GOLDEN=1 pytest
+tests/test_npu_smi_info.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors import npu_smi_info
+from collectors._text import MIB
+from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
+from collectors.catalogue import CATALOGUE
+from collectors.npu_smi_info import HEALTH_STATES, InfoTable, chip_refs, health_state, parse, samples
+from collectors.npu_smi_mapping import MappingRow
+
+FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
+INFO_CASES = sorted(FIXTURES.glob("info_*.txt"))
+UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
+
+
+def _load(name: str) -> InfoTable:
+    return parse((FIXTURES / name).read_text())
+
+
+def _value(out: list[Sample], metric: str, **labels: str) -> float | None:
+    wanted = set(labels.items())
+    found = [s.value for s in out if s.metric == metric and wanted <= set(s.labels)]
+    assert len(found) <= 1, f"{metric}{labels} matched {len(found)} samples"
+    return found[0] if found else None
+
+
+def _metrics(out: list[Sample]) -> set[str]:
+    return {s.metric for s in out}
+
+
+# --- golden files ---------------------------------------------------------------------------------
+
+
+def test_fixtures_present() -> None:
+    assert len(INFO_CASES) >= 8
+
+
+@pytest.mark.parametrize("case", INFO_CASES, ids=lambda path: path.stem)
+def test_golden(case: Path) -> None:
+    parsed = json.loads(json.dumps(dataclasses.asdict(parse(case.read_text()))))
+    golden = case.with_suffix(".json")
+    if UPDATE_GOLDEN:
+        golden.write_text(json.dumps(parsed, indent=2, sort_keys=True) + "\n")
+    assert parsed == json.loads(golden.read_text())
+
+
+# --- layouts, value by value ----------------------------------------------------------------------
+
+
+def test_910b3_values_and_processes() -> None:
+    table = _load("info_910b3_x2_procs.txt")
+    assert table.version == "24.1.rc2.2"
+    assert [(c.npu, c.chip) for c in table.chips] == [(0, 0), (1, 0)]
+    first = table.chips[0]
+    assert first.power_watts == 101.3
+    assert first.temperature_celsius == 41
+    assert first.aicore_ratio == pytest.approx(0.37)
+    assert first.hbm_used_bytes == 41052 * MIB  # "41052/ 65536": no space before the slash
+    assert first.hbm_total_bytes == 65536 * MIB
+    assert first.memory_total_bytes == 0
+    assert first.bus_id == "0000:C1:00.0"
+    assert table.chips[1].health == "Alarm"
+    assert table.process_section
+    assert [(p.npu, p.chip, p.pid, p.name) for p in table.processes] == [
+        (0, 0, 2210418, "python3.10"),
+        (0, 0, 2210555, ""),
+        (1, 0, 2210418, "python3.10"),
+    ]
+    assert table.processes[0].memory_bytes == 37600 * MIB
+
+
+def test_a3_dies_phy_id_and_power_dash() -> None:
+    table = _load("info_a3_dies.txt")
+    die0, die1 = table.chips[0], table.chips[1]
+    assert (die0.npu, die0.chip, die0.phy_id, die0.device_id) == (4, 0, 8, None)
+    assert (die1.npu, die1.chip, die1.phy_id) == (4, 1, 9)
+    assert die0.power_watts == 171.5
+    assert die1.power_watts is None  # '-' on die 1: power is reported per NPU
+    assert table.chips[2].health == "Critical"
+
+
+def test_950_blank_chip_and_wide_process_columns() -> None:
+    table = _load("info_950dt_wide_nobanner.txt")
+    assert table.version is None  # no banner
+    chip = table.chips[0]
+    assert (chip.npu, chip.chip, chip.has_chip_id) == (0, 0, False)
+    assert chip.aicore_ratio == pytest.approx(0.83)  # NPU Util(%)
+    assert chip.hbm_total_bytes == 147456 * MIB
+    assert chip.bus_id is None
+    unknown = table.chips[1]
+    assert unknown.power_watts is None and unknown.temperature_celsius is None
+    assert unknown.hbm_used_bytes is None and unknown.hbm_total_bytes is None
+    assert [(p.npu, p.chip, p.pid, p.container_pid) for p in table.processes] == [(0, 0, 88123, 412)]
+
+
+def test_310p_duo_all_dash_separators_group_by_npu_id() -> None:
+    table = _load("info_310p_duo_alldash.txt")
+    assert [(c.npu, c.chip, c.device_id) for c in table.chips] == [(4, 0, 4), (4, 1, 5), (5, 0, 6), (5, 1, 7)]
+    assert table.chips[0].bus_id == table.chips[1].bus_id == "0000:3B:00.0"
+    assert all(c.power_watts is None for c in table.chips)
+    assert all(c.hbm_total_bytes is None for c in table.chips)  # 310P has no HBM column
+    assert table.chips[1].memory_total_bytes == 43693 * MIB
+
+
+def test_310_old_layout_repeats_npu_row_per_chip() -> None:
+    table = _load("info_310_old_repeated.txt")
+    assert [(c.npu, c.chip, c.device_id) for c in table.chips] == [(9, 0, 4), (9, 1, 5)]
+    assert table.chips[1].power_watts == 12.9
+    assert table.chips[0].hugepages_total is None  # no Hugepages column in 20.x
+    assert table.chips[0].memory_used_bytes == 2703 * MIB
+    assert not table.process_section
+
+
+def test_truncated_capture_keeps_what_is_there() -> None:
+    table = _load("info_truncated.txt")
+    assert [(c.npu, c.chip) for c in table.chips] == [(0, 0), (1, 0)]
+    assert table.chips[1].power_watts == 90.7
+    assert table.chips[1].hbm_total_bytes is None  # the line was cut before the HBM cell
+
+
+def test_tab_indented_na_values_are_none() -> None:
+    table = _load("info_tab_indented.txt")
+    broken = table.chips[1]
+    assert broken.health == "Degraded"
+    assert broken.power_watts is None and broken.temperature_celsius is None  # 'NA', 'N/A'
+    assert broken.aicore_ratio is None  # '-'
+    assert broken.hugepages_used == 15  # 'N/A' before it did not shift the pair columns
+    assert table.chips[0].hbm_used_bytes == 31004 * MIB
+
+
+def test_vnpu_and_big_ids() -> None:
+    table = _load("info_vnpu_bigids.txt")
+    assert [(c.npu, c.name) for c in table.chips] == [(100, "310Pvir02"), (65536, "310P3")]
+    assert table.chips[1].hugepages_used == 8728
+    assert table.processes[0].npu == 65536
+
+
+def test_wide_26x_process_in_container_na() -> None:
+    table = _load("info_910b4_wide_26x.txt")
+    assert [p.container_pid for p in table.processes] == [77, None]
+    assert table.processes[0].name == ""
+
+
+def test_chip_line_missing_gets_next_free_chip() -> None:
+    text = (
+        "| NPU   Name   | Health | Power(W) Temp(C) Hugepages-Usage(page)|\n"
+        "| 0     910B3  | OK     | 90.1     40      0 / 0 |\n"
+        "| 0     910B3  | OK     | 91.0     41      0 / 0 |\n"
+        "| 1                     | 0000:02:00.0 | 5  0 / 0  10 / 20 |\n"
+    )
+    table = parse(text)
+    assert [(c.npu, c.chip, c.power_watts) for c in table.chips] == [(0, 0, 90.1), (0, 1, 91.0)]
+    assert table.chips[1].hbm_used_bytes == 10 * MIB
+
+
+def test_orphan_chip_line_at_top_of_partial_capture_is_skipped() -> None:
+    text = (
+        "| 0     0      | NA           | 0   1797 / 3513 |\n"
+        "| 3     310B4  | OK           | 7.2  37  15 / 15 |\n"
+        "| 0     0      | NA           | 0   1797 / 3513 |\n"
+    )
+    table = parse(text)
+    assert [(c.npu, c.chip, c.name) for c in table.chips] == [(3, 0, "310B4")]
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t\n"])
+def test_empty_output_is_a_parse_error(text: str) -> None:
+    with pytest.raises(ParseError) as excinfo:
+        parse(text)
+    assert not isinstance(excinfo.value, ToolError)
+
+
+def test_invalid_card_id_and_usage_is_a_tool_error() -> None:
+    text = (
+        "Invalid card id.\n"
+        "Error parameter of -i\n"
+        "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]\n"
+    )
+    with pytest.raises(ToolError, match="Invalid card id"):
+        parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello world\nthis is not a table\n",
+        "+-----+\n| npu-smi 25.2.0  Version: 25.2.0 |\n+-----+\n",
+        "| NPU Name | Health | Power(W) Temp(C) |\n| Chip | Bus-Id | AICore(%) Memory-Usage(MB) |\n",
+        "| 0 0 | 0000:01:00.0 | 0 0 / 0 1 / 2 |\n",
+    ],
+    ids=["garbage", "banner-only", "header-only", "chip-line-only"],
+)
+def test_not_a_table_is_a_parse_error(text: str) -> None:
+    with pytest.raises(ParseError) as excinfo:
+        parse(text)
+    assert not isinstance(excinfo.value, ToolError)
+    assert excinfo.value.line_no == 1
+
+
+# --- samples --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", INFO_CASES, ids=lambda path: path.stem)
+def test_samples_follow_the_catalogue(case: Path) -> None:
+    out = samples(parse(case.read_text()), None, CollectContext(per_process_metrics=True))
+    assert out
+    series = set()
+    for sample in out:
+        spec = CATALOGUE[sample.metric]
+        assert spec.source == "npu_smi_info"
+        assert tuple(name for name, _ in sample.labels) == spec.labels
+        assert math.isfinite(sample.value)
+        key = (sample.metric, sample.labels)
+        assert key not in series, f"duplicate series {key}"
+        series.add(key)
+
+
+def test_samples_910b3() -> None:
+    out = samples(_load("info_910b3_x2_procs.txt"), None, CollectContext())
+    assert _value(out, "npu_chips") == 2
+    assert _value(out, "npu_power_watts", npu="0", chip="0") == 101.3
+    assert _value(out, "npu_temperature_celsius", npu="1", chip="0") == 44
+    assert _value(out, "npu_aicore_utilization_ratio", npu="1", chip="0") == 1.0
+    assert _value(out, "npu_hbm_used_bytes", npu="0", chip="0") == 41052 * MIB
+    assert _value(out, "npu_hbm_total_bytes", npu="0", chip="0") == 65536 * MIB
+    assert "npu_memory_used_bytes" not in _metrics(out)  # DDR 0 / 0 on 910B is skipped
+    assert "npu_memory_total_bytes" not in _metrics(out)
+    assert _value(out, "npu_healthy", npu="0", chip="0") == 1
+    assert _value(out, "npu_healthy", npu="1", chip="0") == 0
+    states = {dict(s.labels)["state"]: s.value for s in out
+              if s.metric == "npu_health_state" and ("npu", "1") in s.labels}
+    assert states == {"ok": 0, "warning": 0, "alarm": 1, "critical": 0, "unknown": 0}
+    assert _value(out, "npu_processes", npu="0", chip="0") == 2
+    assert _value(out, "npu_processes", npu="1", chip="0") == 1
+    assert "npu_process_memory_bytes" not in _metrics(out)  # opt-in only
+
+
+def test_samples_310p_memory_and_absent_power() -> None:
+    out = samples(_load("info_310p_duo_alldash.txt"), None, CollectContext())
+    assert _value(out, "npu_memory_used_bytes", npu="4", chip="0") == 3561 * MIB
+    assert _value(out, "npu_memory_total_bytes", npu="4", chip="1") == 43693 * MIB
+    assert "npu_power_watts" not in _metrics(out)
+    assert "npu_hbm_used_bytes" not in _metrics(out)
+    assert _value(out, "npu_processes", npu="5", chip="1") == 0  # chips without a process row count 0
+
+
+def test_samples_without_process_section_have_no_process_counts() -> None:
+    out = samples(_load("info_310_old_repeated.txt"), None, CollectContext())
+    assert "npu_processes" not in _metrics(out)
+    assert _value(out, "npu_chips") == 2
+
+
+def test_samples_950_unknown_health_and_missing_values() -> None:
+    out = samples(_load("info_950dt_wide_nobanner.txt"), None, CollectContext())
+    assert _value(out, "npu_healthy", npu="1", chip="0") == 0
+    assert _value(out, "npu_health_state", npu="1", chip="0", state="unknown") == 1
+    assert _value(out, "npu_health_state", npu="1", chip="0", state="ok") == 0
+    assert _value(out, "npu_power_watts", npu="1", chip="0") is None
+    assert _value(out, "npu_hbm_used_bytes", npu="1", chip="0") is None
+    assert _value(out, "npu_power_watts", npu="0", chip="0") == 412.7
+
+
+def test_npu_info_labels_from_table_and_inventory() -> None:
+    table = _load("info_a3_dies.txt")
+    ctx = CollectContext(inventory={(4, 1): {"logic_id": "1", "serial": "SN41", "firmware": "7.7.0.1",
+                                             "driver": "25.3.rc1"}})
+    infos = [dict(s.labels) for s in samples(table, None, ctx) if s.metric == "npu_info"]
+    assert len(infos) == 4
+    assert infos[1] == {"npu": "4", "chip": "1", "model": "Ascend910", "bus_id": "0000:5D:00.0",
+                        "logic_id": "1", "serial": "SN41", "firmware": "7.7.0.1", "driver": "25.3.rc1"}
+    assert infos[0]["logic_id"] == infos[0]["serial"] == infos[0]["firmware"] == ""
+
+
+def test_process_memory_opt_in_with_and_without_owner() -> None:
+    table = _load("info_910b3_x2_procs.txt")
+    plain = samples(table, None, CollectContext(per_process_metrics=True))
+    mem = {dict(s.labels)["pid"] + "/" + dict(s.labels)["npu"]: (dict(s.labels), s.value)
+           for s in plain if s.metric == "npu_process_memory_bytes"}
+    assert set(mem) == {"2210418/0", "2210555/0", "2210418/1"}
+    assert mem["2210418/0"][0]["process"] == "python3.10" and mem["2210418/0"][0]["user"] == ""
+    assert mem["2210418/0"][1] == 37600 * MIB
+
+    def owner(pid: int) -> tuple[str, str]:
+        return ("vllm" if pid == 2210418 else "", "alice")
+
+    owned = samples(table, None, CollectContext(per_process_metrics=True, process_owner=owner))
+    labels = [dict(s.labels) for s in owned if s.metric == "npu_process_memory_bytes"]
+    assert {(lab["pid"], lab["process"], lab["user"]) for lab in labels} == {
+        ("2210418", "vllm", "alice"), ("2210555", "", "alice")}
+
+
+def test_same_pid_twice_on_one_chip_is_summed() -> None:
+    text = (FIXTURES / "info_910b4_wide_26x.txt").read_text().replace("3326001", "3325989")
+    out = samples(parse(text), None, CollectContext(per_process_metrics=True))
+    assert _value(out, "npu_process_memory_bytes", pid="3325989") == (17200 + 300) * MIB
+    assert _value(out, "npu_processes", npu="0", chip="0") == 2
+
+
+@pytest.mark.parametrize(
+    ("printed", "state"),
+    [("OK", "ok"), ("Warning", "warning"), ("Alarm", "alarm"), ("Critical", "critical"),
+     ("UNKNOWN", "unknown"), ("Degraded", "unknown"), ("", "unknown"), (" ok ", "ok")],
+)
+def test_health_state(printed: str, state: str) -> None:
+    assert health_state(printed) == state
+    assert state in HEALTH_STATES
+
+
+# --- chip refs and the Source ---------------------------------------------------------------------
+
+
+def test_chip_refs_with_mapping() -> None:
+    table = _load("info_a3_dies.txt")
+    mapping = (
+        MappingRow(npu=4, chip=0, logic_id=6, phy_id=None, name="Ascend 910", is_mcu=False),
+        MappingRow(npu=4, chip=1, logic_id=7, phy_id=None, name="Ascend 910", is_mcu=False),
+        MappingRow(npu=4, chip=2, logic_id=None, phy_id=None, name="Mcu", is_mcu=True),
+    )
+    refs = chip_refs(table, mapping)
+    assert refs[:2] == [ChipRef(4, 0, True, 6, 8), ChipRef(4, 1, True, 7, 9)]
+    assert refs[2] == ChipRef(5, 0, True, None, 10)
+    assert chip_refs(table) == [ChipRef(c.npu, c.chip, True, None, c.phy_id) for c in table.chips]
+
+
+def test_chip_refs_950_phy_id_from_mapping() -> None:
+    table = _load("info_950dt_wide_nobanner.txt")
+    mapping = [MappingRow(npu=1, chip=0, logic_id=None, phy_id=5, name="Ascend 950DT", is_mcu=False)]
+    refs = chip_refs(table, mapping)
+    assert refs == [ChipRef(0, 0, False, None, None), ChipRef(1, 0, False, None, 5)]
+
+
+def test_source_wiring() -> None:
+    source = npu_smi_info.SOURCE
+    assert (source.name, source.tool, source.group) == ("npu_smi_info", "npu-smi", "info")
+    assert source.scope == "node"
+    assert source.argv(None) == ["info"]
+    text = (FIXTURES / "info_910b3_x2_procs.txt").read_text()
+    records = source.parse(text)
+    assert list(records) == [parse(text)]
+    ctx = CollectContext()
+    assert source.samples(records, None, ctx) == samples(parse(text), None, ctx)
+
+
+# --- robustness -----------------------------------------------------------------------------------
+
+_TABLE_ALPHABET = st.sampled_from(
+    [*"|+-= /.:\t\n0123456789ABCDNOKPabcdx", "NA", "N/A", "OK", "Ascend910", "Bus-Id", "Health", "Name",
+     "Process id", "Phy-ID"]
+)
+
+
+def _parse_or_parse_error(text: str) -> None:
+    try:
+        table = parse(text)
+    except ParseError:
+        return
+    out = samples(table, None, CollectContext(per_process_metrics=True))
+    assert all(math.isfinite(s.value) for s in out)
+    assert table.chips
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text())
+def test_arbitrary_text_only_raises_parse_error(text: str) -> None:
+    _parse_or_parse_error(text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_TABLE_ALPHABET, max_size=300).map("".join))
+def test_table_like_text_only_raises_parse_error(text: str) -> None:
+    _parse_or_parse_error(text)
+
+
+@st.composite
+def _mutated_table(draw: st.DrawFn) -> str:
+    lines = draw(st.sampled_from(INFO_CASES)).read_text().splitlines()
+    for _ in range(draw(st.integers(1, 6))):
+        if not lines:
+            break
+        index = draw(st.integers(0, len(lines) - 1))
+        action = draw(st.sampled_from(["drop", "dup", "cut", "swap", "insert", "replace", "unpipe"]))
+        if action == "drop":
+            del lines[index]
+        elif action == "dup":
+            lines.insert(index, lines[index])
+        elif action == "cut":
+            lines[index] = lines[index][: draw(st.integers(0, len(lines[index])))]
+        elif action == "swap":
+            other = draw(st.integers(0, len(lines) - 1))
+            lines[index], lines[other] = lines[other], lines[index]
+        elif action == "insert":
+            lines.insert(index, draw(st.text(max_size=80)))
+        elif action == "replace" and lines[index]:
+            position = draw(st.integers(0, len(lines[index]) - 1))
+            char = draw(st.characters())
+            lines[index] = lines[index][:position] + char + lines[index][position + 1:]
+        elif action == "unpipe":
+            lines[index] = lines[index].replace("|", draw(st.sampled_from([" ", "||", "/", ""])))
+    return "\n".join(lines)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated_table())
+def test_mutated_tables_only_raise_parse_error(text: str) -> None:
+    _parse_or_parse_error(text)

@@ -1,0 +1,256 @@
+"""Tests of the ``npu-smi info -m`` / ``-l`` / ``-t topo`` / ``watch`` parsers.
+
+Golden files: ``tests/fixtures/npu_smi_tables/{mapping,list,topo,watch}_*.txt`` (synthetic)
+with the expected records in the matching ``.json``. Regenerate with
+``NPUWATCH_UPDATE_GOLDEN=1 pytest tests/test_npu_smi_mapping_topo.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors import npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
+from collectors.base import CollectContext, ParseError, ToolError
+from collectors.catalogue import CATALOGUE
+
+FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
+UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "mapping": npu_smi_mapping.parse,
+    "list": npu_smi_list.parse,
+    "topo": npu_smi_topo.parse,
+    "watch": npu_smi_watch.parse,
+}
+CASES = sorted(path for kind in PARSERS for path in FIXTURES.glob(f"{kind}_*.txt"))
+ERROR_TEXT = (
+    "Invalid card id.\n"
+    "Error parameter of -i\n"
+    "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]\n"
+)
+
+
+def _as_json(records: Any) -> Any:
+    if dataclasses.is_dataclass(records) and not isinstance(records, type):
+        return json.loads(json.dumps(dataclasses.asdict(records)))
+    return json.loads(json.dumps([dataclasses.asdict(record) for record in records]))
+
+
+def _read(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda path: path.stem)
+def test_golden(case: Path) -> None:
+    parsed = _as_json(PARSERS[case.stem.split("_")[0]](case.read_text()))
+    golden = case.with_suffix(".json")
+    if UPDATE_GOLDEN:
+        golden.write_text(json.dumps(parsed, indent=2, sort_keys=True) + "\n")
+    assert parsed == json.loads(golden.read_text())
+
+
+def test_every_kind_has_fixtures() -> None:
+    kinds = {path.stem.split("_")[0] for path in CASES}
+    assert kinds == set(PARSERS)
+
+
+# --- -m mapping -----------------------------------------------------------------------------------
+
+
+def test_mapping_mcu_rows_and_names_with_spaces() -> None:
+    rows = npu_smi_mapping.parse(_read("mapping_910b4_mcu.txt"))
+    assert [(r.npu, r.chip, r.logic_id, r.name, r.is_mcu) for r in rows[:2]] == [
+        (0, 0, 0, "Ascend 910B4", False),
+        (0, 1, None, "Mcu", True),
+    ]
+    assert rows[4].npu == 3 and rows[4].logic_id == 2
+    assert npu_smi_mapping.inventory(rows) == {
+        (0, 0): {"logic_id": "0"}, (1, 0): {"logic_id": "1"}, (3, 0): {"logic_id": "2"}}
+
+
+def test_mapping_a3_phy_id_column() -> None:
+    rows = npu_smi_mapping.parse(_read("mapping_a3_phyid.txt"))
+    assert [(r.npu, r.chip, r.logic_id, r.phy_id) for r in rows if not r.is_mcu] == [
+        (0, 0, 0, 0), (0, 1, 1, 1), (1, 0, 2, 2), (1, 1, 3, 3)]
+    assert rows[2].is_mcu and rows[2].phy_id is None
+
+
+def test_mapping_950_has_no_logic_id() -> None:
+    rows = npu_smi_mapping.parse(_read("mapping_950.txt"))
+    assert [(r.npu, r.chip, r.logic_id, r.phy_id, r.name) for r in rows] == [
+        (0, 0, None, 0, "Ascend 950DT"), (1, 0, None, 1, "Ascend 950DT")]
+    assert npu_smi_mapping.inventory(rows) == {}
+
+
+def test_mapping_misaligned_minid() -> None:
+    rows = npu_smi_mapping.parse(_read("mapping_310_minid_misaligned.txt"))
+    assert [(r.npu, r.chip, r.logic_id, r.name) for r in rows] == [
+        (12, 0, 4, "MiniD"), (12, 1, 5, "MiniD"), (12, 2, None, "Mcu")]
+
+
+def test_mapping_without_header_uses_default_columns() -> None:
+    rows = npu_smi_mapping.parse("3   0   5   Ascend 910B3\n")
+    assert [(r.npu, r.chip, r.logic_id, r.name) for r in rows] == [(3, 0, 5, "Ascend 910B3")]
+
+
+def test_mapping_source() -> None:
+    source = npu_smi_mapping.SOURCE
+    assert (source.name, source.group, source.scope) == ("npu_smi_mapping", "inventory", "node")
+    assert source.argv(None) == ["info", "-m"]
+    assert source.samples(source.parse(_read("mapping_a3_phyid.txt")), None, CollectContext()) == []
+
+
+# --- -l list --------------------------------------------------------------------------------------
+
+
+def test_list_card_count_serials_and_chip_counts() -> None:
+    listing = npu_smi_list.parse(_read("list_cards.txt"))
+    assert listing.total == 3
+    assert [(n.npu, n.chip_count, n.product_name, n.serial) for n in listing.npus] == [
+        (1, 2, "Atlas 300I Duo", "102345678901"),
+        (2, 2, "Atlas 300I Duo", None),  # 'NA'
+        (7, 1, None, None),  # no blank line before it: still its own NPU
+    ]
+    assert npu_smi_list.inventory(listing) == {
+        (1, 0): {"serial": "102345678901"}, (1, 1): {"serial": "102345678901"}}
+    assert npu_smi_list.inventory(listing, chips=[(1, 0), (2, 0)]) == {(1, 0): {"serial": "102345678901"}}
+
+
+def test_list_source_is_opt_in() -> None:
+    source = npu_smi_list.SOURCE
+    assert source.argv(None) == ["info", "-l"]
+    assert source.default_enabled is False
+    assert source.group == "inventory"
+
+
+# --- topo -----------------------------------------------------------------------------------------
+
+
+def test_topo_matrix_and_legend_ignored() -> None:
+    links = npu_smi_topo.parse(_read("topo_4npu_mixed.txt"))
+    assert len(links) == 16  # 4 x 4, the 'NPU9 = ...' legend line is not a row
+    by_pair = {(link.npu, link.peer): link for link in links}
+    assert by_pair[(2, 3)].link_type == "HCCS_SW"
+    assert by_pair[(0, 2)].link_type == "PIX"
+    assert by_pair[(1, 1)].link_type == "X"
+    assert by_pair[(3, 0)].cpu_affinity == "32-63"
+
+
+def test_topo_shrinking_columns_and_missing_affinity() -> None:
+    links = npu_smi_topo.parse(_read("topo_shrinking_cols.txt"))
+    by_pair = {(link.npu, link.peer): link for link in links}
+    assert len(by_pair) == 36
+    assert by_pair[(4, 5)].link_type == "UB"
+    assert by_pair[(4, 5)].cpu_affinity is None
+    assert by_pair[(0, 5)].link_type == "NA"
+    assert by_pair[(5, 0)].cpu_affinity == "64-127"
+
+
+def test_topo_samples_skip_self() -> None:
+    links = npu_smi_topo.parse(_read("topo_4npu_mixed.txt"))
+    out = npu_smi_topo.samples(links, None, CollectContext())
+    assert len(out) == 12
+    spec = CATALOGUE["npu_topology_link"]
+    assert all(tuple(name for name, _ in s.labels) == spec.labels and s.value == 1 for s in out)
+    labels = {tuple(value for _, value in s.labels) for s in out}
+    assert ("2", "3", "HCCS_SW") in labels
+    assert not any(npu == peer for npu, peer, _ in labels)
+    source = npu_smi_topo.SOURCE
+    assert source.argv(None) == ["info", "-t", "topo"]
+    assert (source.name, source.group) == ("npu_smi_topo", "inventory")
+    assert source.samples(source.parse(_read("topo_4npu_mixed.txt")), None, CollectContext()) == out
+
+
+def test_topo_single_npu_header() -> None:
+    links = npu_smi_topo.parse("           NPU0       CPU Affinity\nNPU0       X          0-23\n")
+    assert links == [npu_smi_topo.TopoLink(0, 0, "X", "0-23")]
+    assert npu_smi_topo.samples(links, None, CollectContext()) == []
+
+
+# --- watch (parser only) --------------------------------------------------------------------------
+
+
+def test_watch_chip_column_and_cut_last_row() -> None:
+    rows = npu_smi_watch.parse(_read("watch_910b_chip_column.txt"))
+    assert [(r.npu, r.chip, r.has_chip_id) for r in rows] == [(0, 0, True), (1, 0, True), (0, 0, True)]
+    assert rows[0].aicore_ratio == pytest.approx(0.37)
+    assert rows[0].memory_bandwidth_ratio == pytest.approx(0.22)
+    assert rows[1].power_watts is None  # 'NA'
+    assert rows[0].npu_util_ratio is None  # no such column on this build
+    assert npu_smi_watch.latest(rows)[(0, 0)].power_watts == 97.4
+
+
+def test_watch_950_without_chip_column() -> None:
+    rows = npu_smi_watch.parse(_read("watch_950_no_chip.txt"))
+    assert [(r.npu, r.chip, r.has_chip_id) for r in rows] == [(3, 0, False), (5, 0, False)]
+    assert rows[0].npu_util_ratio == pytest.approx(0.9)
+    assert rows[0].aicube_ratio == pytest.approx(0.72)
+    assert rows[0].power_watts == 301.2
+
+
+# --- errors and robustness ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(PARSERS))
+def test_error_text_is_a_tool_error(kind: str) -> None:
+    with pytest.raises(ToolError):
+        PARSERS[kind](ERROR_TEXT)
+
+
+@pytest.mark.parametrize("kind", sorted(PARSERS))
+@pytest.mark.parametrize("text", ["", "\n  \n", "some random words\nmore words\n"])
+def test_empty_or_garbage_is_a_parse_error(kind: str, text: str) -> None:
+    with pytest.raises(ParseError) as excinfo:
+        PARSERS[kind](text)
+    assert not isinstance(excinfo.value, ToolError)
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> tuple[str, str]:
+    case = draw(st.sampled_from(CASES))
+    lines = case.read_text().splitlines()
+    for _ in range(draw(st.integers(1, 5))):
+        if not lines:
+            break
+        index = draw(st.integers(0, len(lines) - 1))
+        action = draw(st.sampled_from(["drop", "dup", "cut", "insert", "replace"]))
+        if action == "drop":
+            del lines[index]
+        elif action == "dup":
+            lines.insert(index, lines[index])
+        elif action == "cut":
+            lines[index] = lines[index][: draw(st.integers(0, len(lines[index])))]
+        elif action == "insert":
+            lines.insert(index, draw(st.text(max_size=60)))
+        elif lines[index]:
+            position = draw(st.integers(0, len(lines[index]) - 1))
+            lines[index] = lines[index][:position] + draw(st.characters()) + lines[index][position + 1:]
+    return case.stem.split("_")[0], "\n".join(lines)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated())
+def test_mutated_outputs_only_raise_parse_error(kind_and_text: tuple[str, str]) -> None:
+    kind, text = kind_and_text
+    try:
+        records = PARSERS[kind](text)
+    except ParseError:
+        return
+    if kind == "topo":
+        npu_smi_topo.samples(records, None, CollectContext())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(PARSERS)), st.text())
+def test_arbitrary_text_only_raises_parse_error(kind: str, text: str) -> None:
+    with contextlib.suppress(ParseError):
+        PARSERS[kind](text)
