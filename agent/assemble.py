@@ -95,7 +95,9 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
         from agent.demo.state import DemoNode
 
         demo = DemoNode(demo_dir)
-        if not (demo_dir / "state.json").exists() and not demo.exists():
+        if demo.exists():
+            demo.write_executables()  # keep the state, refresh the interpreter baked into the wrappers
+        else:
             demo.create(chips=demo_chips)
         (demo_dir / "log").mkdir(parents=True, exist_ok=True)
         config = apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir))

@@ -222,7 +222,7 @@ SCHEMA: Schema = {
         "config_file": (_optional(_str), None),  # exporter-toolkit style TLS / basic auth file
         "max_connections": (_int(1, 1024), 32),
     },
-    "labels": (_labels, None),  # constant labels; `node` defaults from $NODE_NAME
+    "labels": (_optional(_labels), None),  # constant labels; `node` defaults from $NODE_NAME
     "expected_chips": (_int(0, 4096), 0),
     "state_dir": (_str, "/var/lib/npuwatch"),
     "textfile": {
@@ -260,7 +260,7 @@ SCHEMA: Schema = {
         "hccl_logs": {
             "enabled": (_bool, True),
             "interval": (_positive_duration, 15.0),
-            "paths": (_str_list, None),  # default: $ASCEND_PROCESS_LOG_PATH or ~/ascend/log
+            "paths": (_optional(_str_list), None),  # default: $ASCEND_PROCESS_LOG_PATH or ~/ascend/log
             "globs": (_str_list, ()),
             "kernel_log": (_optional(_str), None),
             "first_start_window": (_duration, 3600.0),
@@ -282,7 +282,7 @@ SCHEMA: Schema = {
         "connect_timeout": (_positive_duration, 60.0),
         "exec_timeout": (_positive_duration, 120.0),
         "deadline": (_positive_duration, 600.0),
-        "peaks": (_peaks, None),
+        "peaks": (_optional(_peaks), None),
         "gemm": {
             "enabled": (_bool, True),
             "interval": (_positive_duration, 3600.0),

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO, cast
 
 from collectors.hccl_classify import Event, Hint, StreamClassifier
 from collectors.hccl_tail import iter_line_batches
@@ -137,9 +137,9 @@ def _expand(paths: list[str], report: ScanReport) -> Iterator[Path]:
             report.errors.append(f"{raw}: no such file or directory")
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path) -> BinaryIO:
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")
+        return cast(BinaryIO, gzip.open(path, "rb"))
     return path.open("rb")
 
 
@@ -171,7 +171,7 @@ def _scan_file(path: Path, report: ScanReport) -> None:
 class _Rejoin:
     """A read() that first returns the bytes already taken for the binary probe."""
 
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
         self._head = head
         self._stream = stream
 

@@ -8,11 +8,9 @@ from pathlib import Path
 
 __all__ = ["add_arguments", "main"]
 
-FAULTS = (
-    "health", "hbm_dbe", "hbm_sbe_rate", "vanish", "process",
-    "npu_smi_hang", "npu_smi_crash", "npu_smi_garbage", "npu_smi_truncate",
-    "link_down", "link_flap", "optics_no_light", "net_health_fail",
-)
+from agent.demo.state import CHIP_FAULTS, NODE_FAULTS
+
+FAULTS = tuple(sorted(CHIP_FAULTS | NODE_FAULTS))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +34,13 @@ def _params(pairs: list[str]) -> dict[str, object]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"npuwatch demo: --param expects KEY=VALUE, got {pair!r}")
-        params[key] = value.split(",") if key == "codes" else value
+        if key == "codes":
+            params[key] = value.split(",")
+        else:
+            try:
+                params[key] = float(value) if "." in value else int(value)
+            except ValueError:
+                params[key] = value
     return params
 
 
@@ -52,5 +56,6 @@ def main(args: argparse.Namespace) -> int:
         else:
             node.clear_fault(args.fault, chip=args.npu)
     state = node.read()
-    print(json.dumps(getattr(state, "faults", None) or {}, indent=2, sort_keys=True, default=str))
+    print(json.dumps({"node_faults": state.node_faults, "chip_faults": state.chip_faults},
+                     indent=2, sort_keys=True, default=str))
     return 0

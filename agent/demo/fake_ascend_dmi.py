@@ -32,12 +32,14 @@ _PEAKS = {
 _EXECUTE_TIMES = 600_000_000
 _WORK_MS_TFLOPS = 1_258_291  # duration(ms) x TFLOPS of the captured run: fixed work per test
 # path -> GB/s for a healthy 910B3 (PCIe 5.0 x16 to host, HBM on die, HCCS to a peer)
+_DATA_SIZE_BYTES = 536_870_912  # 512 MiB per transfer
 _BANDWIDTH = {"h2d": 26.5, "d2h": 27.8, "d2d": 1280.0, "p2p": 24.6}
 
 
 def _float32(value: float) -> str:
     """How the tool prints a float32 watt reading (``85.1999969``)."""
-    return f"{struct.unpack('f', struct.pack('f', value))[0]:.9g}"
+    text = f"{struct.unpack('f', struct.pack('f', value))[0]:.9g}"
+    return text if "." in text else f"{value:.1f}"
 
 
 def _option(argv: list[str], *names: str) -> str | None:
@@ -70,10 +72,8 @@ def _compute(state: DemoState, now: float, argv: list[str], devices: list[int]) 
     for device in devices:
         flops = peak * _jitter(state, device, now)
         duration = round(_WORK_MS_TFLOPS / flops)
-        power = 310.0 + 0.1 * ((device * 7 + int(now)) % 50)
-        out.append(
-            f"    {device:<14}{_EXECUTE_TIMES:<21,}{duration:<20}{flops:<19.3f}{_float32(power)}\n"
-        )
+        power = 305.33 + 0.07 * ((device * 7 + int(now)) % 50)
+        out.append(f"    {device:<14}{_EXECUTE_TIMES:<21,}{duration:<20}{flops:<19.3f}{_float32(power)}\n")
     out.append(_DASH)
     return "".join(out)
 
@@ -81,11 +81,11 @@ def _compute(state: DemoState, now: float, argv: list[str], devices: list[int]) 
 def _bandwidth(state: DemoState, now: float, argv: list[str], devices: list[int]) -> str:
     wanted = (_option(argv, "-t", "--type") or "").lower()
     paths = [wanted] if wanted in _BANDWIDTH else list(_BANDWIDTH)
-    out = [_DASH, f"    {'Device':<14}{'Transfer Type':<21}{'Data Size(MB)':<21}Bandwidth(GB/s)\n", _DASH]
+    out = [_DASH, f"    {'Device':<14}{'Transfer Type':<21}{'Data Size(Bytes)':<21}Bandwidth(GB/s)\n", _DASH]
     for device in devices:
         for path in paths:
             value = _BANDWIDTH[path] * _jitter(state, device, now)
-            out.append(f"    {device:<14}{path:<21}{512:<21}{value:.2f}\n")
+            out.append(f"    {device:<14}{path:<21}{_DATA_SIZE_BYTES:<21}{value:.2f}\n")
     out.append(_DASH)
     return "".join(out)
 

@@ -78,6 +78,10 @@ class DemoNode:
             raise ValueError(f"unknown tool {name!r}; expected one of {sorted(TOOL_MODULES)}")
         return self.bin_dir / name
 
+    def exists(self) -> bool:
+        """True when the state file and all three executables are in place."""
+        return self.state_path.is_file() and all(self.tool_path(name).is_file() for name in TOOL_MODULES)
+
     def create(self, chips: int = 8, model: str = "910B3", delay_s: float = 0.0, seed: int = 0) -> DemoNode:
         """Write a fresh state (no faults) and the tool executables; returns self."""
         if not 1 <= chips <= 16:
@@ -206,7 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--chip", type=int)
         if action == "set":
             cmd.add_argument(
-                "--param", dest="params", action="append", default=[], type=_param, metavar="KEY=VALUE",
+                "--param",
+                dest="params",
+                action="append",
+                default=[],
+                type=_param,
+                metavar="KEY=VALUE",
                 help="fault parameter (JSON values accepted), repeatable",
             )
     sub.add_parser("clear-all", help="switch every fault off")

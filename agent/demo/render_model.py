@@ -68,9 +68,16 @@ def _wave(now: float, period_s: float, phase: float) -> float:
     return 0.5 + 0.5 * math.sin(2 * math.pi * now / period_s + phase)
 
 
-def uptime_start(state: DemoState) -> float:
-    """When the simulated devices came up: a day before the demo node was created."""
-    return state.created_at - 86_400.0
+_COUNTER_EPOCH = 1_500_000_000.0  # counters count from here, so any frozen test clock sees them grow
+
+
+def uptime_start(state: DemoState, now: float) -> float:
+    """When the simulated devices came up: a day before the demo node was created (or before ``now``)."""
+    return min(state.created_at, now) - 86_400.0
+
+
+def _counter_seconds(now: float) -> float:
+    return max(0.0, now - _COUNTER_EPOCH)
 
 
 def bus_id(npu: int) -> str:
@@ -171,7 +178,7 @@ def ecc_counts(state: DemoState, chip: int, now: float) -> tuple[int, int]:
 def hccs_packets(state: DemoState, chip: int, link: int, now: float) -> tuple[int, int]:
     """(tx, rx) HCCS packet counters of one link; they only grow."""
     rng = _rng(state, chip, salt=1000 + link)
-    elapsed = max(0.0, now - uptime_start(state))
+    elapsed = _counter_seconds(now)
     return int(elapsed * rng.uniform(8e3, 12e3)), int(elapsed * rng.uniform(8e3, 12e3))
 
 
@@ -191,7 +198,7 @@ _MAX_RECORDS = 20
 
 def flap_state(state: DemoState, chip: int, now: float) -> FlapState:
     """Link state and its change history under the link_down / link_flap / optics faults."""
-    boot_up = uptime_start(state) + 95.0
+    boot_up = uptime_start(state, now) + 95.0
     records: list[tuple[float, str]] = [(boot_up, "LINK UP")]
     up, up_count = True, 1
     flap = state.chip_fault(chip, "link_flap")
@@ -222,7 +229,7 @@ def link_is_up(state: DemoState, chip: int, now: float) -> bool:
 def roce_counters(state: DemoState, chip: int, now: float) -> dict[str, int]:
     """The ``hccn_tool -stat -g`` counters, in the order the tool prints them."""
     rng = _rng(state, chip, salt=2000)
-    elapsed = max(0.0, now - uptime_start(state))
+    elapsed = _counter_seconds(now)
     tx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
     rx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
     errors = 0.0

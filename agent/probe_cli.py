@@ -1,0 +1,247 @@
+"""``npuwatch probe gemm|allreduce``: run a probe now, under the same lock as the agent's.
+
+Exit status is Nagios style: 0 pass, 1 pass with a warning, 2 fail or timeout, 3 error or
+skipped (could not check). ``--json`` prints the whole result on stdout; a progress line
+goes to stderr when stderr is a terminal.
+
+Cluster scope (run the same command on every node, e.g. from a Slurm job step or a
+Kubernetes indexed Job, with the node's index as ``--node-rank``)::
+
+    npuwatch probe allreduce --scope cluster --nnodes 4 --node-rank $SLURM_NODEID \\
+        --master $MASTER_HOST:29500
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from agent.config import ConfigError, load_config, parse_size
+from agent.probe_runner import ProbeResult, ProbeSettings, run_allreduce, run_gemm
+
+__all__ = ["add_arguments", "main", "settings_from_config"]
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a ratio between 0 and 1, got {text!r}")
+    return value
+
+
+def _bytes(text: str) -> int:
+    try:
+        return parse_size(text if not text.isdigit() else int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size like 256MiB, got {text!r}") from None
+
+
+def _devices(text: str) -> tuple[int, ...] | str:
+    if text == "all":
+        return text
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all' or indices like 0,1,2, got {text!r}") from None
+
+
+def _dtypes(text: str) -> tuple[str, ...]:
+    values = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [v for v in values if v not in ("fp16", "bf16", "fp32")]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown dtype(s) {unknown}; expected fp16, bf16, fp32")
+    return values
+
+
+for _converter, _name in ((_positive_int, "positive integer"), (_positive_float, "positive number"),
+                          (_ratio, "ratio"), (_bytes, "size"), (_devices, "device list"),
+                          (_dtypes, "dtypes")):
+    _converter.__name__ = _name  # argparse quotes this name in its errors
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Attach the probe flags to the ``probe`` subparser (every default None = config/worker default)."""
+    parser.add_argument("probe", choices=("gemm", "allreduce"), help="which probe to run")
+    parser.add_argument("--config", "--config.file", dest="config", metavar="FILE",
+                        help="YAML config file whose probes section supplies the defaults")
+    parser.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu"),
+                        help="auto: npu if torch_npu sees devices, else cuda, else cpu")
+    parser.add_argument("--devices", type=_devices, metavar="LIST", help="'all' (default) or indices: 0,1,2")
+    parser.add_argument("--python", metavar="PATH", help="probe interpreter (the training env's python)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    parser.add_argument("--model",
+                        help="chip model for the efficiency baseline (default: torch's device name)")
+    sizes = parser.add_argument_group("sizes")
+    sizes.add_argument("--size", type=_positive_int, metavar="N",
+                       help="GEMM matrix size (npu/cuda 8192, cpu 1024)")
+    sizes.add_argument("--dtypes", type=_dtypes, metavar="LIST", help="GEMM dtypes: fp16,bf16,fp32")
+    sizes.add_argument("--bytes", dest="message_bytes", type=_bytes, metavar="SIZE",
+                       help="all-reduce message size (npu/cuda 256MiB, cpu 8MiB)")
+    sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations")
+    sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations")
+    sizes.add_argument("--ranks", type=_positive_int, metavar="N",
+                       help="cpu backend: ranks per node (default 2)")
+    limits = parser.add_argument_group("time limits and thresholds")
+    limits.add_argument("--deadline", type=_positive_float, metavar="SECONDS",
+                        help="outer watchdog: kill the probe's processes after this long")
+    limits.add_argument("--connect-timeout", type=_positive_float, metavar="SECONDS",
+                        help="HCCL_CONNECT_TIMEOUT (HCCL accepts 120..7200)")
+    limits.add_argument("--exec-timeout", type=_positive_float, metavar="SECONDS",
+                        help="HCCL_EXEC_TIMEOUT (HCCL accepts 68..17340)")
+    limits.add_argument("--min-efficiency", type=_ratio, metavar="RATIO",
+                        help="fail below this share of a measured peak (default 0.8)")
+    limits.add_argument("--min-busbw", type=_positive_float, metavar="BYTES_PER_S",
+                        help="fail below this all-reduce bus bandwidth")
+    limits.add_argument("--lock-file", metavar="PATH", help="the probe lock shared with the agent")
+    limits.add_argument("--no-lock", action="store_true", help="do not take the probe lock")
+    cluster = parser.add_argument_group("all-reduce scope")
+    cluster.add_argument("--scope", choices=("node", "cluster"), default="node")
+    cluster.add_argument("--nnodes", type=_positive_int, default=1, help="nodes in a cluster probe")
+    cluster.add_argument("--node-rank", type=int, default=0, help="this node's index, 0..nnodes-1")
+    cluster.add_argument("--master", metavar="HOST:PORT", help="rank 0's node and a free port on it")
+
+
+def settings_from_config(config: Any) -> ProbeSettings:
+    """ProbeSettings from a loaded config's ``probes`` section (agent.config.Config)."""
+    probes = config.probes
+    settings = ProbeSettings(
+        backend=probes.backend, model=probes.model, lock_path=probes.lock_file,
+        connect_timeout_s=probes.connect_timeout, exec_timeout_s=probes.exec_timeout,
+        deadline_s=probes.deadline, peaks=dict(probes.peaks or {}),
+        gemm_size=probes.gemm.size, min_efficiency=probes.gemm.min_efficiency,
+        allreduce_bytes=probes.allreduce.size, min_busbw=probes.allreduce.min_bus_bandwidth,
+    )
+    if probes.python:
+        settings.python = probes.python
+    if probes.gemm.dtypes:
+        settings.gemm_dtypes = tuple(probes.gemm.dtypes)
+    if probes.allreduce.devices is not None:
+        settings.devices = tuple(probes.allreduce.devices)
+    return settings
+
+
+def _settings(args: argparse.Namespace, base: ProbeSettings) -> ProbeSettings:
+    flags = {
+        "backend": args.backend, "python": args.python, "model": args.model, "gemm_size": args.size,
+        "gemm_dtypes": args.dtypes, "allreduce_bytes": args.message_bytes, "warmup": args.warmup,
+        "iterations": args.iterations, "deadline_s": args.deadline, "connect_timeout_s": args.connect_timeout,
+        "exec_timeout_s": args.exec_timeout, "min_efficiency": args.min_efficiency,
+        "min_busbw": args.min_busbw,
+        "lock_path": args.lock_file, "cpu_ranks": args.ranks,
+    }
+    changes: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
+    if args.devices is not None:
+        changes["devices"] = None if args.devices == "all" else args.devices
+    if args.no_lock:
+        changes["use_lock"] = False
+    return dataclasses.replace(base, **changes)
+
+
+class _Progress:
+    """One self-rewriting stderr line: which stage each rank has reached."""
+
+    def __init__(self, probe: str, stream: TextIO) -> None:
+        self._probe = probe
+        self._stream = stream
+        self._stages: dict[int, str] = {}
+        self._workers = 0
+        self._start = time.monotonic()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("kind") == "start":
+            self._workers = int(event["workers"])
+        elif event.get("kind") == "stage":
+            self._stages[int(event["worker"])] = str(event["stage"])
+        counts: dict[str, int] = {}
+        for stage in self._stages.values():
+            counts[stage] = counts.get(stage, 0) + 1
+        summary = ", ".join(f"{stage} {n}/{self._workers}" for stage, n in sorted(counts.items()))
+        elapsed = time.monotonic() - self._start
+        self._stream.write(f"\r\033[K{self._probe}: {summary or 'starting'} ({elapsed:.1f} s)")
+        self._stream.flush()
+
+    def close(self) -> None:
+        self._stream.write("\r\033[K")
+        self._stream.flush()
+
+
+def _fmt_rate(value: float | None, scale: float, digits: int = 2) -> str:
+    return "-" if value is None else f"{value / scale:.{digits}f}"
+
+
+def render(result: ProbeResult) -> str:
+    """The human summary printed without --json."""
+    scope = f" ({result.scope} scope)" if result.scope else ""
+    lines = [f"{result.probe} probe{scope}: {result.outcome.upper()}"
+             f"{' (' + result.backend + ')' if result.backend else ''} in {result.duration_s:.1f} s"
+             f"{': ' + result.message if result.message else ''}"]
+    if result.gemm:
+        lines.append(f"  {'device':>6} {'npu/chip':>8} {'model':<14} {'dtype':<5} {'size':>6} {'TFLOPS':>9} "
+                     f"{'efficiency':>10} {'correct':>7}")
+        for m in result.gemm:
+            efficiency = "-" if m.efficiency is None else f"{m.efficiency:.1%}"
+            chip, correct = f"{m.npu}/{m.chip}", "yes" if m.correct else "NO"
+            lines.append(f"  {m.device:>6} {chip:>8} {m.model[:14]:<14} {m.dtype:<5} {m.size:>6} "
+                         f"{_fmt_rate(m.flops, 1e12, 3):>9} {efficiency:>10} {correct:>7}")
+    if result.allreduce is not None:
+        ar = result.allreduce
+        lines.append(f"  {'ranks':>5} {'bytes':>12} {'time/iter':>11} {'algbw GB/s':>10} {'busbw GB/s':>10} "
+                     f"{'correct':>7}")
+        lines.append(f"  {ar.world_size:>5} {ar.size_bytes:>12} {ar.seconds_per_iteration * 1e3:>9.3f}ms "
+                     f"{_fmt_rate(ar.algbw_bytes_per_second, 1e9, 3):>10} "
+                     f"{_fmt_rate(ar.busbw_bytes_per_second, 1e9, 3):>10} {'yes' if ar.correct else 'NO':>7}")
+    lines += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace, base: ProbeSettings | None = None) -> int:
+    """Run the probe named in ``args``; ``base`` (e.g. from the agent's config) supplies defaults."""
+    if base is None:
+        if getattr(args, "config", None):
+            try:
+                base = settings_from_config(load_config(args.config))
+            except ConfigError as exc:
+                print(f"npuwatch probe: {exc}", file=sys.stderr)
+                return 3
+        else:
+            base = ProbeSettings()
+    settings = _settings(args, base)
+    if args.probe == "gemm" and args.scope != "node":
+        print("npuwatch probe: --scope applies to allreduce only", file=sys.stderr)
+        return 3
+    if args.scope == "cluster" and not args.master:
+        print("npuwatch probe: --scope cluster needs --master HOST:PORT", file=sys.stderr)
+        return 3
+    progress = _Progress(args.probe, sys.stderr) if sys.stderr.isatty() else None
+    try:
+        if args.probe == "gemm":
+            result = run_gemm(settings, on_event=progress)
+        else:
+            result = run_allreduce(settings, scope=args.scope, nnodes=args.nnodes, node_rank=args.node_rank,
+                                   master=args.master, on_event=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(render(result))
+    return result.exit_code

@@ -1,0 +1,681 @@
+"""Run the GEMM and all-reduce probe workers in child processes and judge the outcome.
+
+The agent never imports torch: each probe is a worker script (collectors/probes/) run by
+the configured probe interpreter, one process per rank, each in its own session so that
+the watchdog can kill the rank *and everything it started* (os.killpg, SIGTERM then
+SIGKILL). Children are always reaped. A run killed at the deadline still knows which
+stage hung, from the ``@npuwatch-stage`` lines the ranks write to stderr: ``connect``
+(the process group never formed) or ``exec`` (the collective never finished).
+
+Outcomes stay apart so a broken environment is never reported as broken hardware:
+``pass``; ``fail`` (wrong result, or below a threshold, or a collective broke);
+``timeout`` (with the stage); ``skipped`` (another probe holds the lock, or the devices are
+busy); ``error`` (could not run: torch missing, torch_npu import error, no devices).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import collectors.probes
+from agent.peaks import lookup_peak
+from agent.probe_lock import ProbeBusy, ProbeLock
+from collectors.base import Sample, label_pairs
+
+__all__ = [
+    "OUTCOMES",
+    "STAGES",
+    "AllreduceMeasurement",
+    "GemmMeasurement",
+    "ProbeMetrics",
+    "ProbeResult",
+    "ProbeSettings",
+    "RankReport",
+    "run_allreduce",
+    "run_gemm",
+    "skipped_result",
+]
+
+PROBES = ("gemm", "allreduce")
+OUTCOMES = ("pass", "fail", "timeout", "skipped", "error")
+STAGES = ("connect", "exec")
+_STAGE_ORDER = {"setup": 0, "connect": 1, "exec": 2, "done": 3}
+_STAGE_PREFIX = "@npuwatch-stage "  # collectors/probes/_common.py writes these
+_WORKER_DIR = Path(collectors.probes.__file__).resolve().parent
+# HCCL rejects values outside these ranges (CANN env var reference); clamp instead of failing.
+_HCCL_CONNECT_RANGE = (120, 7200)
+_HCCL_EXEC_RANGE = (68, 17340)
+_ABORT_GRACE_S = 2.0  # after one rank failed, how long the others get to report on their own
+_POLL_S = 0.05
+_tags = itertools.count()
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class ProbeSettings:
+    """How to run probes. ``None`` sizes and counts mean "the worker's default for the backend"."""
+
+    python: str = sys.executable
+    backend: Literal["auto", "npu", "cuda", "cpu"] = "auto"
+    devices: tuple[int, ...] | None = None  # None: every visible device (cpu: ``cpu_ranks`` ranks)
+    cpu_ranks: int = 2
+    gemm_size: int | None = None
+    gemm_dtypes: tuple[str, ...] | None = None
+    allreduce_bytes: int | None = None
+    warmup: int | None = None
+    iterations: int | None = None
+    connect_timeout_s: float = 120.0  # HCCL_CONNECT_TIMEOUT (HCCL default 120 s; minimum 120)
+    exec_timeout_s: float = 68.0  # HCCL_EXEC_TIMEOUT (HCCL default 1836 s; minimum 68)
+    deadline_s: float = 300.0  # outer watchdog over the whole run
+    term_grace_s: float = 3.0  # SIGTERM -> SIGKILL
+    min_efficiency: float = 0.8  # of a *measured* peak; below fails the probe
+    warn_efficiency: float | None = 0.9
+    min_busbw: float | None = None  # bytes/s; below fails the probe
+    warn_busbw: float | None = None
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> dtype -> FLOP/s
+    model: str | None = None  # chip model for efficiency (default: the name torch reports)
+    chip_map: dict[int, tuple[int, int]] = field(default_factory=dict)  # device index -> (npu, chip)
+    use_lock: bool = True
+    lock_path: str | None = None  # None: agent.probe_lock.DEFAULT_LOCK_PATH
+    extra_env: dict[str, str] = field(default_factory=dict)
+    tag: str | None = None  # put in every worker's argv (--tag) so its processes can be found
+
+
+@dataclass(frozen=True)
+class GemmMeasurement:
+    device: int
+    npu: int
+    chip: int
+    model: str
+    dtype: str
+    size: int
+    iterations: int
+    seconds: float
+    flops: float
+    correct: bool
+    residual_ratio: float
+    peak_flops: float | None = None
+    peak_basis: str | None = None
+    efficiency: float | None = None
+
+
+@dataclass(frozen=True)
+class AllreduceMeasurement:
+    scope: str
+    world_size: int
+    size_bytes: int
+    iterations: int
+    seconds_per_iteration: float
+    algbw_bytes_per_second: float
+    busbw_bytes_per_second: float
+    correct: bool
+
+
+@dataclass
+class RankReport:
+    """What one worker process left behind."""
+
+    index: int
+    argv: list[str]
+    pid: int
+    returncode: int | None = None
+    stage: str = "setup"
+    result: dict[str, Any] | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    killed: bool = False  # by the runner (deadline, or after another rank failed)
+
+
+@dataclass
+class ProbeResult:
+    probe: str
+    outcome: str
+    started_at: float
+    duration_s: float
+    message: str = ""
+    stage: str | None = None  # for timeouts: connect | exec
+    backend: str | None = None
+    scope: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    gemm: list[GemmMeasurement] = field(default_factory=list)
+    allreduce: AllreduceMeasurement | None = None
+    ranks: list[RankReport] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """Nagios style: 0 pass, 1 pass with warnings, 2 fail or timeout, 3 error or skipped."""
+        if self.outcome == "pass":
+            return 1 if self.warnings else 0
+        return 2 if self.outcome in ("fail", "timeout") else 3
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return data
+
+
+def skipped_result(probe: str, reason: str, clock: Callable[[], float] = time.time) -> ProbeResult:
+    """A probe that did not run (lock held, devices busy): counted, never a hardware verdict."""
+    return ProbeResult(probe=probe, outcome="skipped", started_at=clock(), duration_s=0.0, message=reason)
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+class _Worker:
+    """One rank: a child in its own session, with threads draining stdout and stderr."""
+
+    def __init__(self, index: int, argv: list[str], env: Mapping[str, str],
+                 on_event: EventHandler | None) -> None:
+        self.report = RankReport(index=index, argv=argv, pid=0)
+        self._stdout: deque[str] = deque(maxlen=200)
+        self._stderr: deque[str] = deque(maxlen=40)
+        self._on_event = on_event
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
+            start_new_session=True, text=True, encoding="utf-8", errors="replace")
+        self.report.pid = self.proc.pid
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._threads = [
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self._stdout.append), daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self._stderr_line), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _drain(stream: Any, sink: Callable[[str], None]) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            for line in stream:
+                sink(line.rstrip("\n"))
+
+    def _stderr_line(self, line: str) -> None:
+        if line.startswith(_STAGE_PREFIX):
+            try:
+                payload = json.loads(line[len(_STAGE_PREFIX):])
+            except ValueError:
+                payload = None
+            if isinstance(payload, dict) and payload.get("stage") in _STAGE_ORDER:
+                self.report.stage = str(payload["stage"])
+                if self._on_event is not None:
+                    self._on_event({"kind": "stage", "worker": self.report.index, **payload})
+                return
+        self._stderr.append(line)
+
+    def exited(self) -> bool:
+        """Has the child exited? Does not reap it, so its pid (= process group id) stays ours."""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def finish(self) -> RankReport:
+        """Reap the child, wait for the pipes to drain, parse the result line."""
+        self.report.returncode = self.proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+        self.report.stderr_tail = list(self._stderr)
+        for line in reversed(self._stdout):
+            try:
+                payload = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(payload, dict) and "probe" in payload:
+                self.report.result = payload
+                break
+        return self.report
+
+
+def _run_workers(commands: Sequence[tuple[list[str], Mapping[str, str]]], deadline_s: float,
+                 term_grace_s: float, on_event: EventHandler | None) -> tuple[list[RankReport], bool]:
+    """Run all ranks to completion or to the deadline; returns (reports, deadline_hit).
+
+    If a rank exits non-zero, the others get a short grace to finish on their own (they
+    are usually blocked on the failed peer) and are then killed.
+    """
+    start = time.monotonic()
+    workers: list[_Worker] = []
+    deadline_hit = False
+    try:
+        for index, (argv, env) in enumerate(commands):
+            workers.append(_Worker(index, argv, env, on_event))
+        if on_event is not None:
+            on_event({"kind": "start", "workers": len(workers)})
+        abort_at: float | None = None
+        while True:
+            now = time.monotonic()
+            running = [w for w in workers if not w.exited()]
+            if not running:
+                break
+            if now - start >= deadline_s:
+                deadline_hit = True
+                break
+            if abort_at is None and any(w.exited() and w.proc.poll() not in (None, 0) for w in workers):
+                abort_at = now + _ABORT_GRACE_S
+            if abort_at is not None and now >= abort_at:
+                break
+            time.sleep(_POLL_S)
+    finally:
+        _stop(workers, term_grace_s)
+    return [w.finish() for w in workers], deadline_hit
+
+
+def _stop(workers: Sequence[_Worker], term_grace_s: float) -> None:
+    """SIGTERM every group still alive, SIGKILL after the grace, then SIGKILL every group anyway
+    (a rank that exited may have left helpers behind). Reaping happens in ``finish``."""
+    alive = [w for w in workers if not w.exited()]
+    for worker in alive:
+        worker.report.killed = True
+        worker.signal_group(signal.SIGTERM)
+    grace_end = time.monotonic() + term_grace_s
+    while alive and time.monotonic() < grace_end:
+        alive = [w for w in alive if not w.exited()]
+        time.sleep(_POLL_S)
+    for worker in workers:
+        worker.signal_group(signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _worker_env(settings: ProbeSettings, backend: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    if backend in ("cpu", "cuda"):
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    if backend in ("npu", "auto"):
+        env["HCCL_CONNECT_TIMEOUT"] = str(_clamp(int(settings.connect_timeout_s), *_HCCL_CONNECT_RANGE))
+        env["HCCL_EXEC_TIMEOUT"] = str(_clamp(int(settings.exec_timeout_s), *_HCCL_EXEC_RANGE))
+    env.update(settings.extra_env)
+    return env
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))
+
+
+def _common_args(settings: ProbeSettings) -> list[str]:
+    args = ["--tag", settings.tag or f"npuwatch-probe-{os.getpid()}-{next(_tags)}"]
+    if settings.warmup is not None:
+        args += ["--warmup", str(settings.warmup)]
+    if settings.iterations is not None:
+        args += ["--iterations", str(settings.iterations)]
+    return args
+
+
+def _timeout_stage(reports: Sequence[RankReport]) -> str:
+    """The stage a killed run hung in: the least advanced rank that had not finished."""
+    pending = [r for r in reports if r.stage != "done"] or list(reports)
+    least = min((_STAGE_ORDER[r.stage] for r in pending), default=0)
+    return "exec" if least >= _STAGE_ORDER["exec"] else "connect"
+
+
+def _tail(report: RankReport) -> str:
+    return " | ".join(report.stderr_tail[-3:])
+
+
+def _classify_workers(reports: Sequence[RankReport], deadline_hit: bool,
+                      deadline_s: float) -> tuple[str, str | None, str] | None:
+    """(outcome, stage, message) when some rank did not succeed; None when all reported ok."""
+    if deadline_hit:
+        stage = _timeout_stage(reports)
+        return "timeout", stage, f"killed at the {deadline_s:g} s deadline in stage {stage}"
+    problems: list[tuple[int, str, str | None, str]] = []  # (priority, outcome, stage, message)
+    for report in reports:
+        result = report.result
+        if report.killed and (result is None or result.get("status") == "ok"):
+            continue  # stopped by us because another rank failed: not its own verdict
+        if result is None:
+            outcome = "fail" if report.stage == "exec" else "error"
+            problems.append((1 if outcome == "error" else 3, outcome, None,
+                             f"rank {report.index} exited {report.returncode} without a result in stage "
+                             f"{report.stage}: {_tail(report)}"))
+            continue
+        status = result.get("status")
+        if status == "ok":
+            continue
+        stage = str(result.get("stage", "setup"))
+        message = f"rank {report.index}: {result.get('message', status)}"
+        if status == "timeout":
+            problems.append((2, "timeout", "exec" if stage == "exec" else "connect", message))
+        elif status == "fail":
+            problems.append((3, "fail", None, message))
+        else:
+            problems.append((1, "error", None, message))
+    if not problems:
+        if any(r.result is None for r in reports):
+            return "error", None, "a rank was stopped without a result"
+        return None
+    # An environment error explains the others (peers of a rank that could not start
+    # break too), so it wins; then timeouts, then failures.
+    problems.sort(key=lambda p: p[0])
+    _, outcome, stage, message = problems[0]
+    return outcome, stage, message
+
+
+def _result_backend(reports: Sequence[RankReport]) -> str | None:
+    for report in reports:
+        if report.result and report.result.get("backend"):
+            return str(report.result["backend"])
+    return None
+
+
+def _notes(reports: Sequence[RankReport]) -> list[str]:
+    notes: list[str] = []
+    for report in reports:
+        for note in (report.result or {}).get("notes", []):
+            if note not in notes:
+                notes.append(str(note))
+    return notes
+
+
+def _locked(probe: str, settings: ProbeSettings, body: Callable[[], ProbeResult]) -> ProbeResult:
+    if not settings.use_lock:
+        return body()
+    lock = ProbeLock(settings.lock_path)
+    try:
+        lock.acquire()
+    except ProbeBusy as exc:
+        return skipped_result(probe, str(exc))
+    except OSError as exc:
+        return ProbeResult(probe=probe, outcome="error", started_at=time.time(), duration_s=0.0,
+                           message=f"cannot take the probe lock {lock.path}: {exc}")
+    try:
+        return body()
+    finally:
+        lock.release()
+
+
+# --------------------------------------------------------------------------- GEMM
+
+
+def run_gemm(settings: ProbeSettings, on_event: EventHandler | None = None) -> ProbeResult:
+    """Run the GEMM probe on every selected device (under the probe lock)."""
+    return _locked("gemm", settings, lambda: _run_gemm(settings, on_event))
+
+
+def _run_gemm(settings: ProbeSettings, on_event: EventHandler | None) -> ProbeResult:
+    started = time.time()
+    argv = [settings.python, str(_WORKER_DIR / "gemm.py"), "--backend", settings.backend,
+            *_common_args(settings)]
+    if settings.devices is not None:
+        argv += ["--devices", ",".join(str(d) for d in settings.devices)]
+    if settings.gemm_size is not None:
+        argv += ["--size", str(settings.gemm_size)]
+    if settings.gemm_dtypes:
+        argv += ["--dtypes", ",".join(settings.gemm_dtypes)]
+    commands = [(argv, _worker_env(settings, settings.backend))]
+    reports, deadline_hit = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event)
+    result = ProbeResult(probe="gemm", outcome="pass", started_at=started, duration_s=time.time() - started,
+                         backend=_result_backend(reports), ranks=reports, warnings=_notes(reports))
+    problem = _classify_workers(reports, deadline_hit, settings.deadline_s)
+    if problem is not None:
+        result.outcome, result.stage, result.message = problem
+    payload = reports[0].result or {}
+    result.gemm = [_gemm_measurement(m, settings) for m in payload.get("measurements", [])]
+    if problem is None:
+        _judge_gemm(result, settings)
+    return result
+
+
+def _gemm_measurement(raw: Mapping[str, Any], settings: ProbeSettings) -> GemmMeasurement:
+    device = int(raw["device"])
+    npu, chip = settings.chip_map.get(device, (device, 0))
+    model = settings.model or str(raw.get("model", ""))
+    peak = lookup_peak(model, str(raw["dtype"]), settings.peaks)
+    flops = float(raw["flops"])
+    return GemmMeasurement(
+        device=device, npu=npu, chip=chip, model=model, dtype=str(raw["dtype"]), size=int(raw["size"]),
+        iterations=int(raw["iterations"]), seconds=float(raw["seconds"]), flops=flops,
+        correct=bool(raw["correct"]), residual_ratio=float(raw["residual_ratio"]),
+        peak_flops=peak.flops if peak else None, peak_basis=peak.basis if peak else None,
+        efficiency=flops / peak.flops if peak else None)
+
+
+def _judge_gemm(result: ProbeResult, settings: ProbeSettings) -> None:
+    if not result.gemm:
+        result.outcome, result.message = "error", "the worker measured no device"
+        return
+    wrong = [m for m in result.gemm if not m.correct]
+    if wrong:
+        result.outcome = "fail"
+        result.message = "wrong product on " + ", ".join(
+            f"device {m.device} {m.dtype} (residual {m.residual_ratio:.3g}x tolerance)" for m in wrong)
+        return
+    slow, warn = [], []
+    for m in result.gemm:
+        if m.efficiency is None or m.peak_basis != "measured":
+            continue
+        if m.efficiency < settings.min_efficiency:
+            slow.append(m)
+        elif settings.warn_efficiency is not None and m.efficiency < settings.warn_efficiency:
+            warn.append(m)
+    if slow:
+        result.outcome = "fail"
+        result.message = f"below {settings.min_efficiency:.0%} of the expected peak: " + ", ".join(
+            f"device {m.device} {m.dtype} at {m.efficiency:.0%}" for m in slow)
+        return
+    result.warnings += [f"device {m.device} {m.dtype} at {m.efficiency:.0%} of the expected peak"
+                        for m in warn if m.efficiency is not None]
+    result.message = f"{len(result.gemm)} measurement(s) correct"
+
+
+# --------------------------------------------------------------------------- all-reduce
+
+
+def run_allreduce(settings: ProbeSettings, scope: Literal["node", "cluster"] = "node", *, nnodes: int = 1,
+                  node_rank: int = 0, master: str | None = None,
+                  on_event: EventHandler | None = None) -> ProbeResult:
+    """Run the all-reduce probe: one rank per device on this node, joined with ``nnodes - 1``
+    other nodes through rank 0's TCPStore at ``master`` (HOST:PORT) in cluster scope.
+
+    Every node of a cluster run must use the same number of ranks per node.
+    """
+    return _locked("allreduce", settings,
+                   lambda: _run_allreduce(settings, scope, nnodes=nnodes, node_rank=node_rank, master=master,
+                                          on_event=on_event))
+
+
+def _parse_master(master: str) -> tuple[str, int]:
+    host, sep, port = master.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"--master must be HOST:PORT, got {master!r}")
+    return host.strip("[]"), int(port)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _discover(settings: ProbeSettings) -> dict[str, Any]:
+    """Resolve ``auto`` and count devices by asking the probe interpreter (it has torch; we don't)."""
+    argv = [settings.python, str(_WORKER_DIR / "_common.py"), "--discover", "--backend", settings.backend]
+    reports, deadline_hit = _run_workers([(argv, _worker_env(settings, settings.backend))],
+                                         min(settings.deadline_s, 120.0), settings.term_grace_s, None)
+    report = reports[0]
+    if deadline_hit:
+        return {"status": "error", "message": "device discovery hung"}
+    if report.result is None:
+        return {"status": "error", "message": f"device discovery failed: {_tail(report)}"}
+    return report.result
+
+
+def _run_allreduce(settings: ProbeSettings, scope: str, *, nnodes: int, node_rank: int, master: str | None,
+                   on_event: EventHandler | None) -> ProbeResult:
+    started = time.time()
+
+    def error(message: str, backend: str | None = None) -> ProbeResult:
+        return ProbeResult(probe="allreduce", outcome="error", started_at=started,
+                           duration_s=time.time() - started, message=message, backend=backend, scope=scope)
+
+    if scope not in ("node", "cluster"):
+        return error(f"unknown scope {scope!r}")
+    if scope == "node":
+        nnodes, node_rank = 1, 0
+    if not 0 <= node_rank < nnodes:
+        return error(f"node rank {node_rank} outside 0..{nnodes - 1}")
+    backend = settings.backend
+    devices = settings.devices
+    if devices is None and backend == "cpu":
+        devices = tuple(range(settings.cpu_ranks))
+    if devices is None:
+        found = _discover(settings)
+        if found.get("status") != "ok":
+            return error(str(found.get("message", "device discovery failed")))
+        backend = found["backend"]
+        count = settings.cpu_ranks if backend == "cpu" else int(found["device_count"])
+        devices = tuple(range(count))
+    if not devices:
+        return error("no devices to probe", backend)
+    if scope == "cluster":
+        if master is None:
+            return error("cluster scope needs --master HOST:PORT")
+        try:
+            master_addr, master_port = _parse_master(master)
+        except ValueError as exc:
+            return error(str(exc))
+    else:
+        master_addr, master_port = "127.0.0.1", _free_port()
+
+    local = len(devices)
+    world = nnodes * local
+    env = _worker_env(settings, backend)
+    if scope == "node" and backend == "cpu":
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local; don't guess an interface
+    base = [settings.python, str(_WORKER_DIR / "allreduce.py"), "--backend", backend,
+            "--connect-timeout", str(settings.connect_timeout_s),
+            "--exec-timeout", str(settings.exec_timeout_s), *_common_args(settings)]
+    if settings.allreduce_bytes is not None:
+        base += ["--size-bytes", str(settings.allreduce_bytes)]
+    commands = []
+    for local_rank, device in enumerate(devices):
+        rank_env = dict(env, RANK=str(node_rank * local + local_rank), WORLD_SIZE=str(world),
+                        LOCAL_RANK=str(local_rank), LOCAL_WORLD_SIZE=str(local), MASTER_ADDR=master_addr,
+                        MASTER_PORT=str(master_port))
+        commands.append(([*base, "--device", str(device)], rank_env))
+    reports, deadline_hit = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event)
+
+    result = ProbeResult(probe="allreduce", outcome="pass", started_at=started,
+                         duration_s=time.time() - started, backend=_result_backend(reports) or backend,
+                         scope=scope, ranks=reports, warnings=_notes(reports))
+    problem = _classify_workers(reports, deadline_hit, settings.deadline_s)
+    if problem is not None:
+        result.outcome, result.stage, result.message = problem
+        return result
+    _judge_allreduce(result, reports, scope, settings)
+    return result
+
+
+def _judge_allreduce(result: ProbeResult, reports: Sequence[RankReport], scope: str,
+                     settings: ProbeSettings) -> None:
+    payloads = sorted((r.result for r in reports if r.result), key=lambda p: int(p.get("rank", 0)))
+    first = payloads[0]
+    measurement = AllreduceMeasurement(
+        scope=scope, world_size=int(first["world_size"]), size_bytes=int(first["size_bytes"]),
+        iterations=int(first["iterations"]), seconds_per_iteration=float(first["seconds_per_iteration"]),
+        algbw_bytes_per_second=float(first["algbw_bytes_per_second"]),
+        busbw_bytes_per_second=float(first["busbw_bytes_per_second"]),
+        correct=all(bool(p.get("correct")) for p in payloads))
+    result.allreduce = measurement
+    busbw = measurement.busbw_bytes_per_second
+    if not measurement.correct:
+        bad = [str(p.get("rank")) for p in payloads if p.get("local_mismatches")]
+        result.outcome = "fail"
+        result.message = (f"wrong all-reduce sums ({int(first.get('failed_ranks', 0))} rank(s) saw mismatches"
+                          + (f"; here: rank {', '.join(bad)}" if bad else "") + ")")
+    elif settings.min_busbw is not None and busbw < settings.min_busbw:
+        result.outcome = "fail"
+        result.message = f"busbw {busbw / 1e9:.2f} GB/s below {settings.min_busbw / 1e9:.2f} GB/s"
+    else:
+        if settings.warn_busbw is not None and busbw < settings.warn_busbw:
+            result.warnings.append(f"busbw {busbw / 1e9:.2f} GB/s below {settings.warn_busbw / 1e9:.2f} GB/s")
+        result.message = f"{measurement.world_size} ranks, busbw {busbw / 1e9:.3f} GB/s, sums correct"
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class ProbeMetrics:
+    """Accumulates probe results (thread-safe) and renders them as catalogue samples.
+
+    Counters live in memory for the agent's lifetime and exist from the start at 0. The
+    measurement gauges show the latest run that ran: a run that failed to measure drops
+    them (a failed read drops the series), a skipped run leaves them as they were.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs = {(p, o): 0 for p in PROBES for o in OUTCOMES}
+        self._timeouts = {(p, s): 0 for p in PROBES for s in STAGES}
+        self._last_success: dict[str, float] = {}
+        self._duration: dict[str, float] = {}
+        self._gemm: list[GemmMeasurement] = []
+        self._allreduce: dict[str, AllreduceMeasurement | None] = {}
+
+    def record(self, result: ProbeResult) -> None:
+        with self._lock:
+            key = (result.probe, result.outcome)
+            self._runs[key] = self._runs.get(key, 0) + 1
+            if result.outcome == "skipped":
+                return
+            if result.outcome == "timeout" and result.stage:
+                stage_key = (result.probe, result.stage)
+                self._timeouts[stage_key] = self._timeouts.get(stage_key, 0) + 1
+            self._duration[result.probe] = result.duration_s
+            if result.outcome == "pass":
+                self._last_success[result.probe] = result.started_at + result.duration_s
+            if result.probe == "gemm":
+                self._gemm = list(result.gemm)
+            elif result.probe == "allreduce":
+                self._allreduce[result.scope or "node"] = result.allreduce
+
+    def samples(self) -> list[Sample]:
+        with self._lock:
+            out = [Sample("npuwatch_probe_runs_total", label_pairs(probe=p, outcome=o), float(n))
+                   for (p, o), n in sorted(self._runs.items())]
+            out += [Sample("npuwatch_probe_timeouts_total", label_pairs(probe=p, stage=s), float(n))
+                    for (p, s), n in sorted(self._timeouts.items())]
+            out += [Sample("npuwatch_probe_last_success_timestamp_seconds", label_pairs(probe=p), t)
+                    for p, t in sorted(self._last_success.items())]
+            out += [Sample("npuwatch_probe_duration_seconds", label_pairs(probe=p), d)
+                    for p, d in sorted(self._duration.items())]
+            for m in self._gemm:
+                labels = label_pairs(npu=m.npu, chip=m.chip, dtype=m.dtype)
+                out.append(Sample("npu_probe_gemm_flops", labels, m.flops))
+                if m.efficiency is not None:
+                    out.append(Sample("npu_probe_gemm_efficiency_ratio", labels, m.efficiency))
+                out.append(Sample("npu_probe_gemm_correct", labels, 1.0 if m.correct else 0.0))
+            for scope, ar in sorted(self._allreduce.items()):
+                if ar is None:
+                    continue
+                labels = label_pairs(scope=scope, size_bytes=ar.size_bytes)
+                out.append(Sample("npu_probe_allreduce_algo_bandwidth_bytes_per_second", labels,
+                                  ar.algbw_bytes_per_second))
+                out.append(Sample("npu_probe_allreduce_bus_bandwidth_bytes_per_second", labels,
+                                  ar.busbw_bytes_per_second))
+                out.append(Sample("npu_probe_allreduce_correct", label_pairs(scope=scope),
+                                  1.0 if ar.correct else 0.0))
+            return out

@@ -1,0 +1,68 @@
+"""Test helpers: a demo-backed agent with its HTTP server on 127.0.0.1:0."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from agent.assemble import AgentBundle, build_agent
+from agent.config import build_config
+
+FAST = {
+    "web": {"listen_address": "127.0.0.1", "port": 0},
+    "collectors": {
+        "npu_smi": {"timeout": "1s"},
+        "hccn_tool": {"timeout": "1s"},
+        "hccl_logs": {"enabled": False},
+    },
+    "probes": {"enabled": False},
+}
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def demo_bundle(tmp_path: Path, extra: dict[str, Any] | None = None, chips: int = 8) -> AgentBundle:
+    config = build_config(merged(FAST, extra or {}))
+    return build_agent(config, tmp_path / "demo", chips)
+
+
+@contextmanager
+def serving(bundle: AgentBundle) -> Iterator[str]:
+    """Start HTTP only (no scheduler); yields the base URL."""
+    from agent.http import make_server
+
+    server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+        bundle.agent.stop()
+
+
+def get(url: str, headers: dict[str, str] | None = None, timeout: float = 5) -> tuple[int, bytes, float]:
+    request = urllib.request.Request(url, headers=headers or {})
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read(), time.perf_counter() - started
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), time.perf_counter() - started
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()

@@ -1,0 +1,213 @@
+"""The whole pipeline on the demo node: real subprocesses, real parsers, real HTTP."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as text_openmetrics_families
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.assemble import apply_overrides, build_agent
+from agent.config import build_config
+from tests.agent_harness import FAST, demo_bundle, get, merged, serving, wait_for
+
+
+def _values(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def _get(values: dict, name: str, **labels: str) -> float | None:
+    return values.get((name, tuple(sorted(labels.items()))))
+
+
+def _fake_processes(demo_dir: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if "agent.demo.fake_" in cmd or str(demo_dir / "bin") in cmd:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_demo_node_exports_every_source(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    bundle.agent.collect_once()
+    values = _values(bundle.agent.cache.render().body)
+    assert _get(values, "npu_chips") == 8
+    for npu in range(8):
+        chip = {"npu": str(npu), "chip": "0"}
+        assert _get(values, "npu_healthy", **chip) == 1
+        assert 70 <= (_get(values, "npu_power_watts", **chip) or 0) <= 350
+        assert _get(values, "npu_hbm_total_bytes", **chip) == 65536 * 2**20
+        assert _get(values, "npu_aicore_frequency_hertz", **chip) is not None
+        assert _get(values, "npu_roce_link_up", npu=str(npu)) == 1
+    ups = {labels: v for (name, labels), v in values.items() if name == "npuwatch_collector_up"}
+    assert len(ups) >= 17 and all(v == 1 for v in ups.values()), ups
+    bundle.agent.stop()
+
+
+def test_promtool_check_metrics_is_clean(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: install the Debian package prometheus"
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"per_process_metrics": True}}})
+    bundle.demo.set_fault("process", chip=2)
+    bundle.demo.set_fault("hbm_dbe", chip=1)
+    bundle.agent.collect_once()
+    body = bundle.agent.cache.render().body
+    assert b"npu_process_memory_bytes{" in body and b"npu_hbm_ecc_errors_total{" in body
+    result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=30)
+    assert result.returncode == 0, (result.stdout + result.stderr).decode()
+    assert not (result.stdout + result.stderr).strip(), (result.stdout + result.stderr).decode()
+    # promtool lints the text format; the OpenMetrics rendering must parse as OpenMetrics.
+    openmetrics = bundle.agent.cache.render(openmetrics=True).body.decode()
+    names = [family.name for family in text_openmetrics_families(openmetrics)]
+    assert len(names) == len(set(names)) and "npu_hbm_ecc_errors" in names
+    bundle.agent.stop()
+
+
+def test_hung_npu_smi_does_not_slow_scrapes_and_is_killed(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    agent = bundle.agent
+    agent.collect_once()
+    with serving(bundle) as url:
+        bundle.demo.set_fault("npu_smi_hang")
+        collecting = threading.Thread(target=agent.collect_group, args=["info"])
+        collecting.start()
+        time.sleep(0.2)  # the fake is now hanging inside the collection
+        latencies = []
+        while collecting.is_alive():
+            status, body, elapsed = get(url + "/metrics")
+            assert status == 200 and b"npu_power_watts" in body
+            latencies.append(elapsed)
+            time.sleep(0.05)
+        collecting.join()
+        assert latencies and max(latencies) < 0.05, latencies
+        values = _values(get(url + "/metrics")[1])
+        assert _get(values, "npuwatch_collector_up", collector="npu_smi_info") == 0
+        assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="timeout") == 1
+        # Other collectors are untouched.
+        assert _get(values, "npuwatch_collector_up", collector="hccn_link") == 1
+    time.sleep(0.2)
+    assert _fake_processes(tmp_path / "demo") == []
+
+
+def test_fifty_hangs_leave_no_process(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"timeout": "100ms"}}})
+    bundle.demo.set_fault("npu_smi_hang")
+    for _ in range(50):
+        bundle.agent.collect_group("info")
+    snap = bundle.agent.store.get("npu_smi_info")
+    assert snap is not None and snap.errors["timeout"] == 50
+    time.sleep(0.3)
+    assert _fake_processes(tmp_path / "demo") == []
+    assert [c for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE] == []
+    bundle.agent.stop()
+
+
+@pytest.mark.parametrize(("fault", "reason"), [
+    ("npu_smi_garbage", "parse"),
+    ("npu_smi_crash", "exit"),
+])
+def test_bad_output_counts_an_error_and_spares_other_collectors(tmp_path: Path, fault: str, reason: str) -> None:
+    bundle = demo_bundle(tmp_path)
+    bundle.agent.collect_once()
+    bundle.demo.set_fault(fault)
+    bundle.agent.collect_once()
+    store = bundle.agent.store
+    info = store.get("npu_smi_info")
+    assert info is not None and not info.ok and info.errors[reason] >= 1
+    assert store.get("hccn_link").ok  # type: ignore[union-attr]
+    assert store.get("host").ok  # type: ignore[union-attr]
+    bundle.agent.stop()
+
+
+def test_truncated_table_keeps_what_it_can(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    bundle.demo.set_fault("npu_smi_truncate")
+    bundle.agent.collect_group("info")
+    snap = bundle.agent.store.get("npu_smi_info")
+    assert snap is not None
+    # Either some chips were parsed (partial table) or a parse error was counted: never a crash.
+    assert snap.ok or snap.errors["parse"] == 1
+    bundle.agent.stop()
+
+
+def test_faults_show_in_metrics(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    demo = bundle.demo
+    demo.set_fault("health", chip=5, state="Alarm", codes=["8C084E00"])
+    demo.set_fault("link_down", chip=3)
+    demo.set_fault("vanish", chip=7)
+    demo.set_fault("optics_no_light", chip=4)
+    bundle.agent.collect_once()
+    values = _values(bundle.agent.cache.render().body)
+    assert _get(values, "npu_chips") == 7
+    assert _get(values, "npu_healthy", npu="5", chip="0") == 0
+    assert _get(values, "npu_health_state", npu="5", chip="0", state="alarm") == 1
+    assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00") == 1
+    assert _get(values, "npu_roce_link_up", npu="3") == 0
+    assert _get(values, "npu_roce_link_up", npu="2") == 1
+    assert _get(values, "npu_optical_signal_lost", npu="4") == 1
+    assert _get(values, "npu_power_watts", npu="7", chip="0") is None
+    bundle.agent.stop()
+
+
+def test_healthz_reports_missing_tool_and_staleness(tmp_path: Path) -> None:
+    config = build_config(merged(FAST, {
+        "collectors": {"npu_smi": {"path": str(tmp_path / "no-npu-smi")}}, "state_dir": str(tmp_path)}))
+    bundle = build_agent(config)
+    with serving(bundle) as url:
+        status, body, _ = get(url + "/healthz")
+        assert status == 503 and b"no collection yet" in body
+        bundle.agent.collect_group("info")
+        status, body, _ = get(url + "/healthz")
+        assert status == 503 and b"not found" in body
+        values = _values(get(url + "/metrics")[1])
+        assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="missing_tool") == 1
+
+
+def test_healthz_ok_when_fresh(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    with serving(bundle) as url:
+        bundle.agent.collect_group("inventory")
+        bundle.agent.collect_group("info")
+        status, body, _ = get(url + "/healthz")
+        assert status == 200 and body.startswith(b"ok")
+        status, body, _ = get(url + "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
+        assert status == 200 and body.endswith(b"# EOF\n")
+
+
+def test_missing_hccn_tool_is_no_data_not_an_error(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    bundle.agent.collect_once()
+    bundle.agent.reload(apply_overrides(bundle.agent.config, {"collectors.hccn_tool.path": str(tmp_path / "none")}))
+    bundle.agent.collect_group("roce")
+    snap = bundle.agent.store.get("hccn_link")
+    assert snap is not None and snap.no_data and sum(snap.errors.values()) == 0
+    bundle.agent.stop()
+
+
+def test_running_agent_collects_on_its_schedule(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"interval": "1s"}}})
+    agent = bundle.agent
+    agent.start()
+    try:
+        url = f"http://127.0.0.1:{agent.http_port}"
+        assert wait_for(lambda: get(url + "/healthz")[0] == 200, timeout=20)
+        first = agent.store.get("npu_smi_info").last_success  # type: ignore[union-attr]
+        assert wait_for(lambda: agent.store.get("npu_smi_info").last_success != first, timeout=10)  # type: ignore[union-attr]
+    finally:
+        agent.stop()
