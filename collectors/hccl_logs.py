@@ -1,0 +1,217 @@
+"""The HCCL / CANN log scanner as a scheduled collector: tail, classify, count, export.
+
+Each ``collect()`` reads what was appended to the watched logs (``hccl_tail.LogTailer``, at most
+``byte_budget`` bytes), classifies it line by line with one ``hccl_classify.StreamClassifier`` per
+file (incident dedup per file, see that module), adds the counted incidents to cumulative counters
+and commits the counters together with the file offsets in one atomic state-file write, so a
+restart neither loses nor double-counts an incident.
+
+Manual equivalent: ``npuwatch scan-logs ~/ascend/log``. Sample exposition::
+
+    npu_hccl_errors_total{code="EI0002",category="exec_timeout"} 1.0
+    npu_hccl_errors_total{code="notify_wait",category="exec_timeout"} 3.0
+    npu_hccl_last_error_timestamp_seconds{category="exec_timeout"} 1.7327951706e+09
+    npuwatch_log_bytes_read_total 1.048576e+06
+
+One zero series per category (its usual Ascend code) exists from the start so that ``increase()``
+sees the first incident. A category's last-error time is the newest event time; an event whose line
+carries no time counts at the time it was read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any
+
+from collectors.base import NoData, Sample, label_pairs
+from collectors.catalogue import HCCL_CATEGORIES
+from collectors.hccl_classify import DEFAULT_WINDOW_S, Event, Hint, StreamClassifier
+from collectors.hccl_tail import DEFAULT_BYTE_BUDGET, LogTailer
+
+__all__ = ["PRIMARY_CODES", "HcclLogCollector", "HintSummary", "samples_from_counts"]
+
+COLLECTOR_NAME = "hccl_logs"
+RING_SIZE = 1000
+
+# The code each category is usually reported under: pre-created at zero.
+PRIMARY_CODES: dict[str, str] = {
+    "exec_timeout": "EI0002",
+    "connect_timeout": "EI0006",
+    "rendezvous_timeout": "EI0015",
+    "roce_cqe": "EI0013",
+    "sdma": "EI0012",
+    "watchdog_timeout": "watchdog",
+    "stream_sync_timeout": "EE1002",
+    "heartbeat": "heartbeat_lost",
+    "init": "EJ0001",
+    "desync": "EI0005",
+    "other": "EI9999",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HintSummary:
+    """A culprit hint seen in recent events, with how often and when last."""
+
+    kind: str
+    value: str
+    count: int
+    last_timestamp: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "value": self.value, "count": self.count,
+                "last_timestamp": self.last_timestamp}
+
+
+def samples_from_counts(counts: dict[tuple[str, str], int], last_seen: dict[str, float],
+                        bytes_read: int) -> list[Sample]:
+    """Catalogue samples for cumulative counts; pure."""
+    totals = dict.fromkeys(((code, cat) for cat, code in PRIMARY_CODES.items()), 0)
+    totals.update(counts)
+    samples = [
+        Sample("npu_hccl_errors_total", label_pairs(code=code, category=category), float(value))
+        for (code, category), value in sorted(totals.items(), key=lambda item: (item[0][1], item[0][0]))
+    ]
+    samples.extend(
+        Sample("npu_hccl_last_error_timestamp_seconds", label_pairs(category=category), float(ts))
+        for category, ts in sorted(last_seen.items())
+    )
+    samples.append(Sample("npuwatch_log_bytes_read_total", (), float(bytes_read)))
+    return samples
+
+
+class HcclLogCollector:
+    """Scheduled by the agent (not a tool ``Source``): ``collect()`` every interval."""
+
+    name = COLLECTOR_NAME
+
+    def __init__(
+        self,
+        paths: Sequence[str | PathLike[str]] | None = None,
+        globs: Sequence[str] | None = None,
+        kernel_log: str | PathLike[str] | None = None,
+        state_file: str | PathLike[str] | None = None,
+        *,
+        first_start_window_s: float = 3600.0,
+        byte_budget: int = DEFAULT_BYTE_BUDGET,
+        clock: Callable[[], float] = time.time,
+        dedup_window_s: float = DEFAULT_WINDOW_S,
+        ring_size: int = RING_SIZE,
+    ) -> None:
+        self.clock = clock
+        self.dedup_window_s = dedup_window_s
+        self.tailer = LogTailer(paths, globs, kernel_log, state_file,
+                                first_start_window_s=first_start_window_s, byte_budget=byte_budget,
+                                clock=clock)
+        self._streams: dict[str, StreamClassifier] = {}
+        self._events: deque[tuple[float, Event]] = deque(maxlen=ring_size)
+        self._hints: deque[tuple[float, Hint]] = deque(maxlen=ring_size)
+        self.counts: dict[tuple[str, str], int] = {}
+        self.last_seen: dict[str, float] = {}
+        self._restore(self.tailer.extra)
+
+    # ------------------------------------------------------------ state
+
+    def _restore(self, extra: dict[str, Any]) -> None:
+        try:
+            for code, category, value in extra.get("counts", []):
+                if category in HCCL_CATEGORIES:
+                    self.counts[(str(code), str(category))] = int(value)
+            for category, ts in dict(extra.get("last_seen", {})).items():
+                if category in HCCL_CATEGORIES:
+                    self.last_seen[str(category)] = float(ts)
+        except (TypeError, ValueError, AttributeError):
+            self.counts, self.last_seen = {}, {}
+
+    def _save_extra(self) -> None:
+        self.tailer.extra = {
+            "counts": [[code, category, value] for (code, category), value in sorted(self.counts.items())],
+            "last_seen": dict(sorted(self.last_seen.items())),
+        }
+        for key, stream in self._streams.items():
+            self.tailer.file_meta(key)["classifier"] = stream.state()
+
+    @property
+    def state_error(self) -> str | None:
+        """Why the state file could not be used (counts then live in memory only)."""
+        return self.tailer.state_error
+
+    @property
+    def errors(self) -> list[str]:
+        """Problems of the last cycle worth reporting: state file, unreadable logs."""
+        problems = list(self.tailer.read_errors)
+        if self.tailer.state_error:
+            problems.insert(0, self.tailer.state_error)
+        return problems
+
+    # ------------------------------------------------------------ collecting
+
+    def _stream(self, key: str, source: str, ref_time: float, restarted: bool) -> StreamClassifier:
+        stream = self._streams.get(key)
+        if stream is None or restarted:
+            saved = None if restarted else self.tailer.file_meta(key).get("classifier")
+            stream = StreamClassifier.from_state(saved, source=source, window_s=self.dedup_window_s)
+            self._streams[key] = stream
+        stream.source = source
+        stream.ref_time = ref_time
+        return stream
+
+    def collect(self) -> list[Sample]:
+        """Read, classify and count new log lines; the catalogue samples of the running totals.
+
+        Raises ``NoData`` when no configured log location exists and nothing was ever counted.
+        """
+        now = self.clock()
+        for chunk in self.tailer.poll():
+            stream = self._stream(chunk.key, chunk.path, chunk.ref_time, chunk.restarted)
+            events, hints = stream.feed_lines(chunk.lines)
+            for event in events:
+                self._record(event, now)
+            self._hints.extend((now, hint) for hint in hints)
+        live = self.tailer.tracked_keys()
+        for key in [k for k in self._streams if k not in live]:
+            del self._streams[key]
+        self._save_extra()
+        self.tailer.commit()
+        if self.tailer.files_seen == 0 and not self.counts and not self.tailer.roots_exist():
+            raise NoData("no CANN/HCCL log directory on this node")
+        return samples_from_counts(self.counts, self.last_seen, self.tailer.bytes_read_total)
+
+    def _record(self, event: Event, now: float) -> None:
+        key = (event.code, event.category)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        when = event.timestamp if event.timestamp is not None else now
+        if when > self.last_seen.get(event.category, float("-inf")):
+            self.last_seen[event.category] = when
+        self._events.append((now, event))
+
+    # ------------------------------------------------------------ for diagnose
+
+    def recent_events(self, window_s: float) -> list[Event]:
+        """Counted events of the last ``window_s`` seconds (by their own time, else read time)."""
+        cutoff = self.clock() - window_s
+        return [event for read_at, event in self._events
+                if (event.timestamp if event.timestamp is not None else read_at) >= cutoff]
+
+    def hints(self, window_s: float | None = None) -> list[HintSummary]:
+        """Culprit hints from recent lines, most frequent first."""
+        cutoff = None if window_s is None else self.clock() - window_s
+        counter: Counter[tuple[str, str]] = Counter()
+        last: dict[tuple[str, str], float | None] = {}
+        for read_at, hint in self._hints:
+            when = hint.timestamp if hint.timestamp is not None else read_at
+            if cutoff is not None and when < cutoff:
+                continue
+            key = (hint.kind, hint.value)
+            counter[key] += 1
+            previous = last.get(key)
+            if hint.timestamp is not None and (previous is None or hint.timestamp > previous):
+                last[key] = hint.timestamp
+            else:
+                last.setdefault(key, None)
+        return [HintSummary(kind, value, count, last[(kind, value)])
+                for (kind, value), count in counter.most_common()]

@@ -1,0 +1,477 @@
+"""Incremental, restart-safe reading of CANN / HCCL log files (plogs, device logs, job logs).
+
+Which files: each directory in ``paths`` combined with each relative pattern in ``globs``
+(defaults: ``$ASCEND_PROCESS_LOG_PATH`` else ``~/ascend/log`` with ``debug/plog/*.log``,
+``run/plog/*.log``, ``debug/device-*/*.log``); a file in ``paths`` is read as it is; an absolute
+pattern in ``globs`` (an operator's job logs) is confined to its fixed leading directories; the
+optional ``kernel_log`` file is read too. A file whose real path leaves its root (a symlink
+pointing elsewhere) is skipped, and so is anything that is not a regular file. Files are only
+ever opened read-only; a missing directory just yields nothing.
+
+How: a file is identified by (st_dev, st_ino), so a renamed file keeps its offset and a new file at
+the same path (rotation) starts at 0; a file shorter than its offset was truncated and restarts at
+0; a fingerprint of its first bytes catches inode reuse. A file seen for the first time starts at 0
+when modified within ``first_start_window_s`` (default 1 h), else at its end. Only complete lines
+are returned (a partial last line waits, unless the file has been idle for ``idle_flush_s``); a
+line longer than ``max_line_bytes`` (64 KiB) is cut and the rest skipped, so memory stays bounded
+by the chunk size whatever the file size. ``byte_budget`` (64 MiB) caps what one ``poll()`` reads:
+each file with new data first gets an equal share, then the leftover goes in order; the rest is
+read next cycle.
+
+State (offsets, plus whatever the caller keeps in ``extra`` and ``file_meta``) is written by
+``commit()`` as JSON through a temporary file and ``os.replace``, so a crash never leaves a torn
+file and a restart resumes exactly where the last commit left off. If the state file cannot be
+written (read-only, disk full) ``state_error`` says why and the tailer carries on in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_GLOBS",
+    "Chunk",
+    "LogTailer",
+    "StateFile",
+    "default_log_root",
+    "iter_line_batches",
+    "split_complete_lines",
+]
+
+KIB = 1024
+MIB = 1024 * KIB
+DEFAULT_GLOBS: tuple[str, ...] = ("debug/plog/*.log", "run/plog/*.log", "debug/device-*/*.log")
+DEFAULT_BYTE_BUDGET = 64 * MIB
+DEFAULT_MAX_LINE = 64 * KIB
+DEFAULT_CHUNK = 1 * MIB
+HEAD_BYTES = 256
+MAX_TRACKED_FILES = 10_000
+STATE_VERSION = 1
+
+
+def default_log_root() -> Path:
+    """Where CANN writes its logs: ``$ASCEND_PROCESS_LOG_PATH`` or ``~/ascend/log``."""
+    env = os.environ.get("ASCEND_PROCESS_LOG_PATH")
+    return Path(env) if env else Path.home() / "ascend" / "log"
+
+
+def split_complete_lines(data: bytes, max_line: int) -> tuple[list[str], int]:
+    """The complete lines in ``data`` (each cut to ``max_line`` chars) and the bytes they use."""
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], 0
+    lines = data[:end].decode("utf-8", "replace").split("\n")
+    if max_line and any(len(line) > max_line for line in lines):
+        lines = [line[:max_line] for line in lines]
+    return lines, end + 1
+
+
+def iter_line_batches(read: Callable[[int], bytes], max_line: int = DEFAULT_MAX_LINE,
+                      chunk_bytes: int = DEFAULT_CHUNK) -> Iterator[list[str]]:
+    """Every line from ``read`` (a binary stream's read) to its end, in batches; bounded memory."""
+    carry = b""
+    skipping = False
+    while True:
+        data = read(chunk_bytes)
+        if not data:
+            break
+        buf = carry + data
+        carry = b""
+        if skipping:
+            newline = buf.find(b"\n")
+            if newline < 0:
+                continue
+            buf, skipping = buf[newline + 1:], False
+        lines, used = split_complete_lines(buf, max_line)
+        if lines:
+            yield lines
+        rest = buf[used:]
+        if len(rest) >= max_line:
+            yield [rest[:max_line].decode("utf-8", "replace")]
+            skipping = True
+        else:
+            carry = rest
+    if carry and not skipping:
+        yield [carry.decode("utf-8", "replace")]
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Complete lines read from one file in one step."""
+
+    key: str  # "dev:ino"
+    path: str
+    lines: list[str]
+    ref_time: float  # the file's mtime (gives year-less timestamps their year)
+    restarted: bool = False  # the file was rotated in place, truncated or replaced: a new stream
+
+
+@dataclass(slots=True)
+class _Pending:
+    key: str
+    real: str
+    tracked: _Tracked
+    size: int
+    mtime: float
+
+
+@dataclass(slots=True)
+class _Tracked:
+    path: str
+    offset: int
+    head: str
+    head_len: int
+    seen_at: float
+    skip_long: bool = False
+    restarted: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "offset": self.offset, "head": self.head, "head_len": self.head_len,
+                "seen_at": self.seen_at, "skip_long": self.skip_long, "meta": self.meta}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> _Tracked:
+        return cls(str(data["path"]), int(data["offset"]), str(data.get("head", "")),
+                   int(data.get("head_len", 0)), float(data.get("seen_at", 0.0)),
+                   bool(data.get("skip_long", False)), False, dict(data.get("meta") or {}))
+
+
+class StateFile:
+    """A JSON file written atomically; failures are reported in ``error``, never raised."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.error: str | None = None
+
+    def load(self) -> dict[str, Any] | None:
+        if self.path is None:
+            return None
+        try:
+            with self.path.open(encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            self.error = f"state file {self.path} unreadable, starting afresh: {exc}"
+            return None
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            self.error = f"state file {self.path} has an unknown layout, starting afresh"
+            return None
+        return data
+
+    def save(self, data: dict[str, Any]) -> bool:
+        if self.path is None:
+            return True
+        tmp_name: str | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp",
+                                            dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, separators=(",", ":"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, self.path)
+            tmp_name = None
+        except OSError as exc:
+            self.error = f"cannot write state file {self.path}: {exc}"
+            return False
+        finally:
+            if tmp_name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp_name)
+        self.error = None
+        return True
+
+
+def _under(real: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([real, root]) == root
+    except ValueError:
+        return False
+
+
+def _static_prefix(pattern: str) -> str:
+    """The leading directories of a glob pattern that hold no wildcard."""
+    parts: list[str] = []
+    for part in Path(pattern).parts[:-1]:
+        if glob.has_magic(part):
+            break
+        parts.append(part)
+    return os.path.join(*parts) if parts else os.sep
+
+
+class LogTailer:
+    """Reads what was appended to the watched log files since the last committed poll."""
+
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike[str]] | None = None,
+        globs: Sequence[str] | None = None,
+        kernel_log: str | os.PathLike[str] | None = None,
+        state_file: str | os.PathLike[str] | None = None,
+        *,
+        first_start_window_s: float = 3600.0,
+        byte_budget: int = DEFAULT_BYTE_BUDGET,
+        clock: Callable[[], float] = time.time,
+        max_line_bytes: int = DEFAULT_MAX_LINE,
+        chunk_bytes: int = DEFAULT_CHUNK,
+        idle_flush_s: float = 300.0,
+        forget_after_s: float = 7 * 86400.0,
+    ) -> None:
+        self.paths = [Path(p) for p in (paths if paths is not None else [default_log_root()])]
+        self.globs = tuple(globs if globs is not None else DEFAULT_GLOBS)
+        self.kernel_log = Path(kernel_log) if kernel_log is not None else None
+        self.first_start_window_s = first_start_window_s
+        self.byte_budget = max(1, int(byte_budget))
+        self.clock = clock
+        self.max_line_bytes = max(1, int(max_line_bytes))
+        self.chunk_bytes = max(1, int(chunk_bytes))
+        self.idle_flush_s = idle_flush_s
+        self.forget_after_s = forget_after_s
+        self.read_errors: list[str] = []
+        self.files_seen = 0
+        self.budget_exhausted = False
+        self._store = StateFile(state_file)
+        state = self._store.load()
+        self.first_start = state is None
+        self._tracked: dict[str, _Tracked] = {}
+        self.bytes_read_total = 0
+        self.extra: dict[str, Any] = {}
+        if state is not None:
+            self._restore(state)
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def state_error(self) -> str | None:
+        """Why the state file could not be read or written (None when all is well)."""
+        return self._store.error
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        try:
+            files = {str(k): _Tracked.from_json(v) for k, v in dict(state.get("files", {})).items()}
+            total = int(state.get("bytes_read_total", 0))
+            extra = dict(state.get("extra") or {})
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            self._store.error = f"state file {self._store.path} is damaged, starting afresh: {exc}"
+            self.first_start = True
+            return
+        self._tracked, self.bytes_read_total, self.extra = files, total, extra
+
+    def file_meta(self, key: str) -> dict[str, Any]:
+        """A per-file dict saved with the offsets (the caller's per-stream memory)."""
+        tracked = self._tracked.get(key)
+        return tracked.meta if tracked is not None else {}
+
+    def tracked_keys(self) -> set[str]:
+        """Keys ("dev:ino") of the files whose offsets are kept."""
+        return set(self._tracked)
+
+    def commit(self) -> bool:
+        """Persist offsets and ``extra`` atomically; False (and ``state_error``) on failure."""
+        data = {
+            "version": STATE_VERSION,
+            "bytes_read_total": self.bytes_read_total,
+            "files": {key: tracked.to_json() for key, tracked in self._tracked.items()},
+            "extra": self.extra,
+        }
+        return self._store.save(data)
+
+    # ------------------------------------------------------------ discovery
+
+    def discover(self) -> list[tuple[str, str]]:
+        """(path as found, real path) of every regular file inside its root, no duplicates."""
+        candidates: list[tuple[str, str]] = []  # (pattern or file, root)
+        for base in self.paths:
+            base_str = os.fspath(base)
+            if os.path.isfile(base_str):
+                candidates.append((glob.escape(base_str), base_str))
+            elif os.path.isdir(base_str):
+                for pattern in self.globs:
+                    if not os.path.isabs(pattern):
+                        candidates.append((os.path.join(glob.escape(base_str), pattern), base_str))
+        for pattern in self.globs:
+            if os.path.isabs(pattern):
+                candidates.append((pattern, _static_prefix(pattern)))
+        if self.kernel_log is not None:
+            kernel = os.fspath(self.kernel_log)
+            candidates.append((glob.escape(kernel), kernel))
+        found: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for pattern, root in candidates:
+            root_real = os.path.realpath(root)
+            for path in sorted(glob.glob(pattern, recursive=True)):
+                real = os.path.realpath(path)
+                if real in seen or not _under(real, root_real):
+                    continue
+                try:
+                    if not stat.S_ISREG(os.stat(real).st_mode):
+                        continue
+                except OSError:
+                    continue
+                seen.add(real)
+                found.append((path, real))
+        return found
+
+    def roots_exist(self) -> bool:
+        """True when at least one configured directory or file exists."""
+        bases = [*self.paths, *(Path(_static_prefix(g)) for g in self.globs if os.path.isabs(g))]
+        if self.kernel_log is not None:
+            bases.append(self.kernel_log)
+        return any(base.exists() for base in bases)
+
+    # ------------------------------------------------------------ reading
+
+    def poll(self) -> Iterator[Chunk]:
+        """Yield new complete lines; the offset of a chunk moves once the consumer asks for more."""
+        now = self.clock()
+        self.read_errors = []
+        self.budget_exhausted = False
+        pending: list[_Pending] = []
+        present: set[str] = set()
+        files = self.discover()
+        self.files_seen = len(files)
+        for path, real in files:
+            try:
+                info = os.stat(real)
+            except OSError as exc:
+                self.read_errors.append(f"{path}: {exc}")
+                continue
+            key = f"{info.st_dev}:{info.st_ino}"
+            present.add(key)
+            tracked = self._track(key, path, real, info, now)
+            if tracked is None:
+                continue
+            if info.st_size > tracked.offset or tracked.restarted:
+                pending.append(_Pending(key, real, tracked, info.st_size, info.st_mtime))
+        self._forget(present, now)
+        budget = self.byte_budget
+        # Pass 1: an equal share for every file with new data; pass 2: the leftover, in order.
+        share = max(1, budget // max(1, len(pending)))
+        for limit_of in (lambda left: min(share, left), lambda left: left):
+            for item in pending:
+                if budget <= 0:
+                    break
+                used = 0
+                for chunk, consumed in self._read(item, limit_of(budget), now):
+                    if chunk is not None:
+                        yield chunk
+                    item.tracked.offset += consumed
+                    self.bytes_read_total += consumed
+                    used += consumed
+                budget -= used
+        # More unread data than budget left: the rest waits for the next cycle.
+        self.budget_exhausted = any(p.size - p.tracked.offset > max(budget, 0) for p in pending)
+
+    def _track(self, key: str, path: str, real: str, info: os.stat_result, now: float) -> _Tracked | None:
+        tracked = self._tracked.get(key)
+        if tracked is not None:
+            tracked.path, tracked.seen_at = path, now
+            # The fingerprint is only checked when there is something to read (no I/O otherwise).
+            grown = info.st_size > tracked.offset
+            if info.st_size < tracked.offset or (grown and not self._same_head(real, tracked)):
+                tracked.offset, tracked.skip_long, tracked.restarted = 0, False, True
+                tracked.meta = {}
+                tracked.head, tracked.head_len = self._head(real)
+            elif grown and tracked.head_len < HEAD_BYTES <= info.st_size:
+                tracked.head, tracked.head_len = self._head(real)
+            return tracked
+        head, head_len = self._head(real)
+        recent = now - info.st_mtime <= self.first_start_window_s
+        offset = 0 if recent else info.st_size
+        tracked = _Tracked(path, offset, head, head_len, now)
+        # A new file at a path we already followed is a rotation: a fresh stream.
+        tracked.restarted = any(t.path == path for t in self._tracked.values())
+        self._tracked[key] = tracked
+        return tracked
+
+    def _forget(self, present: set[str], now: float) -> None:
+        for key in [k for k, t in self._tracked.items()
+                    if k not in present and now - t.seen_at > self.forget_after_s]:
+            del self._tracked[key]
+        if len(self._tracked) > MAX_TRACKED_FILES:
+            oldest = sorted(self._tracked, key=lambda k: self._tracked[k].seen_at)
+            for key in oldest[: len(self._tracked) - MAX_TRACKED_FILES]:
+                del self._tracked[key]
+
+    def _head(self, real: str) -> tuple[str, int]:
+        try:
+            with open(real, "rb") as handle:
+                data = handle.read(HEAD_BYTES)
+        except OSError:
+            return "", 0
+        return hashlib.sha1(data, usedforsecurity=False).hexdigest(), len(data)
+
+    def _same_head(self, real: str, tracked: _Tracked) -> bool:
+        if tracked.head_len == 0:
+            return True
+        try:
+            with open(real, "rb") as handle:
+                data = handle.read(tracked.head_len)
+        except OSError:
+            return True
+        return hashlib.sha1(data, usedforsecurity=False).hexdigest() == tracked.head
+
+    def _read(self, item: _Pending, limit: int, now: float) -> Iterable[tuple[Chunk | None, int]]:
+        """(chunk or None, bytes consumed) steps, reading at most ``limit`` bytes."""
+        key, tracked, size, mtime = item.key, item.tracked, item.size, item.mtime
+        try:
+            handle = open(item.real, "rb")  # noqa: SIM115 - a generator: closed by the with below
+        except OSError as exc:
+            self.read_errors.append(f"{tracked.path}: {exc}")
+            return
+        try:
+            with handle:
+                offset = tracked.offset
+                left = limit
+                while left > 0 and offset < size:
+                    handle.seek(offset)
+                    data = handle.read(min(self.chunk_bytes, left, size - offset))
+                    if not data:
+                        break
+                    consumed, lines = self._take(tracked, data, at_eof=offset + len(data) >= size,
+                                                 idle=now - mtime >= self.idle_flush_s)
+                    if consumed == 0:
+                        break
+                    chunk = None
+                    if lines:
+                        chunk = Chunk(key, tracked.path, lines, mtime, tracked.restarted)
+                        tracked.restarted = False
+                    yield chunk, consumed
+                    offset += consumed
+                    left -= consumed
+        except OSError as exc:
+            self.read_errors.append(f"{tracked.path}: {exc}")
+
+    def _take(self, tracked: _Tracked, data: bytes, *, at_eof: bool, idle: bool) -> tuple[int, list[str]]:
+        """How many bytes of ``data`` to consume and the lines they hold."""
+        skipped = 0
+        if tracked.skip_long:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return len(data), []
+            skipped = newline + 1
+            data = data[skipped:]
+            tracked.skip_long = False
+        lines, used = split_complete_lines(data, self.max_line_bytes)
+        if used:
+            return skipped + used, lines
+        if len(data) >= self.max_line_bytes:
+            tracked.skip_long = True
+            return skipped + len(data), [data[: self.max_line_bytes].decode("utf-8", "replace")]
+        if at_eof and idle and data:
+            return skipped + len(data), [data.decode("utf-8", "replace")]
+        return skipped, []  # a partial line shorter than the cap waits for its newline
