@@ -104,3 +104,4 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
         tool_env = demo.env()
     agent = Agent(config, tool_env=tool_env, internal_jobs=internal_jobs(config))
     return AgentBundle(agent, demo)
+

@@ -217,6 +217,7 @@ Schema = Mapping[str, Any]
 
 SCHEMA: Schema = {
     "web": {
+        "enabled": (_bool, True),
         "listen_address": (_str, "0.0.0.0"),  # noqa: S104 - an exporter listens for Prometheus
         "port": (_int(0, 65535), DEFAULT_PORT),
         "config_file": (_optional(_str), None),  # exporter-toolkit style TLS / basic auth file

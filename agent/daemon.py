@@ -23,8 +23,9 @@ from agent.config import Config
 from agent.exporter import ExpositionCache, NpuwatchCollector
 from agent.http import AgentHTTPServer, make_server
 from agent.snapshot import SnapshotStore
+from agent.textfile import TextfileWriter
 from collectors import sources as source_registry
-from collectors.base import ChipRef, CollectContext, Sample, Source
+from collectors.base import ChipRef, CollectContext, NoData, Sample, Source
 
 __all__ = ["Agent", "InternalJob"]
 
@@ -97,6 +98,10 @@ class Agent:
     def _configure(self, config: Config) -> None:
         self.config = config
         self.sources = enabled_sources(config)
+        self._internal = [job for job in self._internal if job.name != "textfile"]
+        if config.textfile.enabled:
+            writer = TextfileWriter(config.textfile.directory, lambda: self.cache.render().body)
+            self._internal.append(InternalJob("textfile", config.textfile.interval, writer.write))
         collectors = config.collectors
         self.runner = SourceRunner(
             self.store,
@@ -163,6 +168,9 @@ class Agent:
         started = time.monotonic()
         try:
             samples = list(job.collect())
+        except NoData as exc:
+            self.store.put_no_data(job.name, str(exc), started_wall, time.monotonic() - started)
+            return
         except Exception as exc:
             log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
@@ -196,7 +204,9 @@ class Agent:
         return True, "ok"
 
     # --- lifecycle
-    def start(self, serve_http: bool = True) -> None:
+    def start(self, serve_http: bool | None = None) -> None:
+        if serve_http is None:
+            serve_http = self.config.web.enabled
         if serve_http:
             web = self.config.web
             self._http = make_server(web.listen_address, web.port, self.cache, self.health)
