@@ -72,12 +72,14 @@ def internal_jobs(config: Config) -> list[InternalJob]:
         jobs.append(InternalJob("host", collectors.host.interval, host.collect))
     if collectors.hccl_logs.enabled:
         from collectors.hccl_logs import HcclLogCollector
+        from collectors.hccl_tail import DEFAULT_GLOBS
 
         state_dir = _state_dir(config)
         logs = collectors.hccl_logs
         scanner = HcclLogCollector(
             paths=list(logs.paths),
-            globs=list(logs.globs),
+            # The CANN layout under each path, plus the operator's job-log globs.
+            globs=[*DEFAULT_GLOBS, *logs.globs],
             kernel_log=logs.kernel_log,
             state_file=(state_dir / "hccl_logs.json") if state_dir else None,
             first_start_window_s=logs.first_start_window,

@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(diagnose)
     diagnose.add_argument("--json", action="store_true", help="machine-readable output")
     diagnose.add_argument("--probes", action="store_true", help="also run GEMM and node all-reduce baselines")
+    diagnose.add_argument("--sample-gap", dest="sample_gap", type=float, metavar="SECONDS",
+                          help="gap between the two optics/counter samples (default 3)")
+    diagnose.add_argument("--window", type=float, metavar="SECONDS",
+                          help="how far back logs and link flaps count (default 7200)")
 
     probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent import probe_cli

@@ -198,6 +198,7 @@ class ToolBox:
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}
         self._broken: dict[str, str] = {}  # tool -> why later calls are skipped
+        self._hung: dict[str, str] = {}  # tool -> the call that hung
         self._gates = {tool: threading.Semaphore(max(1, limit))
                        for tool, (_, _, limit) in self._settings.items()}
 
@@ -210,6 +211,16 @@ class ToolBox:
     def broken(self, tool: str) -> str | None:
         with self._lock:
             return self._broken.get(tool)
+
+    @property
+    def parallelism(self) -> int:
+        """Calls that may run at once over all tools (each tool has its own limit)."""
+        return sum(limit for _, _, limit in self._settings.values())
+
+    def hung(self) -> list[str]:
+        """Why each tool that hung was given up on (``hccn_tool hung earlier (...)``)."""
+        with self._lock:
+            return list(self._hung.values())
 
     def read(self, tool: str, args: Sequence[str], parse: Callable[[str], Any]) -> Reading:
         """Run ``tool args`` and parse its stdout; never raises for tool or parse problems."""
@@ -227,16 +238,19 @@ class ToolBox:
             self._mark(tool, f"{tool} not found")
             return Reading(error=f"{tool}: not found (set collectors.{_key(tool)}.path)", at=time.monotonic())
         except ToolTimeout:
-            self._mark(tool, f"{tool} hung earlier ({shown})")
-            return Reading(error=f"{shown}: no answer within {timeout:g}s (killed)", at=time.monotonic())
+            error = f"{shown}: no answer within {timeout:g}s (killed)"
+            self._mark(tool, f"{tool} hung earlier ({shown})", hung=error)
+            return Reading(error=error, at=time.monotonic())
         except ToolFailed as exc:
             return Reading(error=f"{shown}: {exc}", at=time.monotonic())
         except (ParseError, ValueError) as exc:
             return Reading(error=f"{shown}: unreadable output: {exc}", at=time.monotonic())
 
-    def _mark(self, tool: str, why: str) -> None:
+    def _mark(self, tool: str, why: str, hung: str | None = None) -> None:
         with self._lock:
             self._broken.setdefault(tool, why)
+            if hung is not None:
+                self._hung.setdefault(tool, hung)
 
 
 def _key(tool: str) -> str:
@@ -279,7 +293,9 @@ def read_node(tools: ToolBox, gap_s: float, scan_logs: Callable[[], LogScan] | N
 
     Optics and packet counters are read twice, ``gap_s`` apart, to see counters rise.
     """
-    with ThreadPoolExecutor(max_workers=HCCN_PARALLEL + 2, thread_name_prefix="diagnose") as pool:
+    # One thread per allowed tool call plus the log scan: a call waiting for its tool's turn
+    # never holds up a call to the other tool.
+    with ThreadPoolExecutor(max_workers=tools.parallelism + 1, thread_name_prefix="diagnose") as pool:
         logs_future = pool.submit(scan_logs) if scan_logs is not None else None
         table = tools.read("npu-smi", ["info"], npu_smi_info.parse)
         readings = NodeReadings(table=table)
@@ -438,12 +454,16 @@ def check_ecc(readings: NodeReadings) -> Check:
             results.append(_found(readings, ref, "ecc_history", WARN, detail))
         else:
             results.append(_DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no double-bit errors"))
-    return _aggregate(name, results, f"no HBM double-bit errors or isolated pages on {len(results)} chips")
+    return _aggregate(name, results, f"no HBM double-bit errors or isolated pages on {len(results)} chips",
+                      "npu-smi must answer: try `npu-smi info -t ecc -i 0 -c 0` by hand")
 
 
 def _roce_results(readings: NodeReadings, judge: Callable[[ChipRef, RoceReadings], _DeviceResult]
                   ) -> list[_DeviceResult]:
     return [judge(ref, roce) for ref, roce in readings.roce.items()]
+
+
+_HCCN_HINT = "hccn_tool must answer: try `hccn_tool -i 0 -link -g` by hand; a hang points at the driver"
 
 
 def _hccn(ref: ChipRef, command: str) -> str:
@@ -465,7 +485,7 @@ def check_link(readings: NodeReadings) -> Check:
                       text="link DOWN")
 
     results = _roce_results(readings, judge)
-    return _aggregate(name, results, f"{len(results)} ports UP")
+    return _aggregate(name, results, f"{len(results)} ports UP", _HCCN_HINT)
 
 
 def check_flaps(readings: NodeReadings, window_s: float) -> Check:
@@ -492,7 +512,8 @@ def check_flaps(readings: NodeReadings, window_s: float) -> Check:
         return _DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {len(changes)} changes")
 
     results = _roce_results(readings, judge)
-    return _aggregate(name, results, f"no link-down events in the last {window} on {len(results)} ports")
+    ok_text = f"no port flapped in the last {window} ({len(results)} ports)"
+    return _aggregate(name, results, ok_text, _HCCN_HINT)
 
 
 def _latest(samples: Sequence[Reading]) -> Reading:
@@ -532,7 +553,7 @@ def check_optics(readings: NodeReadings) -> Check:
         return _DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: rx min {min(rx.values()) * 1e3:.3f} mW")
 
     results = _roce_results(readings, judge)
-    return _aggregate(name, results, f"light on every lane, no LOS on {len(results)} modules")
+    return _aggregate(name, results, f"light on every lane, no LOS on {len(results)} modules", _HCCN_HINT)
 
 
 def check_packet_errors(readings: NodeReadings) -> Check:
@@ -559,7 +580,7 @@ def check_packet_errors(readings: NodeReadings) -> Check:
         return _DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no error counter rose")
 
     results = _roce_results(readings, judge)
-    return _aggregate(name, results, f"no error counter rose on {len(results)} ports")
+    return _aggregate(name, results, f"no error counter rose on {len(results)} ports", _HCCN_HINT)
 
 
 def check_net_health(readings: NodeReadings) -> Check:
@@ -580,7 +601,7 @@ def check_net_health(readings: NodeReadings) -> Check:
         return _found(readings, ref, "net_health", FAIL, detail)
 
     results = _roce_results(readings, judge)
-    return _aggregate(name, results, f"{len(results)} ports report Success")
+    return _aggregate(name, results, f"{len(results)} ports report Success", _HCCN_HINT)
 
 
 def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:

@@ -1,0 +1,333 @@
+"""``npuwatch diagnose`` against the demo node's fake tools, run as real subprocesses.
+
+Each test creates a small demo node in tmp_path, switches faults on, runs ``diagnose.main`` with
+a short sampling gap and reads the JSON it prints. Time-dependent faults (link flaps) run with
+the fakes' clock frozen so the link state is known.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import diagnose
+from agent.config import build_config
+from agent.demo.state import DemoNode
+from agent.diagnose_checks import remote_culprit
+
+REPO = Path(__file__).resolve().parents[1]
+GAP_S = 0.2
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> DemoNode:
+    return DemoNode(tmp_path / "demo").create(chips=4)
+
+
+def make_config(tmp_path: Path, timeout: str = "3s", **extra: Any) -> Any:
+    raw: dict[str, Any] = {
+        "collectors": {
+            "npu_smi": {"timeout": timeout},
+            "hccn_tool": {"timeout": timeout, "hccn_conf": str(tmp_path / "hccn.conf")},
+        },
+    }
+    raw.update(extra)
+    return build_config(raw)
+
+
+def run(node: DemoNode, capsys: pytest.CaptureFixture[str], config: Any, *, as_json: bool = True,
+        probes: bool = False) -> tuple[int, Any]:
+    args = argparse.Namespace(json=as_json, probes=probes, verbose=False, sample_gap=GAP_S)
+    code = diagnose.main(args, config, node.directory)
+    out = capsys.readouterr().out
+    return code, json.loads(out) if as_json else out
+
+
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+def test_healthy_node_is_ok(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 0
+    assert report["exit_code"] == 0
+    assert report["verdict"]["status"] == "ok"
+    assert report["verdict"]["device"] is None
+    checks = by_name(report)
+    assert set(checks) == {"hccl_logs", "npu_health", "roce_link", "roce_flaps", "optics", "roce_errors",
+                           "net_health", "roce_ip", "hbm_ecc"}
+    for check in report["checks"]:
+        assert set(check) == {"name", "status", "evidence", "hint", "device"}
+    # no /etc/hccn.conf on this node: that comparison could not be made, the rest passes
+    assert checks["roce_ip"]["status"] == "UNKNOWN"
+    assert "missing" in checks["roce_ip"]["evidence"]
+    assert {c["status"] for name, c in checks.items() if name != "roce_ip"} == {"PASS"}
+
+
+def test_text_output_is_an_aligned_table(node: DemoNode, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("link_down", chip=3)
+    code, text = run(node, capsys, make_config(tmp_path), as_json=False)
+    assert code == 2
+    lines = text.splitlines()
+    assert lines[0].split() == ["CHECK", "STATUS", "DEVICE", "EVIDENCE"]
+    status_column = lines[0].index("STATUS")
+    rows = [line for line in lines[1:] if line and not line.startswith((" ", "verdict"))]
+    assert len(rows) == 9
+    assert {row[status_column:].split()[0] for row in rows} <= {"PASS", "WARN", "FAIL", "UNKNOWN"}
+    assert any(line.strip().startswith("hint: ") for line in lines)
+    assert lines[-1] == "verdict: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN); " \
+                        "also RoCE network health check failing on NPU 3"
+
+
+def test_link_down_fails_and_names_the_device(node: DemoNode, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("link_down", chip=3)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    checks = by_name(report)
+    assert checks["roce_link"]["status"] == "FAIL"
+    assert checks["roce_link"]["device"] == 3
+    assert checks["roce_link"]["hint"]
+    assert checks["optics"]["status"] == "PASS"
+    verdict = report["verdict"]
+    assert (verdict["status"], verdict["cause"], verdict["device"]) == ("fail", "link_down", 3)
+    assert verdict["text"].startswith("RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN)")
+
+
+def test_flapping_link(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    node.freeze_time(now)
+    # transitions every 2 s since now-11: DOWN, UP, DOWN, UP, DOWN, UP -> up right now, 3 downs
+    node.set_fault("link_flap", chip=2, period_s=4, since=now - 11)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    checks = by_name(report)
+    assert checks["roce_link"]["status"] == "PASS"
+    assert checks["roce_flaps"]["status"] == "FAIL"
+    assert checks["roce_flaps"]["device"] == 2
+    assert "3 link-down events" in checks["roce_flaps"]["evidence"]
+    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_flapping", 2)
+    assert "NPU 2" in report["verdict"]["text"]
+
+
+def test_optics_without_light(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("optics_no_light", chip=1)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    checks = by_name(report)
+    optics = checks["optics"]
+    assert (optics["status"], optics["device"]) == ("FAIL", 1)
+    assert "rx_los_flag" in optics["evidence"]
+    # the dark port's error counters rise between the two samples
+    assert (checks["roce_errors"]["status"], checks["roce_errors"]["device"]) == ("WARN", 1)
+    verdict = report["verdict"]
+    assert (verdict["status"], verdict["device"]) == ("fail", 1)
+    # no light takes the link down; the verdict leads with the link and names the optics too
+    assert verdict["cause"] == "link_down"
+    assert "optical module receives no light on NPU 1" in verdict["text"]
+
+
+def test_double_bit_ecc(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("hbm_dbe", chip=2)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    ecc = by_name(report)["hbm_ecc"]
+    assert (ecc["status"], ecc["device"]) == ("FAIL", 2)
+    assert "double-bit" in ecc["evidence"]
+    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("ecc_double_bit", 2)
+
+
+def test_local_hardware_outranks_other_local_causes(node: DemoNode, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("health", chip=1, state="Alarm", codes=["80E18005"])
+    node.set_fault("hbm_dbe", chip=0)
+    node.set_fault("link_down", chip=3)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    checks = by_name(report)
+    assert (checks["npu_health"]["status"], checks["npu_health"]["device"]) == ("FAIL", 1)
+    assert "80E18005" in checks["npu_health"]["evidence"]
+    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_down", 3)
+
+
+def _plog_time(ts: float) -> str:
+    return time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(ts)) + ".123.456"
+
+
+def write_remote_timeout_plog(node: DemoNode, rank: int, peer_ip: str) -> Path:
+    """A synthetic plog of an HCCL execution timeout that blames a remote rank, written a minute ago."""
+    stamp = _plog_time(time.time() - 60)
+    plog = node.directory / "log" / "debug" / "plog" / "plog-4242_20250101000000000.log"
+    plog.parent.mkdir(parents=True, exist_ok=True)
+    plog.write_text(
+        f"[INFO] HCCL(4242,python3):{stamp} [hccl_communicator.cc:100] [4300]AllReduce entry\n"
+        f"[ERROR] HCCL(4242,python3):{stamp} [task_exception_handler.cc:812] [4300]"
+        f"[TaskExceptionHandler] Task from HCCL run failed.\n"
+        f"EI0002: [PID: 4242] {stamp} The wait execution of the Notify register times out. Reason: "
+        f"The Notify register has not received the Notify record from remote rank [{rank}].base "
+        f"information: [streamID:[14], taskID[4], taskType[Notify Wait], tag[AllReduce_1].] task "
+        f"information: [notify id:[0x1], stage:[ffffffff], remote rank:[{rank}].\n"
+        f"[ERROR] HCCL(4242,python3):{stamp} [hccl_impl.cc:90] [4300]Cluster Exception "
+        f"Location[IP/ID]:[{peer_ip}/{rank}]\n",
+        encoding="utf-8",
+    )
+    return plog
+
+
+def test_logs_blaming_a_remote_rank_on_a_healthy_node(node: DemoNode, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    write_remote_timeout_plog(node, rank=5, peer_ip="29.7.0.15")
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 1
+    logs = by_name(report)["hccl_logs"]
+    assert logs["status"] == "WARN"
+    assert "exec_timeout" in logs["evidence"]
+    assert "EI0002" in logs["evidence"]
+    verdict = report["verdict"]
+    assert (verdict["status"], verdict["cause"], verdict["device"]) == ("warn", "remote_peer", None)
+    assert verdict["text"].startswith("look at remote rank 5 / IP 29.7.0.15, not this node")
+
+
+def test_local_fault_beats_the_log_symptom(node: DemoNode, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    write_remote_timeout_plog(node, rank=5, peer_ip="29.7.0.15")
+    node.set_fault("net_health_fail", chip=2)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("net_health", 2)
+
+
+def test_old_log_errors_are_outside_the_window(node: DemoNode, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    plog = write_remote_timeout_plog(node, rank=5, peer_ip="29.7.0.15")
+    old = time.time() - 3 * 3600
+    os.utime(plog, (old, old))
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 0
+    assert by_name(report)["hccl_logs"]["status"] == "PASS"
+
+
+def test_remote_culprit_ignores_this_nodes_addresses() -> None:
+    hints = Counter({("exception_location", "29.1.3.13/3"): 3, ("peer", "29.7.0.15/1"): 1,
+                     ("remote_rank", "unknown"): 2, ("remote_rank", "12"): 1})
+    assert remote_culprit(hints, local_ips=["29.1.3.13"]) == ("12", "29.7.0.15")
+    assert remote_culprit(hints) == ("12", "29.1.3.13")
+    assert remote_culprit(Counter()) == (None, None)
+
+
+def test_hccn_conf_mismatch(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the fake's addresses are 29.1.<dev>.<10+dev>; device 2 is configured differently
+    conf = "".join(f"address_{dev}=29.1.{dev}.{10 + dev}\nnetmask_{dev}=255.255.0.0\n" for dev in (0, 1, 3))
+    (tmp_path / "hccn.conf").write_text(conf + "address_2=29.1.2.99\nnetmask_2=255.255.0.0\n")
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    ip = by_name(report)["roce_ip"]
+    assert (ip["status"], ip["device"]) == ("FAIL", 2)
+    assert "29.1.2.99" in ip["evidence"]
+    assert report["verdict"]["cause"] == "ip_mismatch"
+
+
+def test_npu_smi_hang_is_unknown_quickly(node: DemoNode, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("npu_smi_hang")
+    started = time.monotonic()
+    code, report = run(node, capsys, make_config(tmp_path, timeout="0.5s"))
+    assert time.monotonic() - started < 5
+    assert code == 3
+    health = by_name(report)["npu_health"]
+    assert health["status"] == "UNKNOWN"
+    assert "no answer within 0.5s" in health["evidence"]
+    assert report["verdict"]["status"] == "unknown"
+
+
+def test_hccn_tool_hang_is_unknown_quickly(node: DemoNode, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    node.set_fault("hccn_tool_hang")
+    started = time.monotonic()
+    code, report = run(node, capsys, make_config(tmp_path, timeout="0.5s"))
+    # at most one round of parallel calls waits for the timeout; the rest are skipped
+    assert time.monotonic() - started < 5
+    assert code == 3
+    checks = by_name(report)
+    assert checks["roce_link"]["status"] == "UNKNOWN"
+    assert checks["npu_health"]["status"] == "PASS"
+    assert (report["verdict"]["status"], report["verdict"]["cause"]) == ("unknown", "tool_hung")
+
+
+def test_missing_npu_smi_cannot_check(tmp_path: Path) -> None:
+    config = build_config({
+        "collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+                       "hccl_logs": {"paths": [str(tmp_path)]}},
+    })
+    report = diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S))
+    assert report.exit_code == 3
+    assert report.verdict.status == "unknown"
+    assert "npu-smi: not found" in report.verdict.text
+    assert by_name(report.to_dict())["hccl_logs"]["status"] == "PASS"
+
+
+class _FakeResult:
+    def __init__(self, outcome: str, message: str = "", stage: str | None = None) -> None:
+        self.outcome, self.message, self.stage = outcome, message, stage
+        self.warnings: list[str] = []
+        self.gemm: list[Any] = []
+        self.allreduce = None
+
+
+@pytest.mark.parametrize("case", [("error", "UNKNOWN", 0), ("timeout", "FAIL", 2)], ids=["error", "timeout"])
+def test_probe_outcomes(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                        monkeypatch: pytest.MonkeyPatch, case: tuple[str, str, int]) -> None:
+    """--probes: a probe that could not run is UNKNOWN (verdict unaffected); a timeout is FAIL."""
+    from agent import probe_runner
+
+    outcome, status, code = case
+
+    calls: list[str] = []
+
+    def fake(probe: str) -> Any:
+        def runner(settings: Any, *args: Any, **kwargs: Any) -> _FakeResult:
+            assert isinstance(settings, probe_runner.ProbeSettings)
+            calls.append(probe)
+            return _FakeResult(outcome, "torch_npu import failed" if outcome == "error" else "no answer",
+                               "exec" if outcome == "timeout" else None)
+        return runner
+
+    monkeypatch.setattr(probe_runner, "run_gemm", fake("gemm"))
+    monkeypatch.setattr(probe_runner, "run_allreduce", fake("allreduce"))
+    got, report = run(node, capsys, make_config(tmp_path), probes=True)
+    assert calls == ["gemm", "allreduce"]
+    checks = by_name(report)
+    assert checks["probe_gemm"]["status"] == status
+    assert checks["probe_allreduce"]["status"] == status
+    assert got == code
+    if outcome == "error":
+        assert "torch_npu import failed" in checks["probe_gemm"]["evidence"]
+        assert report["verdict"]["status"] == "ok"
+    else:
+        assert report["verdict"]["cause"] == "probe_failed"
+
+
+def test_cli_json(tmp_path: Path) -> None:
+    demo_dir = tmp_path / "demo"
+    DemoNode(demo_dir).create(chips=2).set_fault("link_down", chip=1)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NPUWATCH_DIAGNOSE_SAMPLE_GAP": str(GAP_S)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent", "diagnose", "--demo", "--demo-dir", str(demo_dir), "--json"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    assert set(report) == {"checks", "verdict", "exit_code"}
+    assert report["exit_code"] == 2
+    assert set(report["verdict"]) == {"status", "cause", "device", "text"}
+    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_down", 1)
