@@ -211,3 +211,24 @@ def test_running_agent_collects_on_its_schedule(tmp_path: Path) -> None:
         assert wait_for(lambda: agent.store.get("npu_smi_info").last_success != first, timeout=10)  # type: ignore[union-attr]
     finally:
         agent.stop()
+
+
+def test_log_scanner_counts_an_hccl_timeout_once_across_restarts(tmp_path: Path) -> None:
+    extra = {"collectors": {"hccl_logs": {"enabled": True}}}
+    bundle = demo_bundle(tmp_path, extra)
+    plog = tmp_path / "demo" / "log" / "debug" / "plog"
+    plog.mkdir(parents=True)
+    (plog / "plog-4242_20261129.log").write_text(
+        "[INFO] HCCL(4242,python):2026-11-29-10:25:40.000.000 [hccl.cc:1][4242]init ok\n"
+        "EI0002: [PID: 4242] 2026-11-29-10:25:50.645.648 The wait execution of the Notify register times out."
+        " Reason: The Notify register has not received the Notify record from remote rank [5].\n"
+    )
+    bundle.agent.collect_once()
+    values = _values(bundle.agent.cache.render().body)
+    assert _get(values, "npu_hccl_errors_total", code="EI0002", category="exec_timeout") == 1
+    bundle.agent.stop()
+    restarted = demo_bundle(tmp_path, extra)
+    restarted.agent.collect_once()
+    values = _values(restarted.agent.cache.render().body)
+    assert _get(values, "npu_hccl_errors_total", code="EI0002", category="exec_timeout") == 1
+    restarted.agent.stop()
