@@ -139,6 +139,10 @@ def _demo_dir(args: argparse.Namespace) -> Path | None:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
+    if config.web.config_file:
+        from agent.web_config import load_web_config
+
+        load_web_config(config.web.config_file)
     print(f"{args.file}: valid config (listen {config.web.listen_address}:{config.web.port})")
     return EXIT_OK
 

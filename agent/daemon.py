@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry
 from agent.collect import SourceRunner, ToolSettings
 from agent.config import Config
 from agent.exporter import ExpositionCache, NpuwatchCollector
-from agent.http import AgentHTTPServer, make_server
+from agent.http import AgentHTTPServer, ServerLimits, make_server
+from agent.web_config import load_web_config
 from agent.snapshot import SnapshotStore
 from agent.textfile import TextfileWriter
 from collectors import sources as source_registry
@@ -92,6 +93,7 @@ class Agent:
         self._scheduler: BackgroundScheduler | None = None
         self._http: AgentHTTPServer | None = None
         self._group_locks: dict[str, threading.Lock] = {}
+        self._stopping = False
         self._configure(config)
 
     # --- configuration
@@ -148,6 +150,8 @@ class Agent:
 
     # --- collection
     def collect_group(self, group: str) -> None:
+        if self._stopping:
+            return
         lock = self._group_locks.setdefault(group, threading.Lock())
         if not lock.acquire(blocking=False):
             log.debug("group %s still running; skipping this turn", group)
@@ -159,7 +163,8 @@ class Agent:
                 chips = self.chips() if source.scope == "chip" else None
                 self.runner.run(source, chips)
         except Exception:  # a collector bug must never stop the schedule
-            log.exception("collector group %s failed", group)
+            if not self._stopping:
+                log.exception("collector group %s failed", group)
         finally:
             lock.release()
 
@@ -209,7 +214,11 @@ class Agent:
             serve_http = self.config.web.enabled
         if serve_http:
             web = self.config.web
-            self._http = make_server(web.listen_address, web.port, self.cache, self.health)
+            web_config = load_web_config(web.config_file) if web.config_file else None
+            self._http = make_server(
+                web.listen_address, web.port, self.cache, self.health,
+                web_config=web_config, limits=ServerLimits(max_connections=web.max_connections),
+            )
             self._http.start()
             log.info("serving /metrics on %s:%d", web.listen_address, self._http.port)
         self._scheduler = BackgroundScheduler(
@@ -280,6 +289,7 @@ class Agent:
             self._schedule_jobs(first_run_now=True)
 
     def stop(self) -> None:
+        self._stopping = True
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None

@@ -12,6 +12,7 @@ without a body are accepted.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import socket
@@ -26,7 +27,7 @@ from typing import Any
 
 from agent.exporter import ExpositionCache
 from agent.web_config import WebConfig
-from agent.web_security import BasicAuth, RateLimiter, ServerLimits, peer_san_allowed, server_ssl_context
+from agent.web_security import BasicAuth, RateLimiter, ReloadingSSLContext, ServerLimits, peer_san_allowed
 
 __all__ = ["AgentHTTPServer", "HealthCheck", "ServerLimits", "make_server"]
 
@@ -49,7 +50,8 @@ def _canned(status: HTTPStatus, body: bytes, version: str, *headers: str) -> byt
     return "\r\n".join(lines).encode() + body
 
 
-_HTTP_TO_HTTPS = _canned(HTTPStatus.BAD_REQUEST, b"Client sent an HTTP request to an HTTPS server.\n", "HTTP/1.0")
+_HTTP_TO_HTTPS = _canned(HTTPStatus.BAD_REQUEST, b"Client sent an HTTP request to an HTTPS server.\n",
+                         "HTTP/1.0")
 _BUSY = _canned(HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections\n", "HTTP/1.1", "Retry-After: 1")
 
 
@@ -65,8 +67,8 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go in two writes; don't let Nagle hold the second
 
     def setup(self) -> None:
-        self.timeout = self.server.limits.request_timeout_s
         super().setup()
+        self.connection.settimeout(self.server.limits.request_timeout_s)
         # Request heads are read straight from the socket against a deadline (see _read_head):
         # a buffered readline would wait forever on a client trickling one byte per timeout.
         self.rfile.close()
@@ -80,10 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + limits.request_timeout_s
         buffer = self._unread.lstrip(b"\r\n")
         while True:
-            end = buffer.find(b"\r\n\r\n")
-            end = end + 4 if end >= 0 else -1
-            if end < 0 and (bare := buffer.find(b"\n\n")) >= 0:
-                end = bare + 2
+            ends = [at + len(mark) for mark in (b"\n\r\n", b"\n\n") if (at := buffer.find(mark)) >= 0]
+            end = min(ends, default=-1)
             if 0 <= end <= limits.max_header_bytes:
                 self._unread = buffer[end:]
                 return buffer[:end]
@@ -169,7 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"Content-Encoding": "gzip"} if exposition.gzipped else {}
         self._reply(200, exposition.body, exposition.content_type, headers)
 
-    def _reply(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+    def _reply(self, status: int, body: bytes, content_type: str,
+               headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -192,7 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self._reply(status, f"{status.value} {status.phrase}\n".encode(), _TEXT)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s " + format, self.address_string(), *args)
 
 
@@ -200,19 +201,20 @@ class AgentHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], cache: ExpositionCache, health: HealthCheck,
+    def __init__(self, address: tuple[str, int], cache: ExpositionCache, health: HealthCheck, *,
                  web_config: WebConfig | None = None, limits: ServerLimits | None = None) -> None:
         self.cache = cache
         self.health = health
         self.limits = limits or ServerLimits()
         self.web_config = web_config
         tls = web_config.tls if web_config else None
-        self.ssl_context: ssl.SSLContext | None = server_ssl_context(tls) if tls else None
+        self.tls_context = ReloadingSSLContext(tls) if tls else None
         self._allowed_sans = tls.client_allowed_sans if tls else None
         users = web_config.basic_auth_users if web_config else {}
         self.auth: BasicAuth | None = BasicAuth(users) if users else None
         self.extra_headers = dict(web_config.headers) if web_config else {}
-        self.client_rate = RateLimiter(self.limits.rate_per_s, self.limits.burst, self.limits.max_tracked_clients)
+        limits = self.limits
+        self.client_rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_tracked_clients)
         rate = web_config.rate_limit if web_config else None
         self.global_rate = RateLimiter(1.0 / rate.interval_s, rate.burst) if rate else None
         self._slots = threading.BoundedSemaphore(self.limits.max_connections)
@@ -226,10 +228,11 @@ class AgentHTTPServer(ThreadingHTTPServer):
 
     @property
     def scheme(self) -> str:
-        return "https" if self.ssl_context else "http"
+        return "https" if self.tls_context else "http"
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="http", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -250,16 +253,14 @@ class AgentHTTPServer(ThreadingHTTPServer):
 
     def _refuse_busy(self, sock: socket.socket) -> None:
         log.debug("refusing a connection: %d connections open", self.limits.max_connections)
-        if self.ssl_context is None:
+        if self.tls_context is None:
             try:
                 sock.setblocking(False)
                 sock.recv(self.limits.max_header_bytes)  # unread input would turn our close into a reset
             except OSError:
                 pass
-            try:
+            with contextlib.suppress(OSError):
                 sock.send(_BUSY)
-            except OSError:
-                pass
         self.shutdown_request(sock)
 
     # --- per connection, in its own thread
@@ -278,7 +279,7 @@ class AgentHTTPServer(ThreadingHTTPServer):
 
     def _secure(self, sock: socket.socket) -> socket.socket:
         """The TLS side of a fresh connection, handshake done within the request timeout."""
-        if self.ssl_context is None:
+        if self.tls_context is None:
             return sock
         deadline = time.monotonic() + self.limits.request_timeout_s
         sock.settimeout(self.limits.request_timeout_s)
@@ -290,13 +291,12 @@ class AgentHTTPServer(ThreadingHTTPServer):
             raise _Dropped("closed before the TLS handshake")
         if first[0] != _TLS_HANDSHAKE_RECORD:
             if first.isalpha():  # looks like a plain-HTTP request line
-                try:
+                with contextlib.suppress(OSError):
                     sock.sendall(_HTTP_TO_HTTPS)
-                except OSError:
-                    pass
             raise _Dropped("plain HTTP on the TLS port")
         try:
-            secured = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            context = self.tls_context.get()
+            secured = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         except (ssl.SSLError, OSError) as exc:
             raise _Dropped(f"TLS setup failed: {exc}") from None
         try:
@@ -319,7 +319,7 @@ class AgentHTTPServer(ThreadingHTTPServer):
             log.exception("http %s: request failed", peer)
 
 
-def make_server(address: str, port: int, cache: ExpositionCache, health: HealthCheck,
+def make_server(address: str, port: int, cache: ExpositionCache, health: HealthCheck, *,
                 web_config: WebConfig | None = None, limits: ServerLimits | None = None) -> AgentHTTPServer:
     """Bind the endpoints; ``web_config`` None serves plain HTTP without auth, as before."""
-    return AgentHTTPServer((address, port), cache, health, web_config, limits)
+    return AgentHTTPServer((address, port), cache, health, web_config=web_config, limits=limits)

@@ -102,6 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits = parser.add_argument_group("time limits and thresholds")
     limits.add_argument("--deadline", type=_positive_float, metavar="SECONDS",
                         help="outer watchdog: kill the probe's processes after this long")
+    limits.add_argument("--stall", type=_positive_float, metavar="SECONDS",
+                        help="kill the probe after this long in connect/exec without progress")
     limits.add_argument("--connect-timeout", type=_positive_float, metavar="SECONDS",
                         help="HCCL_CONNECT_TIMEOUT (HCCL accepts 120..7200)")
     limits.add_argument("--exec-timeout", type=_positive_float, metavar="SECONDS",
@@ -142,10 +144,10 @@ def _settings(args: argparse.Namespace, base: ProbeSettings) -> ProbeSettings:
     flags = {
         "backend": args.backend, "python": args.python, "model": args.model, "gemm_size": args.size,
         "gemm_dtypes": args.dtypes, "allreduce_bytes": args.message_bytes, "warmup": args.warmup,
-        "iterations": args.iterations, "deadline_s": args.deadline, "connect_timeout_s": args.connect_timeout,
-        "exec_timeout_s": args.exec_timeout, "min_efficiency": args.min_efficiency,
-        "min_busbw": args.min_busbw,
-        "lock_path": args.lock_file, "cpu_ranks": args.ranks,
+        "iterations": args.iterations, "deadline_s": args.deadline, "stall_s": args.stall,
+        "connect_timeout_s": args.connect_timeout, "exec_timeout_s": args.exec_timeout,
+        "min_efficiency": args.min_efficiency, "min_busbw": args.min_busbw, "lock_path": args.lock_file,
+        "cpu_ranks": args.ranks,
     }
     changes: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.devices is not None:

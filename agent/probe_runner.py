@@ -5,7 +5,10 @@ the configured probe interpreter, one process per rank, each in its own session 
 the watchdog can kill the rank *and everything it started* (os.killpg, SIGTERM then
 SIGKILL). Children are always reaped. A run killed at the deadline still knows which
 stage hung, from the ``@npuwatch-stage`` lines the ranks write to stderr: ``connect``
-(the process group never formed) or ``exec`` (the collective never finished).
+(the process group never formed) or ``exec`` (the collective never finished). Besides the
+overall ``deadline_s``, an optional ``stall_s`` kills a run whose ranks sat in connect or
+exec that long without reporting progress: HCCL's own timeouts cannot go below 120 s
+(connect) and 68 s (exec), and this limit does not have to wait out a slow torch import.
 
 Outcomes stay apart so a broken environment is never reported as broken hardware:
 ``pass``; ``fail`` (wrong result, or below a threshold, or a collective broke);
@@ -82,6 +85,7 @@ class ProbeSettings:
     connect_timeout_s: float = 120.0  # HCCL_CONNECT_TIMEOUT (HCCL default 120 s; minimum 120)
     exec_timeout_s: float = 68.0  # HCCL_EXEC_TIMEOUT (HCCL default 1836 s; minimum 68)
     deadline_s: float = 300.0  # outer watchdog over the whole run
+    stall_s: float | None = None  # outer watchdog: no progress this long in connect/exec
     term_grace_s: float = 3.0  # SIGTERM -> SIGKILL
     min_efficiency: float = 0.8  # of a *measured* peak; below fails the probe
     warn_efficiency: float | None = 0.9
@@ -185,6 +189,7 @@ class _Worker:
         self._stdout: deque[str] = deque(maxlen=200)
         self._stderr: deque[str] = deque(maxlen=40)
         self._on_event = on_event
+        self.last_progress = time.monotonic()
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
             start_new_session=True, text=True, encoding="utf-8", errors="replace")
@@ -211,6 +216,7 @@ class _Worker:
                 payload = None
             if isinstance(payload, dict) and payload.get("stage") in _STAGE_ORDER:
                 self.report.stage = str(payload["stage"])
+                self.last_progress = time.monotonic()
                 if self._on_event is not None:
                     self._on_event({"kind": "stage", "worker": self.report.index, **payload})
                 return
@@ -225,6 +231,12 @@ class _Worker:
         except ChildProcessError:
             return True
         return info is not None
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds spent in connect/exec since the last stage or progress report (0 elsewhere)."""
+        if self.report.stage not in ("connect", "exec") or self.exited():
+            return 0.0
+        return now - self.last_progress
 
     def signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -248,15 +260,16 @@ class _Worker:
 
 
 def _run_workers(commands: Sequence[tuple[list[str], Mapping[str, str]]], deadline_s: float,
-                 term_grace_s: float, on_event: EventHandler | None) -> tuple[list[RankReport], bool]:
-    """Run all ranks to completion or to the deadline; returns (reports, deadline_hit).
+                 term_grace_s: float, on_event: EventHandler | None,
+                 stall_s: float | None = None) -> tuple[list[RankReport], str | None]:
+    """Run all ranks to completion or to a watchdog; returns (reports, why killed or None).
 
     If a rank exits non-zero, the others get a short grace to finish on their own (they
     are usually blocked on the failed peer) and are then killed.
     """
     start = time.monotonic()
     workers: list[_Worker] = []
-    deadline_hit = False
+    killed_because: str | None = None
     try:
         for index, (argv, env) in enumerate(commands):
             workers.append(_Worker(index, argv, env, on_event))
@@ -269,7 +282,10 @@ def _run_workers(commands: Sequence[tuple[list[str], Mapping[str, str]]], deadli
             if not running:
                 break
             if now - start >= deadline_s:
-                deadline_hit = True
+                killed_because = f"killed at the {deadline_s:g} s deadline"
+                break
+            if stall_s is not None and max(w.stalled_for(now) for w in running) >= stall_s:
+                killed_because = f"killed after {stall_s:g} s without progress"
                 break
             if abort_at is None and any(w.exited() and w.proc.poll() not in (None, 0) for w in workers):
                 abort_at = now + _ABORT_GRACE_S
@@ -278,7 +294,7 @@ def _run_workers(commands: Sequence[tuple[list[str], Mapping[str, str]]], deadli
             time.sleep(_POLL_S)
     finally:
         _stop(workers, term_grace_s)
-    return [w.finish() for w in workers], deadline_hit
+    return [w.finish() for w in workers], killed_because
 
 
 def _stop(workers: Sequence[_Worker], term_grace_s: float) -> None:
@@ -335,12 +351,12 @@ def _tail(report: RankReport) -> str:
     return " | ".join(report.stderr_tail[-3:])
 
 
-def _classify_workers(reports: Sequence[RankReport], deadline_hit: bool,
-                      deadline_s: float) -> tuple[str, str | None, str] | None:
+def _classify_workers(reports: Sequence[RankReport],
+                      killed_because: str | None) -> tuple[str, str | None, str] | None:
     """(outcome, stage, message) when some rank did not succeed; None when all reported ok."""
-    if deadline_hit:
+    if killed_because is not None:
         stage = _timeout_stage(reports)
-        return "timeout", stage, f"killed at the {deadline_s:g} s deadline in stage {stage}"
+        return "timeout", stage, f"{killed_because} in stage {stage}"
     problems: list[tuple[int, str, str | None, str]] = []  # (priority, outcome, stage, message)
     for report in reports:
         result = report.result
@@ -370,8 +386,8 @@ def _classify_workers(reports: Sequence[RankReport], deadline_hit: bool,
     # An environment error explains the others (peers of a rank that could not start
     # break too), so it wins; then timeouts, then failures.
     problems.sort(key=lambda p: p[0])
-    _, outcome, stage, message = problems[0]
-    return outcome, stage, message
+    _, worst_outcome, worst_stage, worst_message = problems[0]
+    return worst_outcome, worst_stage, worst_message
 
 
 def _result_backend(reports: Sequence[RankReport]) -> str | None:
@@ -426,10 +442,11 @@ def _run_gemm(settings: ProbeSettings, on_event: EventHandler | None) -> ProbeRe
     if settings.gemm_dtypes:
         argv += ["--dtypes", ",".join(settings.gemm_dtypes)]
     commands = [(argv, _worker_env(settings, settings.backend))]
-    reports, deadline_hit = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event)
+    reports, killed_because = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
+                                           settings.stall_s)
     result = ProbeResult(probe="gemm", outcome="pass", started_at=started, duration_s=time.time() - started,
                          backend=_result_backend(reports), ranks=reports, warnings=_notes(reports))
-    problem = _classify_workers(reports, deadline_hit, settings.deadline_s)
+    problem = _classify_workers(reports, killed_because)
     if problem is not None:
         result.outcome, result.stage, result.message = problem
     payload = reports[0].result or {}
@@ -513,10 +530,10 @@ def _free_port() -> int:
 def _discover(settings: ProbeSettings) -> dict[str, Any]:
     """Resolve ``auto`` and count devices by asking the probe interpreter (it has torch; we don't)."""
     argv = [settings.python, str(_WORKER_DIR / "_common.py"), "--discover", "--backend", settings.backend]
-    reports, deadline_hit = _run_workers([(argv, _worker_env(settings, settings.backend))],
-                                         min(settings.deadline_s, 120.0), settings.term_grace_s, None)
+    reports, killed_because = _run_workers([(argv, _worker_env(settings, settings.backend))],
+                                           min(settings.deadline_s, 120.0), settings.term_grace_s, None)
     report = reports[0]
-    if deadline_hit:
+    if killed_because is not None:
         return {"status": "error", "message": "device discovery hung"}
     if report.result is None:
         return {"status": "error", "message": f"device discovery failed: {_tail(report)}"}
@@ -576,12 +593,13 @@ def _run_allreduce(settings: ProbeSettings, scope: str, *, nnodes: int, node_ran
                         LOCAL_RANK=str(local_rank), LOCAL_WORLD_SIZE=str(local), MASTER_ADDR=master_addr,
                         MASTER_PORT=str(master_port))
         commands.append(([*base, "--device", str(device)], rank_env))
-    reports, deadline_hit = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event)
+    reports, killed_because = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
+                                           settings.stall_s)
 
     result = ProbeResult(probe="allreduce", outcome="pass", started_at=started,
                          duration_s=time.time() - started, backend=_result_backend(reports) or backend,
                          scope=scope, ranks=reports, warnings=_notes(reports))
-    problem = _classify_workers(reports, deadline_hit, settings.deadline_s)
+    problem = _classify_workers(reports, killed_because)
     if problem is not None:
         result.outcome, result.stage, result.message = problem
         return result

@@ -2,7 +2,8 @@
 
 Pure building blocks, used by ``agent/http.py``:
 
-- ``server_ssl_context(tls)``: an ``ssl.SSLContext`` from a ``TLSServerConfig``.
+- ``server_ssl_context(tls)``: an ``ssl.SSLContext`` from a ``TLSServerConfig``;
+  ``ReloadingSSLContext`` rebuilds it when the certificate files change.
 - ``BasicAuth(users).check(authorization_header)``: constant-time user match and
   bcrypt password check, with verified credentials cached (keyed by a SHA-256 of
   them) so bcrypt's deliberate cost is paid once, not on every scrape.
@@ -13,9 +14,11 @@ Pure building blocks, used by ``agent/http.py``:
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import hmac
 import ipaddress
+import logging
 import os
 import secrets
 import ssl
@@ -28,16 +31,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import binascii
-
 from agent.config import ConfigError
 
 if TYPE_CHECKING:
     from agent.web_config import TLSServerConfig
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "BasicAuth",
     "RateLimiter",
+    "ReloadingSSLContext",
     "ServerLimits",
     "parse_basic_authorization",
     "peer_san_allowed",
@@ -110,7 +114,8 @@ def server_ssl_context(tls: TLSServerConfig, source: str = "web config") -> ssl.
         if openssl_names:
             context.set_ciphers(":".join(openssl_names))
     except ssl.SSLError as exc:
-        raise ConfigError([f"tls_server_config.cipher_suites: none usable here ({exc.reason})"], source) from None
+        problem = f"tls_server_config.cipher_suites: none usable here ({exc.reason})"
+        raise ConfigError([problem], source) from None
     try:
         _load_cert_chain(context, tls)
     except (ssl.SSLError, OSError) as exc:
@@ -124,7 +129,8 @@ def server_ssl_context(tls: TLSServerConfig, source: str = "web config") -> ssl.
             context.load_verify_locations(cadata=tls.client_ca)
     except (ssl.SSLError, OSError, ValueError) as exc:
         why = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
-        raise ConfigError([f"tls_server_config.client_ca_file: cannot load client CAs: {why}"], source) from None
+        problem = f"tls_server_config.client_ca_file: cannot load client CAs: {why}"
+        raise ConfigError([problem], source) from None
     return context
 
 
@@ -238,3 +244,49 @@ class RateLimiter:
             if len(self._buckets) > self._max_keys:
                 self._buckets.popitem(last=False)
         return allowed
+
+
+class ReloadingSSLContext:
+    """Rebuilds the context when a certificate, key or CA file changes (rotated certificates).
+
+    Files are stat'ed at most once per ``check_interval_s``; a change that fails to load keeps
+    the previous context and is logged, so a half-written rotation never takes the endpoint down.
+    """
+
+    def __init__(self, tls: TLSServerConfig, check_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._tls = tls
+        self._paths = [p for p in (tls.cert_file, tls.key_file, tls.client_ca_file) if p]
+        self._interval = check_interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stamp = self._stat()
+        self._context = server_ssl_context(tls)
+        self._checked_at = clock()
+
+    def _stat(self) -> tuple[tuple[int, int], ...]:
+        stamps = []
+        for path in self._paths:
+            try:
+                info = os.stat(path)
+                stamps.append((info.st_mtime_ns, info.st_size))
+            except OSError:
+                stamps.append((-1, -1))
+        return tuple(stamps)
+
+    def get(self) -> ssl.SSLContext:
+        now = self._clock()
+        with self._lock:
+            if now - self._checked_at < self._interval:
+                return self._context
+            self._checked_at = now
+            stamp = self._stat()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self._context = server_ssl_context(self._tls)
+                    log.info("reloaded TLS certificate and key")
+                except ConfigError as exc:
+                    log.warning("TLS files changed but cannot be loaded, keeping the previous ones: %s",
+                                "; ".join(exc.problems))
+            return self._context

@@ -1,0 +1,470 @@
+"""Test helpers: a real Prometheus and Alertmanager on 127.0.0.1, and a webhook that records alerts.
+
+Used by the end-to-end test (one demo node) and the fleet test (many agents)::
+
+    hook = WebhookReceiver().start()
+    am = start_alertmanager(tmp_path, hook.url)
+    rules, changes = shortened_rules(SHIPPED_RULES, tmp_path / "rules", "2s")
+    prom = start_prometheus(tmp_path, ["127.0.0.1:9611"], rules, alertmanager_url=am.url,
+                            target_labels={"127.0.0.1:9611": {"rack": "r1"}})
+    prom.query('npu_roce_link_up == 0')
+    hook.wait_for("NPURoCELinkDown", npu="3")
+    ...
+    prom.stop(); am.stop(); hook.stop()
+
+Binaries: ``prometheus`` and ``prometheus-alertmanager`` (Debian packages ``prometheus`` and
+``prometheus-alertmanager``; Alertmanager's own tarball names it ``alertmanager``, which is tried
+too). A missing binary raises ``HarnessError``: CI installs both, so the test fails rather than
+skipping. Each process runs in its own session and its whole group is killed at ``stop()``; its
+output goes to a log file whose tail is part of every error raised here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "AMProcess",
+    "HarnessError",
+    "PromProcess",
+    "ReceivedAlert",
+    "RuleChange",
+    "WebhookReceiver",
+    "find_binary",
+    "free_port",
+    "shortened_rules",
+    "start_alertmanager",
+    "start_prometheus",
+]
+
+JOB = "npuwatch"  # every shipped rule and dashboard selects job="npuwatch"
+READY_TIMEOUT_S = 30.0
+LOG_TAIL_BYTES = 4000
+
+
+class HarnessError(RuntimeError):
+    """Prometheus/Alertmanager missing, not starting, or answering with an error."""
+
+
+def find_binary(*names: str, package: str) -> str:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise HarnessError(
+        f"{' / '.join(names)} not found on PATH: install the Debian package {package} "
+        "(apt-get install prometheus prometheus-alertmanager); CI installs it"
+    )
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (the binaries cannot report a port 0 choice back)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _http_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@dataclass
+class _Process:
+    """A server binary in its own process group, with its output in ``log_path``."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, size: int = LOG_TAIL_BYTES) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "(no log)"
+        return data[-size:].decode(errors="replace")
+
+    def fail(self, message: str) -> HarnessError:
+        return HarnessError(f"{self.name}: {message}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise self.fail(f"exited with status {self.popen.returncode} before it was ready")
+            if _http_ok(self.url + "/-/ready"):
+                return
+            time.sleep(0.1)
+        raise self.fail(f"not ready after {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(self.popen.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.popen.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.popen.wait(timeout=5)
+
+
+def _spawn(name: str, argv: list[str], port: int, log_path: Path) -> _Process:
+    with log_path.open("ab") as log:
+        popen = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    return _Process(name, popen, port, log_path)
+
+
+def _start(name: str, make_argv: Callable[[int], list[str]], log_path: Path) -> _Process:
+    """Start on a free port; retry when another process grabbed the port in between."""
+    last: HarnessError | None = None
+    for _attempt in range(3):
+        port = free_port()
+        process = _spawn(name, make_argv(port), port, log_path)
+        try:
+            process.wait_ready()
+            return process
+        except HarnessError as exc:
+            process.stop()
+            last = exc
+            if "address already in use" not in process.log_tail().lower():
+                break
+    assert last is not None
+    raise last
+
+
+# ----------------------------------------------------------------------------- Prometheus
+
+
+@dataclass
+class PromProcess(_Process):
+    config_path: Path = field(default=Path())
+
+    def api(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        url = f"{self.url}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            body = _http_json(url)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise HarnessError(f"{url}: HTTP {exc.code}: {detail}") from None
+        if body.get("status") != "success":
+            raise HarnessError(f"{url}: {body}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Instant query now: the ``result`` list (vector/matrix items; a scalar comes back as one item)."""
+        data = self.api("query", {"query": expr})
+        result = data["result"]
+        if data["resultType"] in ("scalar", "string"):
+            return [{"metric": {}, "value": result}]
+        return list(result)
+
+    def values(self, expr: str, label: str) -> dict[str, float]:
+        """``{value of label: sample value}`` for an instant vector query."""
+        return {item["metric"].get(label, ""): float(item["value"][1]) for item in self.query(expr)}
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Active alerts (pending and firing) as Prometheus sees them."""
+        return list(self.api("alerts")["alerts"])
+
+    def targets_up(self) -> bool:
+        active = self.api("targets", {"state": "active"})["activeTargets"]
+        return bool(active) and all(t["health"] == "up" for t in active)
+
+    def wait_for(self, expr: str, timeout: float = 20.0, step: float = 0.25) -> list[dict[str, Any]]:
+        """Poll until ``expr`` returns data; the result, or HarnessError naming the expression."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(expr)
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise self.fail(f"no data for {expr!r} after {timeout:.0f}s")
+            time.sleep(step)
+
+
+def prometheus_config(
+    targets: Sequence[str],
+    rule_files: Sequence[Path],
+    *,
+    scrape_interval: str,
+    evaluation_interval: str,
+    alertmanager_url: str | None,
+    target_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
+    labels = target_labels or {}
+    static = [{"targets": [target], **({"labels": dict(labels[target])} if target in labels else {})}
+              for target in targets]
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
+                   "evaluation_interval": evaluation_interval},
+        "rule_files": [str(path) for path in rule_files],
+        "scrape_configs": [{"job_name": JOB, "static_configs": static}],
+    }
+    if alertmanager_url:
+        host = urllib.parse.urlparse(alertmanager_url).netloc
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [host]}]}]}
+    return config
+
+
+def start_prometheus(
+    tmp_path: Path,
+    targets: Sequence[str],
+    rule_files: Sequence[Path] = (),
+    *,
+    scrape_interval: str = "1s",
+    evaluation_interval: str = "1s",
+    alertmanager_url: str | None = None,
+    target_labels: Mapping[str, Mapping[str, str]] | None = None,
+    enable_lifecycle: bool = False,
+) -> PromProcess:
+    """Prometheus scraping ``targets`` (host:port) as job ``npuwatch``; returns once /-/ready.
+
+    ``target_labels`` adds per-target labels (e.g. ``{"127.0.0.1:9611": {"node": "n1"}}``).
+    """
+    binary = find_binary("prometheus", package="prometheus")
+    workdir = tmp_path / "prometheus"
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "prometheus.yml"
+    config = prometheus_config(targets, rule_files, scrape_interval=scrape_interval,
+                               evaluation_interval=evaluation_interval, alertmanager_url=alertmanager_url,
+                               target_labels=target_labels)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        args = [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.path={workdir / 'data'}", "--log.level=info"]
+        return [*args, "--web.enable-lifecycle"] if enable_lifecycle else args
+
+    process = _start("prometheus", argv, workdir / "prometheus.log")
+    return PromProcess(process.name, process.popen, process.port, process.log_path, config_path)
+
+
+# ----------------------------------------------------------------------------- Alertmanager
+
+
+@dataclass
+class AMProcess(_Process):
+    config_path: Path = field(default=Path())
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return list(_http_json(self.url + "/api/v2/alerts"))
+
+
+def alertmanager_config(webhook_url: str, group_wait: str = "0s") -> dict[str, Any]:
+    return {
+        "route": {
+            "receiver": "webhook",
+            "group_by": ["..."],  # every alert is its own group: one notification each, no batching delay
+            "group_wait": group_wait,
+            "group_interval": "1s",
+            "repeat_interval": "4h",
+        },
+        "receivers": [{"name": "webhook",
+                       "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}],
+    }
+
+
+def start_alertmanager(tmp_path: Path, webhook_url: str, group_wait: str = "0s") -> AMProcess:
+    """Alertmanager sending every alert to ``webhook_url``; gossip off; returns once /-/ready."""
+    binary = find_binary("prometheus-alertmanager", "alertmanager", package="prometheus-alertmanager")
+    workdir = tmp_path / "alertmanager"
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "alertmanager.yml"
+    config_path.write_text(yaml.safe_dump(alertmanager_config(webhook_url, group_wait), sort_keys=False),
+                           encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.path={workdir / 'data'}", "--cluster.listen-address=", "--log.level=info"]
+
+    process = _start("alertmanager", argv, workdir / "alertmanager.log")
+    return AMProcess(process.name, process.popen, process.port, process.log_path, config_path)
+
+
+# ----------------------------------------------------------------------------- webhook
+
+
+@dataclass(frozen=True)
+class ReceivedAlert:
+    """One alert out of a webhook notification, with the time (time.time()) it arrived."""
+
+    received_at: float
+    status: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "")
+
+    def matches(self, alertname: str, labels: Mapping[str, str]) -> bool:
+        return self.name == alertname and all(self.labels.get(k) == v for k, v in labels.items())
+
+
+class WebhookReceiver:
+    """A tiny HTTP server on 127.0.0.1:0 that records every alert POSTed by Alertmanager."""
+
+    def __init__(self) -> None:
+        self.received: list[ReceivedAlert] = []
+        self.payloads: list[tuple[float, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                at = time.time()
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    payload = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    payload = {}
+                receiver._record(at, payload)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="webhook", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/alerts"
+
+    def start(self) -> WebhookReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _record(self, at: float, payload: dict[str, Any]) -> None:
+        alerts = [
+            ReceivedAlert(at, str(a.get("status", "")), dict(a.get("labels") or {}),
+                          dict(a.get("annotations") or {}))
+            for a in payload.get("alerts") or []
+        ]
+        with self._changed:
+            self.payloads.append((at, payload))
+            self.received.extend(alerts)
+            self._changed.notify_all()
+
+    def alerts(self, status: str | None = "firing") -> list[ReceivedAlert]:
+        with self._lock:
+            return [a for a in self.received if status is None or a.status == status]
+
+    def first(self, alertname: str, **labels: str) -> ReceivedAlert | None:
+        """The earliest firing notification of ``alertname`` whose labels include ``labels``."""
+        found = [a for a in self.alerts() if a.matches(alertname, labels)]
+        return min(found, key=lambda a: a.received_at) if found else None
+
+    def wait_for(self, alertname: str, timeout: float = 30.0, **labels: str) -> ReceivedAlert | None:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = [a for a in self.received if a.status == "firing" and a.matches(alertname, labels)]
+                if found:
+                    return min(found, key=lambda a: a.received_at)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    file: str
+    alert: str
+    old_for: str
+    new_for: str
+
+
+_FOR_LINE = re.compile(r"^(?P<indent>\s+)for:\s*(?P<value>\S+)\s*$")
+_ALERT_LINE = re.compile(r"^\s*-\s*alert:\s*(?P<name>\S+)")
+
+
+def shortened_rules(
+    rule_files: Iterable[Path], dest_dir: Path, new_for: str = "2s"
+) -> tuple[list[Path], list[RuleChange]]:
+    """Copies of ``rule_files`` with every ``for:`` set to ``new_for``; nothing else changes.
+
+    Production windows (minutes) are too long for a test; the expressions, labels and annotations
+    stay exactly as shipped. Returns the new paths and what was changed, alert by alert.
+    """
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    changes: list[RuleChange] = []
+    for source in rule_files:
+        alert = ""
+        lines = []
+        for line in source.read_text(encoding="utf-8").splitlines(keepends=True):
+            if (named := _ALERT_LINE.match(line)) is not None:
+                alert = named.group("name")
+            elif (found := _FOR_LINE.match(line)) is not None:
+                changes.append(RuleChange(source.name, alert, found.group("value"), new_for))
+                line = f"{found.group('indent')}for: {new_for}\n"
+            lines.append(line)
+        target = dest_dir / source.name
+        target.write_text("".join(lines), encoding="utf-8")
+        # Same document apart from the for: values (guards the line-based rewrite).
+        original = yaml.safe_load(source.read_text(encoding="utf-8"))
+        rewritten = yaml.safe_load(target.read_text(encoding="utf-8"))
+        _drop_for(original)
+        _drop_for(rewritten)
+        if original != rewritten:
+            raise HarnessError(f"rewriting for: in {source} changed more than the for: values")
+        paths.append(target)
+    return paths, changes
+
+
+def _drop_for(document: Any) -> None:
+    for group in (document or {}).get("groups", []):
+        for rule in group.get("rules", []):
+            rule.pop("for", None)

@@ -1,0 +1,684 @@
+"""TLS, basic auth and request limits on the agent's HTTP endpoints, with real clients.
+
+Certificates are made at test time (``cryptography`` if importable, else the ``openssl``
+CLI); bcrypt hashes use cost 4 so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import ipaddress
+import select
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+
+from agent.config import ConfigError
+from agent.exporter import Exposition
+from agent.http import AgentHTTPServer, make_server
+from agent.web_config import WebConfig, build_web_config, load_web_config
+from agent.web_security import BasicAuth, RateLimiter, ServerLimits, parse_basic_authorization
+
+BODY = b"# HELP npu_chips Chips seen.\n# TYPE npu_chips gauge\nnpu_chips 8.0\n"
+USER, PASSWORD = "prometheus", "s3cret-scrape"
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+class _FakeCache:
+    def render(self, openmetrics: bool = False, gzipped: bool = False) -> Exposition:
+        return Exposition(BODY, "text/plain; version=0.0.4; charset=utf-8", False)
+
+
+# --- certificates
+@dataclass(frozen=True)
+class Certs:
+    dir: Path
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path  # signed by ca, SAN DNS:scraper.example
+    client_key: Path
+    rogue_cert: Path  # self-signed, unknown to the server
+    rogue_key: Path
+
+
+def _certs_with_cryptography(out: Path) -> Certs:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.now(UTC)
+
+    def write(name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
+        cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+        return cert_path, key_path
+
+    def issue(cn: str, sans: list[x509.GeneralName], signer: tuple[Any, x509.Name] | None,
+              ca: bool = False) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        signing_key, issuer = signer or (key, subject)
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return builder.sign(signing_key, hashes.SHA256()), key
+
+    ca_cert, ca_key = issue("npuwatch test CA", [], None, ca=True)
+    ca_path, _ = write("ca", ca_cert, ca_key)
+    signer = (ca_key, ca_cert.subject)
+    loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+    server = issue("localhost", [x509.DNSName("localhost"), loopback], signer)
+    client = issue("scraper", [x509.DNSName("scraper.example")], signer)
+    rogue = issue("rogue", [x509.DNSName("scraper.example")], None)
+    return Certs(out, ca_path, *write("server", *server), *write("client", *client), *write("rogue", *rogue))
+
+
+def _certs_with_openssl(out: Path) -> Certs:
+    def run(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=30, cwd=out)
+
+    ec_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec_key, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=npuwatch test CA",
+        "-days", "1")
+    run("req", "-x509", *ec_key, "-keyout", "rogue.key", "-out", "rogue.crt", "-subj", "/CN=rogue",
+        "-days", "1", "-addext", "subjectAltName=DNS:scraper.example")
+    for name, san in (("server", "DNS:localhost,IP:127.0.0.1"), ("client", "DNS:scraper.example")):
+        (out / f"{name}.ext").write_text(f"subjectAltName={san}\nbasicConstraints=critical,CA:FALSE\n")
+        run("req", *ec_key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext")
+    return Certs(out, out / "ca.crt", out / "server.crt", out / "server.key", out / "client.crt",
+                 out / "client.key", out / "rogue.crt", out / "rogue.key")
+
+
+def make_certs(out: Path) -> Certs:
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        return _certs_with_openssl(out)
+    return _certs_with_cryptography(out)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def write_web_config(directory: Path, text: str) -> Path:
+    path = directory / "web.yml"
+    path.write_text(text)
+    return path
+
+
+def tls_config(certs: Certs, extra: str = "", users: bool = True) -> WebConfig:
+    text = f"tls_server_config:\n  cert_file: {certs.server_cert}\n  key_file: {certs.server_key}\n{extra}"
+    if users:
+        text += f"basic_auth_users:\n  {USER}: {HASH}\n"
+    return load_web_config(write_web_config(certs.dir, text))
+
+
+# --- servers and clients
+StartServer = Callable[..., AgentHTTPServer]
+
+
+@pytest.fixture
+def serve() -> Iterator[StartServer]:
+    servers: list[AgentHTTPServer] = []
+
+    def start(web_config: WebConfig | None = None, limits: ServerLimits | None = None) -> AgentHTTPServer:
+        server = make_server("127.0.0.1", 0, _FakeCache(), lambda: (True, "ok"),  # type: ignore[arg-type]
+                             web_config=web_config, limits=limits)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def client_context(certs: Certs, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if cert is not None:
+        context.load_cert_chain(str(cert), str(key))
+    return context
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def get(port: int, path: str = "/metrics", *, context: ssl.SSLContext | None = None,
+        headers: dict[str, str] | None = None, method: str = "GET",
+        body: bytes | None = None) -> tuple[int, bytes, http.client.HTTPResponse]:
+    conn: http.client.HTTPConnection
+    if context is None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    else:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read(), response
+    finally:
+        conn.close()
+
+
+def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``data`` on a plain socket and read until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        except ConnectionResetError:
+            pass
+        return b"".join(chunks)
+
+
+def status_of(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+# --- web config file
+def test_load_full_config_resolves_relative_paths(certs: Certs) -> None:
+    path = write_web_config(certs.dir, f"""
+tls_server_config:
+  cert_file: server.crt
+  key_file: server.key
+  client_auth_type: RequireAndVerifyClientCert
+  client_ca_file: ca.crt
+  min_version: TLS13
+  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256]
+  client_allowed_sans: [scraper.example]
+http_server_config:
+  http2: false
+  headers: {{X-Content-Type-Options: nosniff, X-Frame-Options: deny}}
+basic_auth_users:
+  {USER}: {HASH}
+rate_limit: {{interval: 100ms, burst: 5}}
+""")
+    config = load_web_config(path)
+    assert config.tls is not None
+    assert config.tls.cert_file == str(certs.server_cert)
+    assert config.tls.client_ca_file == str(certs.ca)
+    assert config.tls.min_version == "TLS13"
+    assert config.tls.client_allowed_sans == ("scraper.example",)
+    assert config.basic_auth_users == {USER: HASH}
+    assert config.headers == {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "deny"}
+    assert config.rate_limit is not None and config.rate_limit.interval_s == pytest.approx(0.1)
+    assert HASH not in repr(config)
+
+
+def test_auth_only_config_means_plain_http() -> None:
+    config = build_web_config({"basic_auth_users": {USER: HASH}})
+    assert config.tls is None
+    assert config.basic_auth_users == {USER: HASH}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("tls_server_config:\n  min_versoin: TLS12\n", "tls_server_config.min_versoin: unknown setting"),
+    ("tls_config: {}\n", "tls_config: unknown setting"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: TLS10\n",
+     "tls_server_config.min_version: TLS10 is refused"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: TLS11\n",
+     "tls_server_config.min_version: TLS11 is refused"),
+    ("tls_server_config:\n  cert_file: server.crt\n", "tls_server_config: missing one of key_file or key"),
+    ("tls_server_config:\n  cert_file: nope.crt\n  key_file: server.key\n",
+     "tls_server_config.cert_file: cannot read"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n",
+     "client CAs are set but client_auth_type is NoClientCert"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+     "  client_auth_type: RequireAnyClientCert\n", "RequireAnyClientCert (accept a client certificate"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+     "  client_auth_type: RequireAndVerifyClientCert\n", "RequireAndVerifyClientCert needs client_ca_file"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  cipher_suites: [RC4]\n",
+     "tls_server_config.cipher_suites: unknown cipher suite"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  curve_preferences: [X25519]\n",
+     "tls_server_config.curve_preferences: not supported by npuwatch"),
+    ("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: TLS13\n"
+     "  max_version: TLS12\n", "tls_server_config.max_version: TLS12 is below min_version TLS13"),
+    ("tls_server_config:\n  cert_file: ca.crt\n  key_file: server.key\n",
+     "tls_server_config: cannot load certificate and key"),
+    ("http_server_config:\n  headers: {Server: evil}\n", "http_server_config.headers.Server: this header"),
+    ("http_server_config:\n  headers: {X-Frame-Options: allow}\n", "expected one of deny, sameorigin"),
+    ("rate_limit: {interval: soon}\n", "rate_limit.interval: expected a duration"),
+    ("- a list\n", "expected a mapping"),
+    ("tls_server_config: [\n", "not valid YAML at line"),
+])
+def test_bad_web_config_names_the_path(certs: Certs, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_web_config(write_web_config(certs.dir, text))
+    assert expected in str(error.value)
+
+
+def test_bad_bcrypt_hash_is_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_web_config(write_web_config(tmp_path, "basic_auth_users:\n  alice: plaintext-password\n"))
+    assert "basic_auth_users.alice: expected a bcrypt hash" in str(error.value)
+    assert "plaintext-password" not in str(error.value)
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        build_web_config({"tls_server_config": {"cert_file": "x", "bogus": 1}, "other": 2})
+    problems = error.value.problems
+    assert any(p.startswith("tls_server_config.bogus:") for p in problems)
+    assert any(p.startswith("other:") for p in problems)
+    assert any("missing one of key_file" in p for p in problems)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_web_config(tmp_path / "absent.yml")
+
+
+# --- unit: auth header parsing, bcrypt cache, rate limiter
+def test_parse_basic_authorization() -> None:
+    assert parse_basic_authorization(basic("a", "b:c")) == (b"a", b"b:c")
+    assert parse_basic_authorization("basic " + base64.b64encode(b"u:").decode()) == (b"u", b"")
+    assert parse_basic_authorization("Bearer abc") is None
+    assert parse_basic_authorization("Basic !!!") is None
+    assert parse_basic_authorization("Basic " + base64.b64encode(b"no-colon").decode()) is None
+    assert parse_basic_authorization(None) is None
+
+
+def test_basic_auth_caches_verifications() -> None:
+    calls: list[bytes] = []
+
+    def counting_checkpw(password: bytes, hashed: bytes) -> bool:
+        calls.append(password)
+        return bcrypt.checkpw(password, hashed)
+
+    auth = BasicAuth({USER: HASH}, checkpw=counting_checkpw)
+    for _ in range(5):
+        assert auth.check(basic(USER, PASSWORD))
+    assert len(calls) == 1
+    assert not auth.check(basic(USER, "wrong"))
+    assert not auth.check(basic("mallory", PASSWORD))  # unknown user: decoy hash, still refused
+    assert len(calls) == 3
+    assert not auth.check(basic("mallory", PASSWORD))
+    assert len(calls) == 3
+
+
+def test_basic_auth_refuses_over_long_password() -> None:
+    assert not BasicAuth({USER: HASH}).check(basic(USER, "x" * 100))
+
+
+def test_rate_limiter_token_bucket() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rate_per_s=2.0, burst=3, clock=lambda: now[0])
+    assert [limiter.allow("a") for _ in range(4)] == [True, True, True, False]
+    assert limiter.allow("b")  # buckets are per key
+    now[0] += 0.5  # one token back
+    assert limiter.allow("a")
+    assert not limiter.allow("a")
+
+
+def test_rate_limiter_forgets_least_recent_clients() -> None:
+    limiter = RateLimiter(rate_per_s=0.001, burst=1, max_keys=2, clock=lambda: 0.0)
+    assert limiter.allow("a") and limiter.allow("b") and limiter.allow("c")
+    assert not limiter.allow("c")
+    assert limiter.allow("a")  # "a" was dropped when "c" came, so it starts with a full bucket
+
+
+# --- TLS + basic auth over real connections
+def test_tls_with_basic_auth(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs))
+    assert server.scheme == "https"
+    context = client_context(certs)
+    status, body, _ = get(server.port, context=context, headers={"Authorization": basic(USER, PASSWORD)})
+    assert (status, body) == (200, BODY)
+    status, body, _ = get(server.port, "/healthz", context=context,
+                          headers={"Authorization": basic(USER, PASSWORD)})
+    assert (status, body) == (200, b"ok\n")
+
+
+@pytest.mark.parametrize("authorization", [
+    None, basic(USER, "wrong"), basic("mallory", PASSWORD), basic(USER, ""), "Basic not-base64", "Bearer x",
+])
+@pytest.mark.parametrize("path", ["/metrics", "/healthz"])
+def test_tls_refuses_bad_credentials_without_leaking(serve: StartServer, certs: Certs,
+                                                     authorization: str | None, path: str) -> None:
+    server = serve(tls_config(certs))
+    headers = {"Authorization": authorization} if authorization else {}
+    status, body, response = get(server.port, path, context=client_context(certs), headers=headers)
+    assert status == 401
+    assert response.getheader("WWW-Authenticate", "").startswith("Basic")
+    assert body == b"401 Unauthorized\n"
+    everything = body + str(response.getheaders()).encode()
+    for secret in (USER, HASH, PASSWORD, "mallory", "npu_chips"):
+        assert secret.encode() not in everything
+
+
+def test_plain_http_to_tls_port_gets_400_and_server_survives(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs))
+    answer = raw_exchange(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.0 400 Bad Request")
+    assert b"npu_chips" not in answer
+    assert raw_exchange(server.port, b"\x00\x01garbage") == b""  # not TLS, not HTTP: just closed
+    status, body, _ = get(server.port, context=client_context(certs),
+                          headers={"Authorization": basic(USER, PASSWORD)})
+    assert (status, body) == (200, BODY)
+
+
+def _old_tls_client(certs: Certs) -> ssl.SSLContext:
+    context = client_context(certs)
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let the client offer TLS 1.0/1.1 at all
+    return context
+
+
+def _tls_version_client(certs: Certs, version: ssl.TLSVersion) -> ssl.SSLContext:
+    context = client_context(certs)
+    context.minimum_version = context.maximum_version = version
+    return context
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+def test_old_tls_versions_are_refused_by_the_server(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs, users=False))
+    with pytest.raises(ssl.SSLError) as error:
+        get(server.port, context=_old_tls_client(certs))
+    # The server's protocol_version alert, not a local refusal to offer TLS 1.1.
+    assert "ALERT_PROTOCOL_VERSION" in str(error.value.reason)
+    assert get(server.port, context=_tls_version_client(certs, ssl.TLSVersion.TLSv1_2))[0] == 200
+    assert get(server.port, context=_tls_version_client(certs, ssl.TLSVersion.TLSv1_3))[0] == 200
+
+
+def test_min_version_tls13_refuses_tls12(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs, "  min_version: TLS13\n", users=False))
+    with pytest.raises(ssl.SSLError, match=r"(?i)protocol.version"):
+        get(server.port, context=_tls_version_client(certs, ssl.TLSVersion.TLSv1_2))
+    assert get(server.port, context=_tls_version_client(certs, ssl.TLSVersion.TLSv1_3))[0] == 200
+
+
+def test_cipher_suites_limit_tls12(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs, "  max_version: TLS12\n  cipher_suites: "
+                                     "[TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]\n", users=False))
+    context = _tls_version_client(certs, ssl.TLSVersion.TLSv1_2)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock, \
+            context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+        assert tls.cipher()[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"  # type: ignore[index]
+    context.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+    with pytest.raises(ssl.SSLError):
+        get(server.port, context=context)
+
+
+def test_client_certificates(serve: StartServer, certs: Certs) -> None:
+    extra = f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {certs.ca}\n"
+    server = serve(tls_config(certs, extra, users=False))
+    assert get(server.port, context=client_context(certs, certs.client_cert, certs.client_key))[0] == 200
+    for context in (client_context(certs), client_context(certs, certs.rogue_cert, certs.rogue_key)):
+        # TLS 1.3 reports a refused client certificate after the handshake, on the first read.
+        with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
+            get(server.port, context=context)
+
+
+def test_client_allowed_sans(serve: StartServer, certs: Certs) -> None:
+    base = f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {certs.ca}\n"
+    good = serve(tls_config(certs, base + "  client_allowed_sans: [scraper.example]\n", users=False))
+    bad = serve(tls_config(certs, base + "  client_allowed_sans: [other.example]\n", users=False))
+    client = client_context(certs, certs.client_cert, certs.client_key)
+    assert get(good.port, context=client)[0] == 200
+    with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
+        get(bad.port, context=client)
+
+
+def test_configured_headers_and_global_rate_limit(serve: StartServer, certs: Certs, tmp_path: Path) -> None:
+    config = load_web_config(write_web_config(tmp_path, "http_server_config:\n  headers:\n"
+                                                        "    X-Content-Type-Options: nosniff\n"
+                                                        "rate_limit: {interval: 1h, burst: 2}\n"))
+    server = serve(config)
+    first = get(server.port)
+    assert first[0] == 200 and first[2].getheader("X-Content-Type-Options") == "nosniff"
+    assert get(server.port)[0] == 200
+    status, _, response = get(server.port)
+    assert status == 429 and response.getheader("X-Content-Type-Options") == "nosniff"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_curl_against_tls_and_auth(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs))
+    url = f"https://127.0.0.1:{server.port}/metrics"
+
+    def curl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["curl", "-sS", "--max-time", "5", "--cacert", str(certs.ca), "-o", "-",
+                               "-w", "\n%{http_code}", *args, url],
+                              capture_output=True, text=True, timeout=10)
+
+    ok = curl("-u", f"{USER}:{PASSWORD}")
+    assert ok.returncode == 0 and ok.stdout.endswith("\n200") and "npu_chips 8.0" in ok.stdout
+    wrong = curl("-u", f"{USER}:nope")
+    assert wrong.stdout.endswith("\n401") and USER not in wrong.stdout.rsplit("\n", 1)[0]
+    assert curl().stdout.endswith("\n401")
+    old = curl("-u", f"{USER}:{PASSWORD}", "--tlsv1.0", "--tls-max", "1.1",
+               "--ciphers", "DEFAULT:@SECLEVEL=0")
+    assert old.returncode != 0 and "protocol version" in old.stderr
+    plain = subprocess.run(["curl", "-sS", "--max-time", "5", f"http://127.0.0.1:{server.port}/metrics"],
+                           capture_output=True, text=True, timeout=10)
+    assert "HTTP request to an HTTPS server" in plain.stdout
+
+
+# --- plain HTTP path and limits
+def test_plain_http_default_keeps_alive_and_never_runs_bcrypt(serve: StartServer,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_bcrypt(*_: object) -> bool:
+        raise AssertionError("bcrypt on a server without basic auth")
+
+    monkeypatch.setattr(bcrypt, "checkpw", no_bcrypt)
+    monkeypatch.setattr(bcrypt, "hashpw", no_bcrypt)
+    server = serve()
+    assert server.scheme == "http" and server.auth is None
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    try:
+        for path, expected in (("/metrics", 200), ("/healthz", 200), ("/nope", 404), ("/", 200)):
+            conn.request("GET", path, headers={"Authorization": basic(USER, "x")})
+            response = conn.getresponse()
+            response.read()
+            assert response.status == expected
+        conn.request("HEAD", "/metrics")
+        response = conn.getresponse()
+        assert response.status == 200 and response.read() == b""
+        assert int(response.getheader("Content-Length", "0")) == len(BODY)
+    finally:
+        conn.close()
+
+
+def test_pipelined_requests_on_one_connection(serve: StartServer) -> None:
+    server = serve()
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    last = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    answer = raw_exchange(server.port, request * 2 + last)
+    assert answer.count(b"HTTP/1.1 200 OK") == 3
+
+
+def test_basic_auth_on_plain_http(serve: StartServer) -> None:
+    server = serve(build_web_config({"basic_auth_users": {USER: HASH}}))
+    assert get(server.port)[0] == 401
+    assert get(server.port, headers={"Authorization": basic(USER, PASSWORD)})[:2] == (200, BODY)
+
+
+def test_oversized_request_line_and_headers(serve: StartServer) -> None:
+    server = serve()
+    long_line = raw_exchange(server.port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status_of(long_line) == 414
+    big_headers = raw_exchange(
+        server.port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n")
+    assert status_of(big_headers) == 431
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(1000))
+    assert status_of(raw_exchange(server.port, b"GET / HTTP/1.1\r\n" + many + b"\r\n")) == 431
+    assert b"aaaa" not in long_line and b"bbbb" not in big_headers
+    assert get(server.port)[0] == 200
+
+
+@pytest.mark.parametrize(("method", "body", "headers", "expected"), [
+    ("POST", b"x=1", {}, 405),
+    ("PUT", b"x", {}, 405),
+    ("DELETE", None, {}, 405),
+    ("GET", b"hello", {}, 413),
+    ("GET", None, {"Transfer-Encoding": "chunked"}, 413),
+])
+def test_only_bodyless_get_and_head(serve: StartServer, method: str, body: bytes | None,
+                                    headers: dict[str, str], expected: int) -> None:
+    server = serve()
+    status, response_body, response = get(server.port, method=method, body=body, headers=headers)
+    assert status == expected
+    assert b"npu_chips" not in response_body
+    if expected == 405:
+        assert response.getheader("Allow") == "GET, HEAD"
+    assert get(server.port)[0] == 200
+
+
+def test_per_client_rate_limit(serve: StartServer) -> None:
+    server = serve(limits=ServerLimits(rate_per_s=0.5, burst=3))
+    statuses = [get(server.port)[0] for _ in range(3)]
+    status, _, response = get(server.port)
+    assert statuses == [200, 200, 200]
+    assert status == 429 and response.getheader("Retry-After") == "1"
+
+
+def _held_connection(port: int) -> socket.socket:
+    """A keep-alive connection that has been served once, so the server holds a slot for it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    return sock
+
+
+def test_connection_cap_answers_503_quickly(serve: StartServer) -> None:
+    server = serve(limits=ServerLimits(max_connections=2, request_timeout_s=5))
+    held = [_held_connection(server.port) for _ in range(2)]
+    try:
+        started = time.monotonic()
+        answer = raw_exchange(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status_of(answer) == 503 and time.monotonic() - started < 1.0
+        assert b"npu_chips" not in answer
+    finally:
+        held.pop().close()
+    deadline = time.monotonic() + 3
+    while get(server.port)[0] != 200:  # the slot frees once the server sees the close
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for sock in held:
+        sock.close()
+
+
+def test_slow_client_is_dropped_and_others_are_served(serve: StartServer) -> None:
+    timeout = 1.0
+    server = serve(limits=ServerLimits(request_timeout_s=timeout))
+    slow = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    started = time.monotonic()
+    served: list[float] = []
+
+    def other_client() -> None:
+        assert get(server.port)[:2] == (200, BODY)
+        served.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=other_client)
+    thread.start()
+    closed_after = None
+    try:
+        # Trickle a header byte every 0.2 s: each read is well inside the timeout, the whole head is not.
+        while time.monotonic() - started < timeout + 3:
+            readable, _, _ = select.select([slow], [], [], 0.2)
+            if readable and slow.recv(4096) == b"":
+                closed_after = time.monotonic() - started
+                break
+            try:
+                slow.send(b"X")
+            except OSError:
+                closed_after = time.monotonic() - started
+                break
+    finally:
+        slow.close()
+        thread.join(5)
+    assert served and served[0] < 0.5, "another client waited on the slow one"
+    assert closed_after is not None, "trickling client was never dropped"
+    assert timeout * 0.8 <= closed_after < timeout + 1.5
+
+
+def test_tls_handshake_stall_does_not_block_others(serve: StartServer, certs: Certs) -> None:
+    server = serve(tls_config(certs, users=False), limits=ServerLimits(request_timeout_s=1.0))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as stalled:
+        stalled.sendall(b"\x16\x03\x01")  # the start of a TLS record, then nothing
+        started = time.monotonic()
+        assert get(server.port, context=client_context(certs))[0] == 200
+        assert time.monotonic() - started < 0.5
+        assert stalled.recv(4096) == b""  # dropped at the handshake deadline
+        assert time.monotonic() - started < 3
+
+
+def test_openssl_cli_certificates_work(serve: StartServer, tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not installed")
+    generated = _certs_with_openssl(tmp_path)
+    server = serve(tls_config(generated, users=False))
+    assert get(server.port, context=client_context(generated))[0] == 200
+
+
+def test_tls_connection_cap_closes_excess(serve: StartServer, certs: Certs) -> None:
+    limits = ServerLimits(max_connections=1, request_timeout_s=5)
+    server = serve(tls_config(certs, users=False), limits=limits)
+    context = client_context(certs)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock, \
+            context.wrap_socket(sock, server_hostname="127.0.0.1") as held:
+        held.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held.recv(4096).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected, OSError)):
+            get(server.port, context=context)
+        assert time.monotonic() - started < 1.0
+
+
+def test_rotated_certificate_is_picked_up(serve: StartServer, tmp_path: Path) -> None:
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, second = make_certs(tmp_path / "first"), make_certs(tmp_path / "second")
+    live = tmp_path / "live"
+    live.mkdir()
+    shutil.copy(first.server_cert, live / "server.crt")
+    shutil.copy(first.server_key, live / "server.key")
+    config = load_web_config(write_web_config(live, "tls_server_config:\n  cert_file: server.crt\n"
+                                                    "  key_file: server.key\n"))
+    server = serve(config)
+    assert server.tls_context is not None
+    server.tls_context._interval = 0.0  # check the files on every connection
+    assert get(server.port, context=client_context(first))[0] == 200
+    shutil.copy(second.server_cert, live / "server.crt")
+    (live / "server.key").write_text("half-written")  # a rotation in progress keeps the old pair
+    assert get(server.port, context=client_context(first))[0] == 200
+    shutil.copy(second.server_key, live / "server.key")
+    assert get(server.port, context=client_context(second))[0] == 200
+    with pytest.raises(ssl.SSLCertVerificationError):
+        get(server.port, context=client_context(first))
+
+
+@pytest.mark.parametrize(("eol", "blank"), [(b"\r\n", b"\r\n"), (b"\n", b"\n"), (b"\n", b"\r\n")])
+def test_request_head_line_endings(serve: StartServer, eol: bytes, blank: bytes) -> None:
+    server = serve()
+    head = b"GET /healthz HTTP/1.1" + eol + b"Host: x" + eol + blank
+    answer = raw_exchange(server.port, head + b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert answer.count(b"HTTP/1.1 200 OK") == 2
