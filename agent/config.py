@@ -280,7 +280,7 @@ SCHEMA: Schema = {
         "model": (_optional(_str), None),
         "lock_file": (_str, "/run/npuwatch/probe.lock"),
         "idle_aicore_threshold": (_ratio, 0.05),
-        "connect_timeout": (_positive_duration, 60.0),
+        "connect_timeout": (_positive_duration, 120.0),
         "exec_timeout": (_positive_duration, 120.0),
         "deadline": (_positive_duration, 600.0),
         "peaks": (_optional(_peaks), None),

@@ -23,6 +23,8 @@ from agent.config import Config
 from agent.exporter import ExpositionCache, NpuwatchCollector
 from agent.http import AgentHTTPServer, ServerLimits, make_server
 from agent.web_config import load_web_config
+from agent.probe_runner import ProbeMetrics
+from agent.probes_job import ProbeController, idle_reason
 from agent.snapshot import SnapshotStore
 from agent.textfile import TextfileWriter
 from collectors import sources as source_registry
@@ -94,13 +96,18 @@ class Agent:
         self._http: AgentHTTPServer | None = None
         self._group_locks: dict[str, threading.Lock] = {}
         self._stopping = False
+        self.probe_metrics = ProbeMetrics()
+        self.probe_controller = ProbeController(self, self.probe_metrics)
         self._configure(config)
 
     # --- configuration
     def _configure(self, config: Config) -> None:
         self.config = config
         self.sources = enabled_sources(config)
-        self._internal = [job for job in self._internal if job.name != "textfile"]
+        self._internal = [job for job in self._internal if job.name not in ("textfile", "probes")]
+        if config.probes.enabled:
+            # Probe counters never expire; the gauges carry their own last-success timestamps.
+            self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
         if config.textfile.enabled:
             writer = TextfileWriter(config.textfile.directory, lambda: self.cache.render().body)
             self._internal.append(InternalJob("textfile", config.textfile.interval, writer.write))
@@ -157,6 +164,11 @@ class Agent:
             log.debug("group %s still running; skipping this turn", group)
             return
         try:
+            if group == "dmi":
+                reason = idle_reason(self)
+                if reason is not None:
+                    log.info("ascend-dmi skipped: %s", reason)
+                    return
             for source in self.sources:
                 if source.group != group:
                     continue
@@ -181,6 +193,11 @@ class Agent:
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
             return
         self.store.put_success(job.name, samples, None, started_wall, time.monotonic() - started)
+
+    def run_internal_by_name(self, name: str) -> None:
+        for job in self._internal:
+            if job.name == name:
+                self.run_internal(job)
 
     def collect_once(self) -> None:
         for group in self.groups():
@@ -293,6 +310,9 @@ class Agent:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
+        killed = self.probe_controller.kill_running()
+        if killed:
+            log.info("stopped %d running probe worker(s)", killed)
         if self._http is not None:
             self._http.stop()
             self._http = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +58,8 @@ def get(url: str, headers: dict[str, str] | None = None, timeout: float = 5) -> 
             return response.status, response.read(), time.perf_counter() - started
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), time.perf_counter() - started
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, b"", time.perf_counter() - started
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10, step: float = 0.05) -> bool:

@@ -1,0 +1,134 @@
+"""The daemon as operators run it: `npuwatch run` in its own process, driven by signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from tests.agent_harness import get, wait_for
+
+BASE_CONFIG = {
+    "web": {"listen_address": "127.0.0.1"},
+    "labels": {"node": "before"},
+    "collectors": {"npu_smi": {"interval": "1s", "usages_interval": "2s", "health_interval": "5s"},
+                   "hccn_tool": {"interval": "5s"}},
+    "probes": {"enabled": False},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Daemon:
+    def __init__(self, tmp_path: Path, config: dict, env: dict[str, str] | None = None) -> None:
+        self.config_path = tmp_path / "config.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.port = _free_port()
+        self.log = tmp_path / "agent.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "run", "--config", str(self.config_path), "--demo",
+             "--demo-dir", str(tmp_path / "demo"), "--demo-chips", "4", "--web.port", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        return get(self.url + "/metrics")[1].decode()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    running = Daemon(tmp_path, BASE_CONFIG)
+    try:
+        assert wait_for(lambda: get(running.url + "/healthz", timeout=1)[0] == 200, timeout=30), running.log_text()
+        yield running
+    finally:
+        running.stop()
+
+
+def _scrape_during(daemon: Daemon, seconds: float) -> list[int]:
+    statuses = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        statuses.append(get(daemon.url + "/metrics", timeout=2)[0])
+        time.sleep(0.02)
+    return statuses
+
+
+def test_sighup_with_a_broken_config_keeps_the_old_one(daemon: Daemon) -> None:
+    daemon.config_path.write_text("collectors:\n  npu_smi:\n    interval: fast\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    statuses = _scrape_during(daemon, 1.5)
+    assert set(statuses) == {200}
+    assert daemon.proc.poll() is None
+    assert wait_for(lambda: "keeping the running config" in daemon.log_text(), timeout=5), daemon.log_text()
+    assert 'collectors.npu_smi.interval: expected a duration like 10s, got "fast"' in daemon.log_text()
+    assert 'node="before"' in daemon.metrics()
+
+
+def test_sighup_with_a_good_config_applies_it_without_dropping_a_scrape(daemon: Daemon) -> None:
+    daemon.config_path.write_text(yaml.safe_dump({**BASE_CONFIG, "labels": {"node": "after"}}))
+    daemon.proc.send_signal(signal.SIGHUP)
+    statuses = _scrape_during(daemon, 1.0)
+    assert set(statuses) == {200}
+    assert wait_for(lambda: 'npu_power_watts{chip="0",node="after",npu="0"}' in daemon.metrics(), timeout=10)
+    assert daemon.proc.poll() is None
+
+
+def test_sigterm_stops_within_five_seconds(daemon: Daemon) -> None:
+    started = time.monotonic()
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(10) == 0
+    assert time.monotonic() - started < 5
+
+
+def test_sigterm_during_a_probe_leaves_no_child(tmp_path: Path) -> None:
+    config = {**BASE_CONFIG, "probes": {
+        "enabled": True, "backend": "cpu", "idle_aicore_threshold": 1.0,
+        "lock_file": str(tmp_path / "probe.lock"), "deadline": "60s",
+        "gemm": {"interval": "1h", "jitter": "0s", "size": 64},
+        "allreduce": {"enabled": False},
+    }}
+    # Every GEMM rank stalls in its exec stage, so the probe is still running when SIGTERM arrives.
+    running = Daemon(tmp_path, config, env={"NPUWATCH_PROBE_STALL": "exec"})
+    try:
+        def probe_workers() -> list[psutil.Process]:
+            found = []
+            for proc in psutil.process_iter(["cmdline"]):
+                try:
+                    if any("collectors/probes/gemm.py" in part for part in proc.info["cmdline"] or []):
+                        found.append(proc)
+                except psutil.Error:
+                    continue
+            return found
+
+        assert wait_for(lambda: bool(probe_workers()), timeout=60), running.log_text()
+        started = time.monotonic()
+        running.proc.send_signal(signal.SIGTERM)
+        assert running.proc.wait(10) == 0, running.log_text()
+        assert time.monotonic() - started < 5
+        assert wait_for(lambda: not probe_workers(), timeout=3)
+    finally:
+        running.stop()
