@@ -61,11 +61,18 @@ def chip_refs(store: SnapshotStore) -> list[ChipRef]:
     """Chips from the latest info table, with logic/physical ids from ``npu-smi info -m``."""
     from collectors import npu_smi_info
 
-    table = store.records("npu_smi_info")
+    table = _unwrap(store.records("npu_smi_info"))
     if table is None:
         return []
     mapping = store.records("npu_smi_mapping")
     return list(npu_smi_info.chip_refs(table, mapping))
+
+
+def _unwrap(records: Any) -> Any:
+    """Node-scope sources store ``parse()``'s one-element sequence; the record is inside."""
+    if isinstance(records, list | tuple) and len(records) == 1:
+        return records[0]
+    return records
 
 
 def inventory(store: SnapshotStore) -> dict[tuple[int, int], dict[str, str]]:
