@@ -283,6 +283,7 @@ SCHEMA: Schema = {
         "connect_timeout": (_positive_duration, 120.0),
         "exec_timeout": (_positive_duration, 120.0),
         "deadline": (_positive_duration, 600.0),
+        "stall": (_optional(_positive_duration), None),  # no progress this long in connect/exec
         "peaks": (_optional(_peaks), None),
         "gemm": {
             "enabled": (_bool, True),

@@ -127,7 +127,7 @@ def settings_from_config(config: Any) -> ProbeSettings:
     settings = ProbeSettings(
         backend=probes.backend, model=probes.model, lock_path=probes.lock_file,
         connect_timeout_s=probes.connect_timeout, exec_timeout_s=probes.exec_timeout,
-        deadline_s=probes.deadline, peaks=dict(probes.peaks or {}),
+        deadline_s=probes.deadline, stall_s=probes.stall, peaks=dict(probes.peaks or {}),
         gemm_size=probes.gemm.size, min_efficiency=probes.gemm.min_efficiency,
         allreduce_bytes=probes.allreduce.size, min_busbw=probes.allreduce.min_bus_bandwidth,
     )

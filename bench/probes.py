@@ -1,0 +1,175 @@
+"""Does the probe measure what plain torch measures? GEMM FLOP/s and all-reduce busbw, side by side.
+
+    python bench/probes.py --backend cpu
+    python bench/probes.py --backend cuda            # on a GPU box
+    python bench/probes.py --backend npu --python /opt/train/bin/python
+
+For each row the probe runs through agent.probe_runner (worker processes, watchdog,
+correctness check) and a plain loop runs in the same session: ``torch.matmul`` timed in
+this process (best of several repetitions), and a bare ``torch.distributed.all_reduce``
+loop in its own ranks. The probe should land within 10 % of the plain figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.probe_runner import ProbeSettings, _free_port, run_allreduce, run_gemm
+
+TOLERANCE = 0.10
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def _torch(backend: str) -> Any:
+    if backend in ("cpu", "cuda"):
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    import torch
+
+    if backend == "npu":
+        import torch_npu  # noqa: F401
+    return torch
+
+
+def plain_matmul_flops(backend: str, size: int, dtype: str, iterations: int, repeats: int = 5) -> float:
+    """Median FLOP/s of ``repeats`` timed loops of ``iterations`` matmuls on device 0.
+
+    The median, not the best: the probe reports one loop, so the best of several would
+    bias the comparison against it.
+    """
+    torch = _torch(backend)
+    device = torch.device("cpu") if backend == "cpu" else torch.device(backend, 0)
+    module = None if backend == "cpu" else getattr(torch, backend)
+    if module is not None:
+        module.set_device(0)
+    a = torch.randn(size, size, device=device, dtype=getattr(torch, DTYPES[dtype]))
+    b = torch.randn_like(a)
+    c = torch.empty_like(a)
+    for _ in range(max(2, iterations // 5)):
+        torch.matmul(a, b, out=c)
+    rates = []
+    for _ in range(repeats):
+        if module is None:
+            start = time.perf_counter()
+            for _ in range(iterations):
+                torch.matmul(a, b, out=c)
+            seconds = time.perf_counter() - start
+        else:
+            begin, end = module.Event(enable_timing=True), module.Event(enable_timing=True)
+            module.synchronize()
+            begin.record()
+            for _ in range(iterations):
+                torch.matmul(a, b, out=c)
+            end.record()
+            end.synchronize()
+            seconds = begin.elapsed_time(end) / 1000.0
+        rates.append(2.0 * size**3 * iterations / seconds)
+    return sorted(rates)[len(rates) // 2]
+
+
+def plain_allreduce_rank(backend: str, size_bytes: int, warmup: int, iterations: int) -> None:
+    """One rank of the bare loop (run as ``--plain-rank``); rank 0 prints its busbw."""
+    torch = _torch(backend)
+    dist = torch.distributed
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    module = None if backend == "cpu" else getattr(torch, backend)
+    if module is not None:
+        module.set_device(rank)
+    device = torch.device("cpu") if module is None else torch.device(backend, rank)
+    dist.init_process_group({"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}[backend],
+                            timeout=datetime.timedelta(seconds=120))
+    buffer = torch.zeros(size_bytes // 4, dtype=torch.float32, device=device)
+    for _ in range(warmup):
+        dist.all_reduce(buffer)
+    if module is not None:
+        module.synchronize()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        dist.all_reduce(buffer)
+    if module is not None:
+        module.synchronize()
+    seconds = (time.perf_counter() - start) / iterations
+    if rank == 0:
+        algbw = size_bytes / seconds
+        print(json.dumps({"busbw": algbw * 2 * (world - 1) / world}))
+    dist.destroy_process_group()
+
+
+def plain_allreduce_busbw(python: str, backend: str, ranks: int, *, size_bytes: int, warmup: int,
+                          iterations: int) -> float:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(ranks))
+    if backend == "cpu":
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    argv = [python, __file__, "--plain-rank", "--backend", backend, "--bytes", str(size_bytes),
+            "--warmup", str(warmup), "--iterations", str(iterations)]
+    procs = [subprocess.Popen(argv, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                              stdout=subprocess.PIPE, text=True) for r in range(ranks)]
+    outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+    return float(json.loads(outputs[0].strip().splitlines()[-1])["busbw"])
+
+
+def row(name: str, probe: float, plain: float, unit: float, unit_name: str) -> str:
+    ratio = probe / plain if plain else float("nan")
+    verdict = "ok" if abs(ratio - 1) <= TOLERANCE else "OFF"
+    return (f"{name:<34} {probe / unit:>12.3f} {plain / unit:>12.3f} {unit_name:<7} {ratio:>6.3f}  {verdict}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("cpu", "cuda", "npu"), default="cpu")
+    parser.add_argument("--python", default=sys.executable, help="probe interpreter")
+    parser.add_argument("--size", type=int, help="GEMM size (cpu 1024, else 8192)")
+    parser.add_argument("--dtype", choices=tuple(DTYPES), help="GEMM dtype (cpu fp32, else bf16)")
+    parser.add_argument("--bytes", type=int, help="all-reduce bytes (cpu 8 MiB, else 256 MiB)")
+    parser.add_argument("--ranks", type=int, help="all-reduce ranks (cpu 2, else every device)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--plain-rank", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    cpu = args.backend == "cpu"
+    size = args.size or (1024 if cpu else 8192)
+    dtype = args.dtype or ("fp32" if cpu else "bf16")
+    size_bytes = args.bytes or ((8 if cpu else 256) << 20)
+    if args.plain_rank:
+        plain_allreduce_rank(args.backend, size_bytes, args.warmup, args.iterations)
+        return 0
+    ranks = args.ranks or (2 if cpu else int(getattr(_torch(args.backend), args.backend).device_count()))
+
+    settings = ProbeSettings(python=args.python, backend=args.backend, devices=(0,), gemm_size=size,
+                             gemm_dtypes=(dtype,), warmup=args.warmup, iterations=args.iterations,
+                             use_lock=False, deadline_s=600.0)
+    print(f"{'measurement':<34} {'probe':>12} {'plain':>12} {'unit':<7} {'ratio':>6}  within {TOLERANCE:.0%}")
+    gemm = run_gemm(settings)
+    if gemm.outcome != "pass" or not gemm.gemm:
+        print(f"GEMM probe {gemm.outcome}: {gemm.message}")
+        return 1
+    plain = plain_matmul_flops(args.backend, size, dtype, args.iterations)
+    print(row(f"GEMM {size} {dtype} device 0", gemm.gemm[0].flops, plain, 1e12, "TFLOP/s"))
+
+    ar_settings = ProbeSettings(python=args.python, backend=args.backend, devices=tuple(range(ranks)),
+                                allreduce_bytes=size_bytes, warmup=args.warmup, iterations=args.iterations,
+                                use_lock=False, deadline_s=600.0)
+    allreduce = run_allreduce(ar_settings)
+    if allreduce.outcome != "pass" or allreduce.allreduce is None:
+        print(f"all-reduce probe {allreduce.outcome}: {allreduce.message}")
+        return 1
+    plain_bus = plain_allreduce_busbw(args.python, args.backend, ranks, size_bytes=size_bytes,
+                                      warmup=args.warmup, iterations=args.iterations)
+    print(row(f"all-reduce {size_bytes >> 20} MiB x {ranks} ranks busbw",
+              allreduce.allreduce.busbw_bytes_per_second, plain_bus, 1e9, "GB/s"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
