@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (plain or .gz)")
     scan.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
-    diagnose = sub.add_parser("diagnose", help="HCCL-timeout triage of this node (exit 0 ok, 1 warn, 2 fail, 3 unknown)")
+    diagnose = sub.add_parser(
+        "diagnose", help="HCCL-timeout triage of this node (exit 0 ok, 1 warn, 2 fail, 3 unknown)"
+    )
     _common(diagnose)
     diagnose.add_argument("--json", action="store_true", help="machine-readable output")
     diagnose.add_argument("--probes", action="store_true", help="also run GEMM and node all-reduce baselines")

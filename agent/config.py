@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +256,7 @@ SCHEMA: Schema = {
             "path": (_optional(_str), None),
             "interval": (_positive_duration, 86400.0),
             "timeout": (_positive_duration, 900.0),
+            "require_idle": (_bool, True),  # false: also run while jobs use the NPUs
         },
         "hccl_logs": {
             "enabled": (_bool, True),

@@ -22,11 +22,11 @@ from agent.collect import SourceRunner, ToolSettings
 from agent.config import Config
 from agent.exporter import ExpositionCache, NpuwatchCollector
 from agent.http import AgentHTTPServer, ServerLimits, make_server
-from agent.web_config import load_web_config
 from agent.probe_runner import ProbeMetrics
 from agent.probes_job import ProbeController, idle_reason
 from agent.snapshot import SnapshotStore
 from agent.textfile import TextfileWriter
+from agent.web_config import load_web_config
 from collectors import sources as source_registry
 from collectors.base import ChipRef, CollectContext, NoData, Sample, Source
 
@@ -164,7 +164,7 @@ class Agent:
             log.debug("group %s still running; skipping this turn", group)
             return
         try:
-            if group == "dmi":
+            if group == "dmi" and self.config.collectors.ascend_dmi.require_idle:
                 reason = idle_reason(self)
                 if reason is not None:
                     log.info("ascend-dmi skipped: %s", reason)
@@ -283,7 +283,7 @@ class Agent:
             trigger = CronTrigger.from_crontab(cron, timezone="UTC", jitter=int(jitter_s) or None)
         else:
             trigger = IntervalTrigger(seconds=interval_s, jitter=int(jitter_s) or None)
-        first = time.time() + random.uniform(0, max(jitter_s, 1.0))  # noqa: S311 - spread, not secrecy
+        first = time.time() + random.uniform(0, max(jitter_s, 1.0))
         self._scheduler.add_job(
             func, trigger, id=f"timed:{name}", name=name, replace_existing=True,
             misfire_grace_time=int(max(60, interval_s)), next_run_time=None if cron else _at(first),

@@ -223,8 +223,8 @@ def probe_checks(config: Any) -> list[Check]:
     """GEMM and node all-reduce baselines through ``agent.probe_runner`` (children, with deadlines)."""
     names = ("probe_gemm", "probe_allreduce")
     try:
-        from agent import probe_runner  # noqa: PLC0415  (only with --probes)
-        from agent.probe_cli import settings_from_config  # noqa: PLC0415
+        from agent import probe_runner
+        from agent.probe_cli import settings_from_config
 
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage
@@ -294,8 +294,8 @@ def render_text(report: Report) -> str:
 
 def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
     """Point the tools and the log scan at the demo node (created when absent), as build_agent does."""
-    from agent.assemble import apply_overrides, demo_overrides  # noqa: PLC0415  (demo only)
-    from agent.demo.node import DemoNode  # noqa: PLC0415
+    from agent.assemble import apply_overrides, demo_overrides
+    from agent.demo.node import DemoNode
 
     demo = DemoNode(demo_dir)
     if not demo.exists():

@@ -19,7 +19,14 @@ import psutil
 
 from agent.probe_cli import settings_from_config
 from agent.probe_lock import idle_check
-from agent.probe_runner import ProbeMetrics, ProbeResult, ProbeSettings, run_allreduce, run_gemm, skipped_result
+from agent.probe_runner import (
+    ProbeMetrics,
+    ProbeResult,
+    ProbeSettings,
+    run_allreduce,
+    run_gemm,
+    skipped_result,
+)
 
 if TYPE_CHECKING:
     from agent.daemon import Agent

@@ -193,12 +193,10 @@ def run_tool(
         finally:
             if timed_out or proc.returncode is None:
                 _kill_group(proc)
-            try:
+            # A child stuck in uninterruptible sleep (a wedged driver call) keeps its pending
+            # SIGKILL until the call returns; nothing more can be done here.
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=_REAP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                # Stuck in uninterruptible sleep (a wedged driver call); SIGKILL is pending and
-                # the kernel reaps it when the call returns. Nothing more we can do here.
-                pass
             # A grandchild may outlive the leader and keep the pipes open: the group kill above
             # covers the timeout case; on a normal exit close our ends regardless.
             proc.stdout.close()

@@ -7,6 +7,7 @@ directory, fsync, rename), so node_exporter never reads a half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -38,9 +39,7 @@ class TextfileWriter:
             os.chmod(temp, 0o644)
             os.replace(temp, self.path)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(temp)
-            except OSError:
-                pass
             raise
         return []

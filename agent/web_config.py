@@ -375,7 +375,7 @@ def build_web_config(raw: Any, source: str = "web config", base_dir: Path | None
         raise ConfigError(problems, source)
     if tls is not None:
         # Load the certificate and key now, so a bad pair fails at startup and in check-config.
-        from agent.web_security import server_ssl_context  # noqa: PLC0415 - web_security imports this module
+        from agent.web_security import server_ssl_context
 
         server_ssl_context(tls, source)
     return WebConfig(tls=tls, basic_auth_users=users, headers=headers, rate_limit=rate_limit, source=source)

@@ -70,7 +70,7 @@ _TLS_VERSION = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3
 
 
 def _verify_mode(client_auth_type: str) -> ssl.VerifyMode:
-    from agent.web_config import ClientAuth  # noqa: PLC0415 - web_config imports this module
+    from agent.web_config import ClientAuth
 
     return {
         ClientAuth.NONE: ssl.CERT_NONE,
@@ -102,7 +102,7 @@ def server_ssl_context(tls: TLSServerConfig, source: str = "web config") -> ssl.
 
     Raises ``ConfigError`` when the certificate, key or client CA cannot be loaded.
     """
-    from agent.web_config import CIPHER_SUITES  # noqa: PLC0415 - web_config imports this module
+    from agent.web_config import CIPHER_SUITES
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = _TLS_VERSION[tls.min_version]
@@ -178,7 +178,7 @@ class BasicAuth:
 
     def __init__(self, users: Mapping[str, str], cache_size: int = 1024,
                  checkpw: Callable[[bytes, bytes], bool] | None = None) -> None:
-        import bcrypt  # noqa: PLC0415 - optional dependency (extra "auth"); only needed with users
+        import bcrypt
 
         if not users:
             raise ValueError("BasicAuth needs at least one user")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = ["MIB", "USED_TOTAL_RE", "number", "percent_ratio", "split_key_value", "used_total"]
@@ -24,7 +25,7 @@ def number(cell: str | None) -> float | None:
     if text in _ABSENT or not _NUMBER_RE.match(text):
         return None
     value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         return None
     return value
 

@@ -14,7 +14,13 @@ from typing import Any, Literal
 __all__ = [
     "ChipRef",
     "CollectContext",
-    "Source", "NoData", "ParseError", "Sample", "ToolError", "label_pairs"]
+    "NoData",
+    "ParseError",
+    "Sample",
+    "Source",
+    "ToolError",
+    "label_pairs",
+]
 
 LabelPairs = tuple[tuple[str, str], ...]
 

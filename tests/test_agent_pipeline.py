@@ -232,3 +232,18 @@ def test_log_scanner_counts_an_hccl_timeout_once_across_restarts(tmp_path: Path)
     values = _values(restarted.agent.cache.render().body)
     assert _get(values, "npu_hccl_errors_total", code="EI0002", category="exec_timeout") == 1
     restarted.agent.stop()
+
+
+@pytest.mark.parametrize(("require_idle", "runs"), [(True, False), (False, True)])
+def test_ascend_dmi_waits_for_an_idle_node(tmp_path: Path, require_idle: bool, runs: bool) -> None:
+    bundle = demo_bundle(tmp_path, {"collectors": {"ascend_dmi": {"enabled": True, "require_idle": require_idle}}},
+                         chips=2)
+    bundle.demo.set_fault("process", chip=1)
+    bundle.agent.collect_once()
+    snap = bundle.agent.store.get("ascend_dmi_flops")
+    assert snap is not None
+    assert (snap.started_at is not None) is runs
+    if runs:
+        values = _values(bundle.agent.cache.render().body)
+        assert (_get(values, "npu_dmi_flops", npu="0", dtype="fp16") or 0) > 1e14
+    bundle.agent.stop()

@@ -72,7 +72,9 @@ NODE1 = {
         "npu_smi": {"interval": "1s", "usages_interval": "2s", "health_interval": f"{HEALTH_S:g}s",
                     "timeout": "3s", "per_process_metrics": True},
         "hccn_tool": {"interval": f"{ROCE_S:g}s", "timeout": "3s"},
-        "ascend_dmi": {"enabled": True, "interval": "2s", "timeout": "3s"},
+        # require_idle off: the process faults below keep the node busy, and the crashing
+        # ascend-dmi must still run so the "Collectors failing" panels have data.
+        "ascend_dmi": {"enabled": True, "interval": "2s", "timeout": "3s", "require_idle": False},
         "hccl_logs": {"enabled": True, "interval": f"{LOG_SCAN_S:g}s"},
         "host": {"interval": "2s"},
     },

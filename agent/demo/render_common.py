@@ -43,7 +43,7 @@ def kv_line(key: str, value: object, width: int = 30) -> str:
 
 
 def _garbage(now: float) -> str:
-    import random  # noqa: PLC0415  (only this fault needs it; the fakes start lean)
+    import random
 
     rng = random.Random(int(now * 1000))
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789|:/+-=.%()[]   \t"

@@ -148,7 +148,7 @@ def load_state(directory: str | os.PathLike[str]) -> DemoState:
 
 def save_state(directory: str | os.PathLike[str], state: DemoState) -> None:
     """Replace the state file atomically: readers see the old or the new state, never a mix."""
-    import tempfile  # noqa: PLC0415  (writer side only; keeps the fakes' start-up lean)
+    import tempfile
 
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".state-", suffix=".json", dir=directory)

@@ -179,7 +179,7 @@ class Backend:
 
 def _import_torch() -> Any:
     try:
-        import torch  # noqa: PLC0415 - deliberately late: a failure is a result, not a crash
+        import torch
     except Exception as exc:  # ImportError, or OSError from a broken native library
         raise SetupError(f"cannot import torch: {type(exc).__name__}: {exc}") from exc
     return torch
@@ -188,7 +188,7 @@ def _import_torch() -> Any:
 def _load_npu() -> Any:
     try:
         torch = _import_torch()
-        import torch_npu  # noqa: F401, PLC0415 - registers the npu device type
+        import torch_npu  # noqa: F401 - registers the npu device type
     except SetupError:
         raise
     except Exception as exc:

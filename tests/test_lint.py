@@ -1,0 +1,16 @@
+"""ruff over the whole repository (config in pyproject.toml)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_is_clean() -> None:
+    ruff = shutil.which("ruff")
+    assert ruff, "ruff missing: pip install -e '.[test]'"
+    result = subprocess.run([ruff, "check", "--no-cache", str(REPO)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
