@@ -25,6 +25,7 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_size",
+    "read_yaml_file",
 ]
 
 DEFAULT_PORT = 9611
@@ -402,20 +403,27 @@ def default_config() -> Config:
     return build_config({})
 
 
-def load_config(path: str | os.PathLike[str] | None) -> Config:
-    """Read and validate ``path``; no path means all defaults."""
-    if path is None:
-        return default_config()
+def read_yaml_file(path: str | os.PathLike[str]) -> Any:
+    """Parse a YAML file; unreadable or malformed input raises ConfigError with the line.
+
+    Only the parser's ``problem`` is quoted, never its context, which may hold a secret.
+    """
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"cannot read: {exc.strerror or exc}"], source) from None
     try:
-        raw = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or "syntax error"
         raise ConfigError([f"not valid YAML{where}: {problem}, check the YAML syntax"], source) from None
-    return build_config(raw, source)
+
+
+def load_config(path: str | os.PathLike[str] | None) -> Config:
+    """Read and validate ``path``; no path means all defaults."""
+    if path is None:
+        return default_config()
+    return build_config(read_yaml_file(path), str(path))

@@ -31,9 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from agent.config import ConfigError
+from agent.config import ConfigError, read_yaml_file
 
 __all__ = [
     "CIPHER_SUITES",
@@ -390,15 +388,5 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
     its path, e.g. ``tls_server_config.min_version: TLS10 is refused ...``.
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"cannot read: {exc.strerror or exc}"], source) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"  # not the context: it may quote a hash
-        raise ConfigError([f"not valid YAML{where}: {problem}, check the YAML syntax"], source) from None
+    raw = read_yaml_file(path)
     return build_web_config(raw, source, Path(path).resolve().parent)

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NoReturn
 
-__all__ = ["MIB", "USED_TOTAL_RE", "number", "percent_ratio", "split_key_value", "used_total"]
+from collectors.base import ParseError, ToolError
+
+__all__ = [
+    "MIB",
+    "USED_TOTAL_RE",
+    "number",
+    "percent_ratio",
+    "raise_unparsed",
+    "split_key_value",
+    "used_total",
+]
 
 MIB = 1 << 20  # npu-smi's "MB" is 2^20 bytes
 
@@ -54,3 +65,17 @@ def split_key_value(line: str) -> tuple[str, str] | None:
     if not sep:
         return None
     return key.strip(), value.strip()
+
+
+# Words that mark npu-smi printing an error or its usage text instead of data.
+TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
+
+
+def raise_unparsed(text: str, what: str, message: str) -> NoReturn:
+    """Explain output a parser found nothing in: empty, a tool error (ToolError), or unknown (ParseError)."""
+    lines = [(number_, line.strip()) for number_, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise ParseError(f"empty {what} output")
+    if any(marker in text.lower() for marker in TOOL_ERROR_MARKERS):
+        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
+    raise ParseError(message, lines[0][0], lines[0][1][:200])

@@ -16,10 +16,15 @@ Manual equivalent: ``npuwatch scan-logs ~/ascend/log``. Sample exposition::
 One zero series per category (its usual Ascend code) exists from the start so that ``increase()``
 sees the first incident. A category's last-error time is the newest event time; an event whose line
 carries no time counts at the time it was read.
+
+Faults keep the counters: when the state file cannot be written (read-only, disk full) counting goes
+on in memory, and when every watched log location vanishes the counts stay exported. Either is logged
+once (a warning when it starts, info when it ends) and is the collector's ``problem`` meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -33,6 +38,8 @@ from collectors.hccl_classify import DEFAULT_WINDOW_S, Event, Hint, StreamClassi
 from collectors.hccl_tail import DEFAULT_BYTE_BUDGET, LogTailer
 
 __all__ = ["PRIMARY_CODES", "HcclLogCollector", "HintSummary", "samples_from_counts"]
+
+log = logging.getLogger(__name__)
 
 COLLECTOR_NAME = "hccl_logs"
 RING_SIZE = 1000
@@ -112,6 +119,10 @@ class HcclLogCollector:
         self._hints: deque[tuple[float, Hint]] = deque(maxlen=ring_size)
         self.counts: dict[tuple[str, str], int] = {}
         self.last_seen: dict[str, float] = {}
+        self._locations_missing: str | None = None
+        self._state_warned = False
+        if self.tailer.state_error:
+            log.warning("%s", self.tailer.state_error)
         self._restore(self.tailer.extra)
 
     # ------------------------------------------------------------ state
@@ -144,9 +155,18 @@ class HcclLogCollector:
     def errors(self) -> list[str]:
         """Problems of the last cycle worth reporting: state file, unreadable logs."""
         problems = list(self.tailer.read_errors)
+        if self._locations_missing:
+            problems.insert(0, self._locations_missing)
         if self.tailer.state_error:
             problems.insert(0, self.tailer.state_error)
         return problems
+
+    @property
+    def problem(self) -> str | None:
+        """Why this collector is degraded now while its counters stay exported (None: all well):
+        the state file is unusable, or no watched log location exists any more."""
+        problems = [p for p in (self.tailer.state_error, self._locations_missing) if p]
+        return "; ".join(problems) or None
 
     # ------------------------------------------------------------ collecting
 
@@ -177,9 +197,34 @@ class HcclLogCollector:
             del self._streams[key]
         self._save_extra()
         self.tailer.commit()
-        if self.tailer.files_seen == 0 and not self.counts and not self.tailer.roots_exist():
+        self._report_state()
+        roots_exist = self.tailer.files_seen > 0 or self.tailer.roots_exist()
+        if not roots_exist and not self.counts:
+            self._locations_missing = None
             raise NoData("no CANN/HCCL log directory on this node")
+        self._report_locations(roots_exist)
         return samples_from_counts(self.counts, self.last_seen, self.tailer.bytes_read_total)
+
+    def _report_state(self) -> None:
+        """Log once when the state file becomes unusable and once when it works again."""
+        error = self.tailer.state_error
+        if error and not self._state_warned:
+            log.warning("%s; HCCL error counts and log offsets are kept in memory only "
+                        "(a restart would count recent errors again)", error)
+        elif not error and self._state_warned:
+            log.info("state file %s is written again", self.tailer.state_path)
+        self._state_warned = bool(error)
+
+    def _report_locations(self, roots_exist: bool) -> None:
+        """Log once when every watched log location has vanished (counters stay) and when one is back."""
+        if not roots_exist and self._locations_missing is None:
+            where = ", ".join(str(p) for p in self.tailer.paths) or "(none configured)"
+            self._locations_missing = f"no watched log location exists any more: {where}"
+            log.warning("%s; keeping the %d HCCL errors counted so far", self._locations_missing,
+                        sum(self.counts.values()))
+        elif roots_exist and self._locations_missing is not None:
+            log.info("watched log location back: %s", ", ".join(str(p) for p in self.tailer.paths))
+            self._locations_missing = None
 
     def _record(self, event: Event, now: float) -> None:
         key = (event.code, event.category)

@@ -260,6 +260,10 @@ class LogTailer:
         """Why the state file could not be read or written (None when all is well)."""
         return self._store.error
 
+    @property
+    def state_path(self) -> Path | None:
+        return self._store.path
+
     def _restore(self, state: dict[str, Any]) -> None:
         try:
             files = {str(k): _Tracked.from_json(v) for k, v in dict(state.get("files", {})).items()}

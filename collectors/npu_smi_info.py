@@ -36,8 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors._text import MIB, number, percent_ratio
-from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, ToolError, label_pairs
+from collectors._text import MIB, number, percent_ratio, raise_unparsed
+from collectors.base import ChipRef, CollectContext, Sample, Source, label_pairs
 from collectors.npu_smi_mapping import MappingRow
 
 __all__ = [
@@ -62,7 +62,6 @@ _NO_PROCESSES_RE = re.compile(r"No running processes found in NPU\s+([0-9]{1,12}
 _COLUMN_LABEL_RE = re.compile(r"[A-Za-z][A-Za-z\- ]*\([^)]*\)")
 _PAIR_GAP_RE = re.compile(r"\s*/\s*")
 _SLASHED_NA_RE = re.compile(r"(?<!\S)N/A(?!\S)", re.IGNORECASE)
-_TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 # Value-cell columns: scalars and "used / total" pairs are matched to header
 # columns separately, so a header column npuwatch does not know keeps its slot.
@@ -346,7 +345,7 @@ def parse(text: str) -> InfoTable:
         _handle_line(state, line)
     _flush_pending(state)
     if not state.chips:
-        _raise_not_a_table(text)
+        raise_unparsed(text, "npu-smi info", "no chip rows in npu-smi info output")
     return InfoTable(
         version=state.version,
         chips=tuple(state.chips.values()),
@@ -355,14 +354,6 @@ def parse(text: str) -> InfoTable:
     )
 
 
-def _raise_not_a_table(text: str) -> None:
-    lines = [(number_, line.strip()) for number_, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise ParseError("empty npu-smi info output")
-    lowered = text.lower()
-    if any(marker in lowered for marker in _TOOL_ERROR_MARKERS):
-        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
-    raise ParseError("no chip rows in npu-smi info output", lines[0][0], lines[0][1][:200])
 
 
 def health_state(health: str) -> str:

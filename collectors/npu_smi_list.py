@@ -22,14 +22,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collectors._text import split_key_value
-from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, ToolError
+from collectors._text import raise_unparsed, split_key_value
+from collectors.base import ChipRef, CollectContext, Sample, Source
 
 __all__ = ["SOURCE", "ListedNpu", "NpuList", "inventory", "parse"]
 
 _INT_RE = re.compile(r"[0-9]{1,12}")
 _ABSENT = frozenset({"", "NA", "N/A", "-", "--"})
-_TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +77,10 @@ def parse(text: str) -> NpuList:
         elif npus and key == "serial number":
             npus[-1] = replace(npus[-1], serial=_text_or_none(value))
     if total is None and not npus:
-        _raise_no_data(text)
+        raise_unparsed(text, "npu-smi info -l", "no NPU in npu-smi info -l output")
     return NpuList(total=total, npus=tuple(npus))
 
 
-def _raise_no_data(text: str) -> None:
-    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise ParseError("empty npu-smi info -l output")
-    if any(marker in text.lower() for marker in _TOOL_ERROR_MARKERS):
-        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
-    raise ParseError("no NPU in npu-smi info -l output", lines[0][0], lines[0][1][:200])
 
 
 def inventory(

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, ToolError
+from collectors._text import raise_unparsed
+from collectors.base import ChipRef, CollectContext, Sample, Source
 
 __all__ = ["SOURCE", "MappingRow", "inventory", "parse"]
 
@@ -38,7 +39,6 @@ _HEADER_FIELDS = {
     "chip name": "name",
 }
 _DEFAULT_COLUMNS = ("npu", "chip", "logic_id", "name")
-_TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def parse(text: str) -> tuple[MappingRow, ...]:
             seen.add((row.npu, row.chip))
             rows.append(row)
     if not rows:
-        _raise_no_rows(text, "no mapping rows in npu-smi info -m output")
+        raise_unparsed(text, "npu-smi info -m", "no mapping rows in npu-smi info -m output")
     return tuple(rows)
 
 
@@ -112,14 +112,6 @@ def _parse_row(tokens: list[str], columns: tuple[str, ...]) -> MappingRow | None
     )
 
 
-def _raise_no_rows(text: str, message: str) -> None:
-    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise ParseError("empty output")
-    lowered = text.lower()
-    if any(marker in lowered for marker in _TOOL_ERROR_MARKERS):
-        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
-    raise ParseError(message, lines[0][0], lines[0][1][:200])
 
 
 def inventory(rows: Iterable[MappingRow]) -> dict[tuple[int, int], dict[str, str]]:

@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, ToolError, label_pairs
+from collectors._text import raise_unparsed
+from collectors.base import ChipRef, CollectContext, Sample, Source, label_pairs
 
 __all__ = ["SOURCE", "TopoLink", "parse", "samples"]
 
 _NPU_LABEL_RE = re.compile(r"NPU([0-9]{1,12})")
 _LINK_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z_]*")
-_TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ def parse(text: str) -> list[TopoLink]:
             continue
         links.extend(_row_links(int(row.group(1)), tokens[1:], peers))
     if peers is None:
-        _raise_no_matrix(text)
+        raise_unparsed(text, "npu-smi info -t topo", "no NPU header in npu-smi info -t topo output")
     return links
 
 
@@ -93,13 +93,6 @@ def _row_links(npu: int, cells: list[str], peers: list[int]) -> list[TopoLink]:
     ]
 
 
-def _raise_no_matrix(text: str) -> None:
-    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise ParseError("empty npu-smi info -t topo output")
-    if any(marker in text.lower() for marker in _TOOL_ERROR_MARKERS):
-        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
-    raise ParseError("no NPU header in npu-smi info -t topo output", lines[0][0], lines[0][1][:200])
 
 
 def samples(links: Sequence[TopoLink], _chip: ChipRef | None, _ctx: CollectContext) -> list[Sample]:

@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collectors._text import number, percent_ratio
-from collectors.base import ParseError, ToolError
+from collectors._text import number, percent_ratio, raise_unparsed
 
 __all__ = ["WatchRow", "latest", "parse"]
 
@@ -33,7 +32,6 @@ _RATIO_FIELDS = {
     "npu util(%)": "npu_util_ratio",
     "ai cube(%)": "aicube_ratio",
 }
-_TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +66,7 @@ def parse(text: str) -> list[WatchRow]:
         if row is not None:
             rows.append(row)
     if labels is None or not rows:
-        _raise_no_rows(text)
+        raise_unparsed(text, "npu-smi info watch", "no rows in npu-smi info watch output")
     return rows
 
 
@@ -92,13 +90,6 @@ def _parse_row(tokens: list[str], labels: list[str]) -> WatchRow | None:
     )
 
 
-def _raise_no_rows(text: str) -> None:
-    lines = [(number_, line.strip()) for number_, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise ParseError("empty npu-smi info watch output")
-    if any(marker in text.lower() for marker in _TOOL_ERROR_MARKERS):
-        raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
-    raise ParseError("no rows in npu-smi info watch output", lines[0][0], lines[0][1][:200])
 
 
 def latest(rows: list[WatchRow]) -> dict[tuple[int, int], WatchRow]:
