@@ -1,7 +1,8 @@
 """Runs tool-backed sources: tool -> parser -> samples -> snapshot store.
 
-Per-chip sources fan out through a small bounded pool, so a 16-chip node never
-has dozens of npu-smi processes at once. The first timeout in a run stops the
+Per-chip sources fan out through a small bounded pool per tool, so a 16-chip node
+never has dozens of npu-smi processes at once, and a slow hccn_tool pass never
+delays npu-smi. The first timeout in a run stops the
 remaining calls of that run: a hung npu-smi would hang every other call too.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -48,13 +49,13 @@ class SourceRunner:
         self,
         store: SnapshotStore,
         tools: dict[str, ToolSettings],
-        pool: Executor,
+        pools: Mapping[str, Executor],
         context: Callable[[], CollectContext],
         tool_env: dict[str, str] | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
-        self._pool = pool
+        self._pools = pools
         self._context = context
         self._env = tool_env
         self._warned: set[str] = set()
@@ -103,7 +104,8 @@ class SourceRunner:
         if len(targets) == 1:
             outcomes.append((targets[0], one(targets[0])))
         else:
-            futures = [(chip, self._pool.submit(one, chip)) for chip in targets]
+            pool = self._pools[source.tool]
+            futures = [(chip, pool.submit(one, chip)) for chip in targets]
             for chip, future in futures:
                 try:
                     outcomes.append((chip, future.result()))

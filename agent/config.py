@@ -243,12 +243,14 @@ SCHEMA: Schema = {
             "max_parallel": (_int(1, 16), 2),
             "per_process_metrics": (_bool, False),
             "disable": (_str_list, ()),
+            "enable": (_str_list, ()),  # opt-in sources, e.g. npu_smi_topo
         },
         "hccn_tool": {
             "enabled": (_bool, True),
             "path": (_optional(_str), None),
-            "interval": (_positive_duration, 30.0),
+            "interval": (_positive_duration, 60.0),
             "timeout": (_positive_duration, 10.0),
+            "max_parallel": (_int(1, 16), 2),
             "disable": (_str_list, ()),
             "hccn_conf": (_str, "/etc/hccn.conf"),
         },

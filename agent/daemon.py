@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from agent.collect import SourceRunner, ToolSettings
 from agent.config import Config
 from agent.exporter import ExpositionCache, NpuwatchCollector
+from agent.exposition import SnapshotRenderer
 from agent.http import AgentHTTPServer, ServerLimits, make_server
 from agent.probe_runner import ProbeMetrics
 from agent.probes_job import ProbeController, idle_reason
@@ -63,15 +64,16 @@ def group_interval(config: Config, group: str) -> float:
 def enabled_sources(config: Config) -> list[Source]:
     collectors = config.collectors
     by_tool = {
-        "npu-smi": (collectors.npu_smi.enabled, set(collectors.npu_smi.disable)),
-        "hccn_tool": (collectors.hccn_tool.enabled, set(collectors.hccn_tool.disable)),
-        "ascend-dmi": (collectors.ascend_dmi.enabled, set()),
+        "npu-smi": (collectors.npu_smi.enabled, set(collectors.npu_smi.disable), set(collectors.npu_smi.enable)),
+        "hccn_tool": (collectors.hccn_tool.enabled, set(collectors.hccn_tool.disable), set()),
+        # ascend-dmi is opt-in as a whole: enabling the tool enables its sources.
+        "ascend-dmi": (collectors.ascend_dmi.enabled, set(), {"ascend_dmi_flops", "ascend_dmi_bw"}),
     }
     chosen = []
     for source in source_registry.SOURCES:
-        enabled, disabled = by_tool.get(source.tool, (False, set()))
-        default_on = source.default_enabled or (source.tool == "ascend-dmi" and enabled)
-        if enabled and default_on and source.name not in disabled:
+        enabled, disabled, opted_in = by_tool.get(source.tool, (False, set(), set()))
+        wanted = source.default_enabled or source.name in opted_in
+        if enabled and wanted and source.name not in disabled:
             chosen.append(source)
     return chosen
 
@@ -89,9 +91,12 @@ class Agent:
         self.store = SnapshotStore(clock)
         self._tool_env = tool_env
         self._internal = list(internal_jobs)
-        self._pool = ThreadPoolExecutor(
-            max_workers=config.collectors.npu_smi.max_parallel, thread_name_prefix="tool"
-        )
+        # One bounded pool per tool; sized once (a reload keeps the pools).
+        self._pools = {
+            "npu-smi": ThreadPoolExecutor(config.collectors.npu_smi.max_parallel, thread_name_prefix="npu-smi"),
+            "hccn_tool": ThreadPoolExecutor(config.collectors.hccn_tool.max_parallel, thread_name_prefix="hccn"),
+            "ascend-dmi": ThreadPoolExecutor(1, thread_name_prefix="ascend-dmi"),
+        }
         self._scheduler: BackgroundScheduler | None = None
         self._http: AgentHTTPServer | None = None
         self._group_locks: dict[str, threading.Lock] = {}
@@ -119,7 +124,7 @@ class Agent:
                 "hccn_tool": ToolSettings(collectors.hccn_tool.path, collectors.hccn_tool.timeout),
                 "ascend-dmi": ToolSettings(collectors.ascend_dmi.path, collectors.ascend_dmi.timeout),
             },
-            self._pool,
+            self._pools,
             self._context,
             self._tool_env,
         )
@@ -134,7 +139,9 @@ class Agent:
         self.collector = NpuwatchCollector(self.store, config.labels, config.expected_chips)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
-        self.cache = ExpositionCache(self.registry, self.store)
+        self.cache = ExpositionCache(
+            SnapshotRenderer(self.store, config.labels, config.expected_chips), self.store
+        )
         if self._http is not None:
             self._http.cache = self.cache
 
@@ -316,7 +323,8 @@ class Agent:
         if self._http is not None:
             self._http.stop()
             self._http = None
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
 
     @property
     def http_port(self) -> int | None:

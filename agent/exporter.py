@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import gzip
 import logging
-import platform
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from agent import __version__
-from agent.snapshot import ERROR_REASONS, SnapshotStore
+from agent.exposition import SnapshotRenderer, group_by_metric, self_metric_samples, valid_rows
+from agent.snapshot import SnapshotStore, SourceSnapshot
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE, MetricSpec
 
@@ -80,48 +76,17 @@ class NpuwatchCollector:
                 log.error("dropping metric %s: not in the catalogue", name)
             return None
         family = self._new_family(spec)
-        seen: set[tuple[str, ...]] = set()
-        for sample in samples:
-            values = tuple(value for _, value in sample.labels)
-            names = tuple(key for key, _ in sample.labels)
-            if names != spec.labels:
-                log.debug("dropping %s%s: labels do not match the catalogue", name, sample.labels)
-                continue
-            if values in seen:  # one series once, whoever printed it twice
-                continue
-            seen.add(values)
-            family.add_metric([*values, *self._const_values], sample.value)  # type: ignore[attr-defined]
+        for values, value in valid_rows(spec, samples):
+            family.add_metric([*values, *self._const_values], value)  # type: ignore[attr-defined]
         return family
 
-    def _self_metrics(self, snapshots: list) -> Iterator[Metric]:  # type: ignore[type-arg]
-        families = {name: self._new_family(CATALOGUE[name]) for name in (
-            "npuwatch_build_info",
-            "npuwatch_expected_chips",
-            "npuwatch_collector_up",
-            "npuwatch_collector_duration_seconds",
-            "npuwatch_collector_last_success_timestamp_seconds",
-            "npuwatch_collector_errors_total",
-        )}
-        const = list(self._const_values)
-        families["npuwatch_build_info"].add_metric(  # type: ignore[attr-defined]
-            [__version__, platform.python_version(), *const], 1.0
-        )
-        families["npuwatch_expected_chips"].add_metric(const, float(self._expected_chips))  # type: ignore[attr-defined]
-        for snap in snapshots:
-            families["npuwatch_collector_up"].add_metric([snap.source, *const], 1.0 if snap.ok else 0.0)  # type: ignore[attr-defined]
-            if snap.duration_s is not None:
-                families["npuwatch_collector_duration_seconds"].add_metric(  # type: ignore[attr-defined]
-                    [snap.source, *const], snap.duration_s
-                )
-            if snap.last_success is not None:
-                families["npuwatch_collector_last_success_timestamp_seconds"].add_metric(  # type: ignore[attr-defined]
-                    [snap.source, *const], snap.last_success
-                )
-            for reason in ERROR_REASONS:
-                families["npuwatch_collector_errors_total"].add_metric(  # type: ignore[attr-defined]
-                    [snap.source, reason, *const], float(snap.errors.get(reason, 0))
-                )
-        yield from families.values()
+    def _self_metrics(self, snapshots: list[SourceSnapshot]) -> Iterator[Metric]:
+        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips))
+        for name in SnapshotRenderer.SELF_METRICS:
+            family = self._new_family(CATALOGUE[name])
+            for values, value in valid_rows(CATALOGUE[name], grouped.get(name, [])):
+                family.add_metric([*values, *self._const_values], value)  # type: ignore[attr-defined]
+            yield family
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +97,10 @@ class Exposition:
 
 
 class ExpositionCache:
-    """Renders the registry once per store change and serves the bytes until the next change."""
+    """Serves the rendered exposition, re-rendering only after a store change or an expiry."""
 
-    def __init__(self, registry: CollectorRegistry, store: SnapshotStore) -> None:
-        self._registry = registry
+    def __init__(self, renderer: SnapshotRenderer, store: SnapshotStore) -> None:
+        self._renderer = renderer
         self._store = store
         self._lock = threading.Lock()
         self._key: tuple[int, frozenset[str]] | None = None
@@ -157,7 +122,7 @@ class ExpositionCache:
             if body is None:
                 plain = self._cache.get((openmetrics, False))
                 if plain is None:
-                    plain = (generate_openmetrics if openmetrics else generate_latest)(self._registry)
+                    plain = self._renderer.render(openmetrics)
                     self._cache[(openmetrics, False)] = plain
                 body = gzip.compress(plain, compresslevel=5) if gzipped else plain
                 self._cache[(openmetrics, gzipped)] = body

@@ -10,7 +10,9 @@ ever opened read-only; a missing directory just yields nothing.
 
 How: a file is identified by (st_dev, st_ino), so a renamed file keeps its offset and a new file at
 the same path (rotation) starts at 0; a file shorter than its offset was truncated and restarts at
-0; a fingerprint of its first bytes catches inode reuse. A file seen for the first time starts at 0
+0; a fingerprint of its first bytes catches inode reuse (checked when a file has grown, and
+when a file that had gone missing is back: a deleted file's inode reused by a new file of the same
+size would otherwise look unchanged). A file seen for the first time starts at 0
 when modified within ``first_start_window_s`` (default 1 h), else at its end. Only complete lines
 are returned (a partial last line waits, unless the file has been idle for ``idle_flush_s``); a
 line longer than ``max_line_bytes`` (64 KiB) is cut and the rest skipped, so memory stays bounded
@@ -136,6 +138,7 @@ class _Tracked:
     skip_long: bool = False
     restarted: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    missing: bool = False  # not found by the last poll (in memory only)
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "offset": self.offset, "head": self.head, "head_len": self.head_len,
@@ -361,6 +364,9 @@ class LogTailer:
                 continue
             if info.st_size > tracked.offset or tracked.restarted:
                 pending.append(_Pending(key, real, tracked, info.st_size, info.st_mtime))
+        for key, tracked in self._tracked.items():
+            if key not in present:
+                tracked.missing = True
         self._forget(present, now)
         budget = self.byte_budget
         # Pass 1: an equal share for every file with new data; pass 2: the leftover, in order.
@@ -384,9 +390,12 @@ class LogTailer:
         tracked = self._tracked.get(key)
         if tracked is not None:
             tracked.path, tracked.seen_at = path, now
-            # The fingerprint is only checked when there is something to read (no I/O otherwise).
+            # The fingerprint is only checked when there is something to read or the file was
+            # gone (no I/O otherwise).
             grown = info.st_size > tracked.offset
-            if info.st_size < tracked.offset or (grown and not self._same_head(real, tracked)):
+            suspect = grown or tracked.missing
+            tracked.missing = False
+            if info.st_size < tracked.offset or (suspect and not self._same_head(real, tracked)):
                 tracked.offset, tracked.skip_long, tracked.restarted = 0, False, True
                 tracked.meta = {}
                 tracked.head, tracked.head_len = self._head(real)

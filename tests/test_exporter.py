@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.exporter import ExpositionCache, NpuwatchCollector
+from agent.exposition import SnapshotRenderer
 from agent.snapshot import SnapshotStore
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE
@@ -29,7 +30,7 @@ def _setup(const: dict[str, str] | None = None) -> tuple[Clock, SnapshotStore, C
     store.register("npu_smi_info", 10)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NpuwatchCollector(store, const or {}, expected_chips=8))
-    return clock, store, registry, ExpositionCache(registry, store)
+    return clock, store, registry, ExpositionCache(SnapshotRenderer(store, const or {}, 8), store)
 
 
 def test_self_metrics_exist_before_any_run() -> None:
@@ -117,3 +118,43 @@ def test_catalogue_names_follow_conventions() -> None:
     # OpenMetrics family names must stay unique: a counter X_total owns family X.
     families = [n.removesuffix("_total") if s.type == "counter" else n for n, s in CATALOGUE.items()]
     assert len(families) == len(set(families))
+
+
+def test_fast_renderer_matches_prometheus_client() -> None:
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    clock, store, registry, cache = _setup({"node": 'n"1\\x'})
+    store.register("npu_smi_ecc", 60)
+    store.put_success("npu_smi_info", [
+        Sample("npu_power_watts", _chip(0), 93.4),
+        Sample("npu_hbm_total_bytes", _chip(1), 68719476736.0),
+        Sample("npu_info", (*_chip(0), ("model", "910B3"), ("bus_id", "0000:C1:00.0"), ("logic_id", "0"),
+                            ("serial", ""), ("firmware", "7.1\nx"), ("driver", "24.1.rc2")), 1.0),
+        Sample("npu_chips", (), 2),
+    ], None, clock.now, 0.25)
+    store.put_success("npu_smi_ecc", [Sample("npu_hbm_ecc_errors_total", (*_chip(0), ("bit", "double")), 3)],
+                      None, clock.now, 0.1)
+    store.put_failure("npu_smi_ecc", "parse", "x", clock.now, 0.1)
+    assert _same(cache.render().body, generate_latest(registry))
+    ours = cache.render(openmetrics=True).body.decode()
+    theirs = generate_openmetrics(registry).decode()
+    assert sorted(ours.splitlines()) == sorted(theirs.splitlines())
+
+
+def _same(ours: bytes, theirs: bytes) -> bool:
+    """Same families and samples; only the order of families may differ."""
+    return sorted(ours.decode().splitlines()) == sorted(theirs.decode().splitlines())
+
+
+def test_renderer_reuses_unchanged_sources() -> None:
+    clock, store, _registry, cache = _setup()
+    store.register("host", 15)
+    store.put_success("npu_smi_info", [Sample("npu_power_watts", _chip(0), 90)], None, clock.now, 0.1)
+    store.put_success("host", [Sample("npuwatch_host_load1", (), 0.5)], None, clock.now, 0.1)
+    cache.render()
+    renderer = cache._renderer
+    before = renderer._blocks["npu_smi_info"][1]
+    store.put_success("host", [Sample("npuwatch_host_load1", (), 0.7)], None, clock.now, 0.1)
+    assert b"npuwatch_host_load1 0.7" in cache.render().body
+    assert renderer._blocks["npu_smi_info"][1] is before
