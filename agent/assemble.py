@@ -74,19 +74,21 @@ def internal_jobs(config: Config) -> list[InternalJob]:
         from collectors.hccl_logs import HcclLogCollector
         from collectors.hccl_tail import DEFAULT_GLOBS
 
-        state_dir = _state_dir(config)
+        _state_dir(config)  # creates it, or warns that positions stay in memory
         logs = collectors.hccl_logs
         scanner = HcclLogCollector(
             paths=list(logs.paths),
             # The CANN layout under each path, plus the operator's job-log globs.
             globs=[*DEFAULT_GLOBS, *logs.globs],
             kernel_log=logs.kernel_log,
-            state_file=(state_dir / "hccl_logs.json") if state_dir else None,
+            # Always the real path: an unusable one is reported as the scanner's problem.
+            state_file=Path(os.path.expanduser(config.state_dir)) / "hccl_logs.json",
             first_start_window_s=logs.first_start_window,
             byte_budget=logs.byte_budget,
         )
         # Counters never expire: an error counted once stays counted.
-        jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None))
+        jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,
+                                problem=lambda: scanner.problem))
     return jobs
 
 

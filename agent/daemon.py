@@ -47,6 +47,8 @@ class InternalJob:
     interval_s: float
     collect: Callable[[], Sequence[Sample]]
     max_age_s: float | None = -1.0
+    # Why the job is degraded though it still collects (e.g. its state file is unwritable).
+    problem: Callable[[], str | None] | None = None
 
 
 def group_interval(config: Config, group: str) -> float:
@@ -200,6 +202,12 @@ class Agent:
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
             return
         self.store.put_success(job.name, samples, None, started_wall, time.monotonic() - started)
+        problem = job.problem() if job.problem is not None else None
+        if problem:
+            self.store.put_degraded(job.name, problem)
+
+    def internal_job(self, name: str) -> InternalJob | None:
+        return next((job for job in self._internal if job.name == name), None)
 
     def run_internal_by_name(self, name: str) -> None:
         for job in self._internal:

@@ -121,6 +121,13 @@ class SnapshotStore:
             )
             self._version += 1
 
+    def put_degraded(self, source: str, why: str) -> None:
+        """The run worked but something is wrong beside it: up 0, no error counted, samples kept."""
+        with self._lock:
+            current = self._require(source)
+            self._snapshots[source] = replace(current, ok=False, error=why, error_reason=None)
+            self._version += 1
+
     def put_no_data(self, source: str, why: str, started_at: float, duration_s: float) -> None:
         """Nothing to collect here (tool absent, no RoCE port): up 0, no error counted."""
         with self._lock:

@@ -275,16 +275,16 @@ def mib(size: float) -> str:
 
 # --- `python -m bench._util serve`
 class _RenderEveryTime:
-    """Stands in for ``ExpositionCache``: moves the store version first, so every scrape renders."""
+    """Stands in for ``ExpositionCache``: re-stores every source first, so every scrape renders all."""
 
     def __init__(self, agent: Any) -> None:
         self._agent = agent
 
     def render(self, openmetrics: bool = False, gzipped: bool = False) -> Any:
         store = self._agent.store
-        snap = store.get("npu_smi_info")
-        if snap is not None:
-            store.put_success(snap.source, snap.samples, snap.records, snap.started_at or 0.0,
+        for snap in [snap for snap in store.all() if snap.ok]:
+            # Fresh sample tuples: nothing the renderer cached can be reused.
+            store.put_success(snap.source, list(snap.samples), snap.records, snap.started_at or 0.0,
                               snap.duration_s or 0.0)
         return self._agent.cache.render(openmetrics=openmetrics, gzipped=gzipped)
 

@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import probes_job
-from agent.assemble import AgentBundle
+from agent.assemble import AgentBundle, apply_overrides
 from agent.http import make_server
 from agent.probe_runner import ProbeResult
 from agent.web_security import ServerLimits
@@ -31,6 +31,9 @@ from tests.agent_harness import demo_bundle, get, wait_for
 
 HCCN_COLLECTORS = ("hccn_link", "hccn_link_stat", "hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed")
 SCRAPE_BUDGET_S = 0.05
+# The 2-core test machines are shared, so the OS may delay a rare scrape; none may come anywhere
+# near a tool timeout (>= 600 ms here), which is what a scrape that waited on a tool would take.
+SCHEDULER_NOISE_CAP_S = 0.25
 ERRORS = "npu_hccl_errors_total"
 
 Values = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -49,6 +52,11 @@ def values_of(body: bytes) -> Values:
 
 def value(values: Values, name: str, **labels: str) -> float | None:
     return values.get((name, tuple(sorted(labels.items()))))
+
+
+def demo_of(bundle: AgentBundle) -> Any:
+    assert bundle.demo is not None
+    return bundle.demo
 
 
 def exported(bundle: AgentBundle) -> Values:
@@ -91,6 +99,12 @@ def scrape_while(url: str, busy: Callable[[], bool], threads: int = 1, pause_s: 
     return results
 
 
+def answered_latencies(results: list[tuple[int, float]]) -> list[float]:
+    """The latencies, after checking that every scrape was answered 200 with a full body."""
+    assert {status for status, _ in results} <= {200}, sorted({status for status, _ in results})
+    return [elapsed for _, elapsed in results]
+
+
 def run_in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     out: list[Any] = []
     thread = threading.Thread(target=lambda: out.append(target()), daemon=True)
@@ -101,6 +115,15 @@ def run_in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, list[Any
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def assert_scrapes_fast(latencies: list[float], q: float = 0.95) -> None:
+    """The ``q`` quantile of scrape latencies is within SCRAPE_BUDGET_S and none is slow."""
+    assert latencies, "no scrape was made"
+    summary = (f"{len(latencies)} scrapes: median {statistics.median(latencies) * 1e3:.1f} ms, "
+               f"p{q * 100:g} {percentile(latencies, q) * 1e3:.1f} ms, max {max(latencies) * 1e3:.1f} ms")
+    assert percentile(latencies, q) < SCRAPE_BUDGET_S, summary
+    assert max(latencies) < SCHEDULER_NOISE_CAP_S, summary
 
 
 def tool_processes(demo_dir: Path, name: str) -> list[psutil.Process]:
@@ -135,7 +158,8 @@ def collect_logs(bundle: AgentBundle) -> None:
 
 def scanner(bundle: AgentBundle) -> Any:
     """The agent's HcclLogCollector (the bound ``collect`` of its internal job)."""
-    job = next(job for job in bundle.agent._internal if job.name == "hccl_logs")
+    job = bundle.agent.internal_job("hccl_logs")
+    assert job is not None
     return job.collect.__self__  # type: ignore[attr-defined]
 
 
@@ -143,7 +167,7 @@ def scanner(bundle: AgentBundle) -> Any:
 
 
 @pytest.mark.parametrize(("fault", "reason", "timeout"), [
-    ("hccn_tool_hang", "timeout", "300ms"),
+    ("hccn_tool_hang", "timeout", "600ms"),
     ("hccn_tool_crash", "exit", "2s"),
     ("hccn_tool_garbage", "parse", "2s"),
 ])
@@ -153,15 +177,14 @@ def test_hccn_tool_fault_downs_only_its_collectors(tmp_path: Path, fault: str, r
     agent.collect_once()
     assert all(agent.store.get(name).ok for name in HCCN_COLLECTORS)  # type: ignore[union-attr]
     with scrapeable(bundle) as url:
-        bundle.demo.set_fault(fault)
+        demo_of(bundle).set_fault(fault)
         roce, _ = run_in_thread(lambda: agent.collect_group("roce"))
-        latencies = [elapsed for status, elapsed in scrape_while(url, roce.is_alive, pause_s=0.02)
-                     if status == 200]
+        latencies = answered_latencies(scrape_while(url, roce.is_alive, pause_s=0.02))
         roce.join()
         for group in ("info", "usages", "health"):  # npu-smi keeps working beside the broken hccn_tool
             agent.collect_group(group)
         values = values_of(get(url + "/metrics")[1])
-    assert latencies and max(latencies) < SCRAPE_BUDGET_S, latencies
+    assert_scrapes_fast(latencies)
     for name in HCCN_COLLECTORS:
         assert value(values, "npuwatch_collector_up", collector=name) == 0, name
         assert value(values, "npuwatch_collector_errors_total", collector=name, reason=reason) == 1, name
@@ -192,7 +215,7 @@ def test_slow_npu_smi_with_four_scrapers_keeps_scrapes_fast(tmp_path: Path) -> N
     bundle = demo_bundle(tmp_path, extra, chips=4)
     agent = bundle.agent
     agent.collect_once()  # something to serve
-    bundle.demo.set_delay(0.8)
+    demo_of(bundle).set_delay(0.8)
     with scrapeable(bundle) as url:
         started = time.monotonic()
         collection, _ = run_in_thread(agent.collect_once)
@@ -200,12 +223,10 @@ def test_slow_npu_smi_with_four_scrapers_keeps_scrapes_fast(tmp_path: Path) -> N
         collection.join()
         took = time.monotonic() - started
         values = values_of(get(url + "/metrics")[1])
-    statuses = {status for status, _ in results}
-    latencies = [elapsed for _, elapsed in results]
-    assert statuses == {200}, statuses
+    latencies = answered_latencies(results)
     assert took >= 4 * 0.8, took  # the collection really was slow (inventory, info, usages, health)
     assert len(latencies) >= 100
-    assert percentile(latencies, 0.99) < SCRAPE_BUDGET_S, (percentile(latencies, 0.99), statistics.median(latencies))
+    assert_scrapes_fast(latencies, q=0.99)
     for source in agent.sources:
         assert value(values, "npuwatch_collector_up", collector=source.name) == 1, source.name
         assert value(values, "npuwatch_collector_errors_total", collector=source.name, reason="timeout") == 0
@@ -249,6 +270,43 @@ def test_log_directory_vanishing_keeps_counters_and_recovers(tmp_path: Path,
     assert value(recovered, ERRORS, code="EI0002", category="exec_timeout") == 2
     assert scanner(bundle).problem is None
     assert value(recovered, "npuwatch_collector_up", collector="hccl_logs") == 1
+
+
+def test_log_file_back_with_the_same_inode_and_size_is_read_as_new(tmp_path: Path) -> None:
+    # What a deleted and recreated log directory may look like to the tailer: the new file got
+    # the old one's inode and has the very same size. Made deterministic here by moving the
+    # directory away, rewriting the file in place, and moving it back.
+    bundle = log_bundle(tmp_path)
+    plog = plog_dir(tmp_path) / "plog-4242_1.log"
+    plog.parent.mkdir(parents=True)
+    plog.write_text(hccl_line(10))
+    collect_logs(bundle)
+    log_root, away = tmp_path / "demo" / "log", tmp_path / "demo" / "log.gone"
+    log_root.rename(away)
+    collect_logs(bundle)
+    moved = away / "debug" / "plog" / plog.name
+    inode = moved.stat().st_ino
+    moved.write_text(hccl_line(30))  # same length, other content, same inode
+    away.rename(log_root)
+    assert plog.stat().st_ino == inode and plog.stat().st_size == len(hccl_line(10))
+    collect_logs(bundle)
+    assert value(exported(bundle), ERRORS, code="EI0002", category="exec_timeout") == 2
+
+
+def test_degraded_log_collector_is_up_zero_and_keeps_its_counters(tmp_path: Path) -> None:
+    bundle = log_bundle(tmp_path)
+    plogs = plog_dir(tmp_path)
+    plogs.mkdir(parents=True)
+    (plogs / "plog-4242_1.log").write_text(hccl_line(10))
+    collect_logs(bundle)
+    shutil.rmtree(tmp_path / "demo" / "log")
+    collect_logs(bundle)
+    values = exported(bundle)
+    assert value(values, ERRORS, code="EI0002", category="exec_timeout") == 1
+    assert value(values, "npuwatch_collector_up", collector="hccl_logs") == 0
+    snap = bundle.agent.store.get("hccl_logs")
+    assert snap is not None and snap.error and "no watched log location" in snap.error
+    assert sum(snap.errors.values()) == 0  # a degraded collector is not a failed run
 
 
 def test_no_log_directory_from_the_start_is_no_data(tmp_path: Path) -> None:
@@ -299,9 +357,9 @@ def test_multi_gb_log_is_read_within_a_byte_budget_per_cycle(tmp_path: Path) -> 
     assert max(cycles) < 10, cycles
     assert value(values, "npuwatch_log_bytes_read_total") == big.stat().st_size
     assert value(values, "npuwatch_collector_up", collector="hccl_logs") == 1
-    latencies = [elapsed for status, elapsed in results if status == 200]
-    assert len(latencies) == len(results) >= 10
-    assert statistics.median(latencies) < SCRAPE_BUDGET_S and max(latencies) < 1.0, latencies
+    latencies = answered_latencies(results)
+    assert len(latencies) >= 10
+    assert_scrapes_fast(latencies)
 
 
 def test_old_multi_gb_log_is_skipped_at_first_start_and_followed_after(tmp_path: Path) -> None:
@@ -355,40 +413,36 @@ def _state_unusable(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_unwritable_state_keeps_counting_in_memory_and_says_so(
     tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING):
-        overrides, named = _state_unusable(kind, tmp_path, monkeypatch)
-        from agent.assemble import build_agent
-        from agent.config import build_config
-        from tests.agent_harness import FAST, merged
+    bundle = log_bundle(tmp_path)
+    overrides, named = _state_unusable(kind, tmp_path, monkeypatch)
 
-        # demo_bundle would point state_dir into the demo dir; keep ours.
-        config = build_config(merged(FAST, {"collectors": {"hccl_logs": {"enabled": True}}}))
-        bundle = build_agent(config, tmp_path / "demo", 2)
-        from agent.assemble import apply_overrides
+    def warnings_naming_it() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING and named in r.getMessage()]
 
+    plogs = plog_dir(tmp_path)
+    plogs.mkdir(parents=True)
+    (plogs / "plog-1.log").write_text(hccl_line(10))
+    with caplog.at_level(logging.INFO), scrapeable(bundle) as url:
+        # As an operator would: change state_dir and reload (SIGHUP).
         bundle.agent.reload(apply_overrides(bundle.agent.config, overrides))
-        plogs = plog_dir(tmp_path)
-        plogs.mkdir(parents=True)
-        (plogs / "plog-1.log").write_text(hccl_line(10))
-        with scrapeable(bundle) as url:
+        collect_logs(bundle)
+        status, body, _ = get(url + "/metrics")
+        assert status == 200
+        assert value(values_of(body), ERRORS, code="EI0002", category="exec_timeout") == 1
+        said = warnings_naming_it()
+        assert said and any("memory" in message for message in said), [r.getMessage() for r in caplog.records]
+        with (plogs / "plog-1.log").open("a") as handle:
+            handle.write(hccl_line(20))
+        for _ in range(3):
             collect_logs(bundle)
-            status, body, _ = get(url + "/metrics")
-            assert status == 200
-            assert value(values_of(body), ERRORS, code="EI0002", category="exec_timeout") == 1
-            with (plogs / "plog-1.log").open("a") as handle:
-                handle.write(hccl_line(20))
-            collect_logs(bundle)
-            collect_logs(bundle)
-            status, body, _ = get(url + "/metrics")
-            assert status == 200
-            assert value(values_of(body), ERRORS, code="EI0002", category="exec_timeout") == 2
-            assert get(url + "/healthz")[0] in (200, 503)  # answers; health is about npu-smi
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and named in r.getMessage()]
-    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]  # said once, not every cycle
-    assert "memory" in warnings[0]
+        status, body, _ = get(url + "/metrics")
+        assert status == 200
+        assert value(values_of(body), ERRORS, code="EI0002", category="exec_timeout") == 2
+        assert warnings_naming_it() == said  # said once, not every cycle
     problem = scanner(bundle).problem
     assert problem is not None and named in problem
-    assert not any(p.name.endswith(".tmp") for p in (tmp_path / "state").glob("*")) if kind != "state_dir_is_under_a_file" else True
+    assert not list((tmp_path / "state").glob("*.tmp"))  # no half-written temp file left behind
 
 
 # --------------------------------------------------------------------------- 6. a probe worker killed
@@ -434,8 +488,7 @@ def test_probe_rank_killed_mid_run_is_counted_and_leaves_no_orphan(tmp_path: Pat
         time.sleep(0.3)  # rank 1 is now blocked in the collective
         (victim,) = [p for p in workers() if p.cmdline()[-2:] == ["--device", "1"]]
         victim.send_signal(signal.SIGKILL)
-        latencies = [elapsed for status, elapsed in scrape_while(url, probe.is_alive, pause_s=0.02)
-                     if status == 200]
+        latencies = answered_latencies(scrape_while(url, probe.is_alive, pause_s=0.02))
         probe.join(timeout=30)
         assert not probe.is_alive()
         result: ProbeResult = out[0]
@@ -445,7 +498,7 @@ def test_probe_rank_killed_mid_run_is_counted_and_leaves_no_orphan(tmp_path: Pat
     assert result.outcome in ("fail", "error"), (result.outcome, result.message)
     assert result.ranks[1].returncode == -signal.SIGKILL
     assert "rank 1" in result.message
-    assert latencies and max(latencies) < SCRAPE_BUDGET_S, latencies
+    assert_scrapes_fast(latencies)
     assert value(values, "npuwatch_probe_runs_total", probe="allreduce", outcome=result.outcome) == 1
     assert value(values, "npuwatch_probe_runs_total", probe="allreduce", outcome="pass") == 0
     assert value(values, "npuwatch_probe_duration_seconds", probe="allreduce") == pytest.approx(result.duration_s)
