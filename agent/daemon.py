@@ -141,9 +141,10 @@ class Agent:
         self.collector = NpuwatchCollector(self.store, config.labels, config.expected_chips)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
-        self.cache = ExpositionCache(
-            SnapshotRenderer(self.store, config.labels, config.expected_chips), self.store
-        )
+        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips)
+        self.store.clear_listeners()
+        self.store.add_listener(renderer.warm)
+        self.cache = ExpositionCache(renderer, self.store)
         if self._http is not None:
             self._http.cache = self.cache
 

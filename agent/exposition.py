@@ -11,6 +11,7 @@ test parses both and compares).
 from __future__ import annotations
 
 import logging
+import math
 import platform
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,21 +37,41 @@ class FamilyBlock:
 
 
 def _escape_value(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
 
 
 def _escape_help(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n")
 
 
+def _format_value(value: float) -> str:
+    """Exactly prometheus_client's floatToGoString, with the common case inlined."""
+    if not math.isfinite(value):
+        return floatToGoString(value)
+    text = repr(float(value))
+    if value > 0 and text.find(".") > 6:
+        return floatToGoString(value)
+    return text
+
+
 def valid_rows(spec: MetricSpec, samples: Iterable[Sample]) -> Iterator[tuple[tuple[str, ...], float]]:
     """Label values and value of each usable sample: catalogue label names, first of duplicates."""
     seen: set[tuple[str, ...]] = set()
+    wanted = spec.labels
     for sample in samples:
-        if tuple(key for key, _ in sample.labels) != spec.labels:
-            log.debug("dropping %s%s: labels do not match the catalogue", spec.name, sample.labels)
-            continue
-        values = tuple(value for _, value in sample.labels)
+        if wanted:
+            if len(sample.labels) != len(wanted):
+                continue
+            names, values = zip(*sample.labels, strict=True)
+            if names != wanted:
+                log.debug("dropping %s%s: labels do not match the catalogue", spec.name, sample.labels)
+                continue
+        else:
+            if sample.labels:
+                continue
+            values = ()
         if values in seen:  # one series once, whoever printed it twice
             continue
         seen.add(values)
@@ -60,13 +81,17 @@ def valid_rows(spec: MetricSpec, samples: Iterable[Sample]) -> Iterator[tuple[tu
 def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[str, str]) -> FamilyBlock:
     names = (*spec.labels, *const)
     order = sorted(range(len(names)), key=names.__getitem__)  # prometheus_client sorts label names
-    const_values = tuple(const.values())
+    prefixes = [f'{names[i]}="' for i in order]
+    const_values = tuple(_escape_value(value) for value in const.values())
     lines: list[str] = []
+    name = spec.name
     for values, value in valid_rows(spec, samples):
-        full = (*values, *const_values)
-        labels = ",".join(f'{names[i]}="{_escape_value(full[i])}"' for i in order)
-        lines.append(f"{spec.name}{{{labels}}} {floatToGoString(value)}\n" if labels
-                     else f"{spec.name} {floatToGoString(value)}\n")
+        full = (*(_escape_value(v) for v in values), *const_values)
+        if full:
+            labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order, strict=True)])
+            lines.append(f'{name}{{{labels}"}} {_format_value(value)}\n')
+        else:
+            lines.append(f"{name} {_format_value(value)}\n")
     body = "".join(lines)
     help_text = _escape_help(spec.help)
     family = spec.name.removesuffix("_total") if spec.type == "counter" else spec.name
@@ -121,6 +146,12 @@ class SnapshotRenderer:
         # source -> (the samples tuple the blocks were made from, the blocks)
         self._blocks: dict[str, tuple[tuple[Sample, ...], list[FamilyBlock]]] = {}
         self._reported: set[str] = set()
+
+    def warm(self, snap: SourceSnapshot) -> None:
+        """Render a source's blocks as soon as it stores new samples (in the collector's thread),
+        so the next scrape only joins ready blocks."""
+        with self._lock:
+            self._source_blocks(snap)
 
     def _source_blocks(self, snap: SourceSnapshot) -> list[FamilyBlock]:
         cached = self._blocks.get(snap.source)

@@ -51,6 +51,21 @@ class SnapshotStore:
         self._lock = threading.Lock()
         self._snapshots: dict[str, SourceSnapshot] = {}
         self._version = 0
+        self._listeners: list[Callable[[SourceSnapshot], None]] = []
+
+    def add_listener(self, listener: Callable[[SourceSnapshot], None]) -> None:
+        """Called (in the collector's thread, outside the lock) with every new successful snapshot."""
+        self._listeners.append(listener)
+
+    def clear_listeners(self) -> None:
+        self._listeners.clear()
+
+    def _notify(self, source: str) -> None:
+        snap = self._snapshots.get(source)
+        if snap is None:
+            return
+        for listener in self._listeners:
+            listener(snap)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -99,6 +114,7 @@ class SnapshotStore:
                 records=records,
             )
             self._version += 1
+        self._notify(source)
 
     def put_failure(
         self, source: str, reason: str, error: str, started_at: float, duration_s: float

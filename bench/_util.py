@@ -3,7 +3,7 @@
 Also runnable, to serve a demo agent in its own process (used by the latency benchmarks so the
 client and the server do not share a GIL, and as a fallback when ``python -m agent run`` fails):
 
-    python -m bench._util serve --demo-dir DIR --chips 16 [--tools subprocess] [--uncached]
+    python -m bench._util serve --demo-dir DIR --chips 16 [--tools subprocess] [--render typical|all]
 
 The agent's scheduler runs at the default intervals; ``/metrics`` is served without the per-IP
 rate limit. It prints ``READY <port>`` on stdout once ``/metrics`` is up; stops on SIGTERM/SIGINT.
@@ -201,14 +201,13 @@ def stop_process(proc: Any, grace_s: float = 10.0) -> None:
 
 
 def start_server_process(demo_dir: Path, chips: int, log_path: Path, *, tools: str = "inprocess",
-                         uncached: bool = False, timeout_s: float = 60.0) -> tuple[Any, int]:
+                         render: str = "cached", timeout_s: float = 60.0) -> tuple[Any, int]:
     """``python -m bench._util serve`` in a child; returns (Popen, port) once it answers."""
     import subprocess
 
     argv = [sys.executable, "-m", "bench._util", "serve", "--demo-dir", str(demo_dir),
             "--chips", str(chips), "--tools", tools]
-    if uncached:
-        argv.append("--uncached")
+    argv += ["--render", render]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -275,14 +274,21 @@ def mib(size: float) -> str:
 
 # --- `python -m bench._util serve`
 class _RenderEveryTime:
-    """Stands in for ``ExpositionCache``: re-stores every source first, so every scrape renders all."""
+    """Stands in for ``ExpositionCache``: re-stores sources first, so every scrape renders.
 
-    def __init__(self, agent: Any) -> None:
+    ``max_interval_s`` None re-stores every source (the worst case); 15 re-stores the sources
+    whose interval is at most 15 s, which are the ones certain to have changed between two
+    scrapes at Prometheus's usual 15 s interval (the 30 s/60 s sources change on some only).
+    """
+
+    def __init__(self, agent: Any, max_interval_s: float | None) -> None:
         self._agent = agent
+        self._max_interval_s = max_interval_s
 
     def render(self, openmetrics: bool = False, gzipped: bool = False) -> Any:
         store = self._agent.store
-        for snap in [snap for snap in store.all() if snap.ok]:
+        limit = self._max_interval_s
+        for snap in [s for s in store.all() if s.ok and (limit is None or s.interval_s <= limit)]:
             # Fresh sample tuples: nothing the renderer cached can be reused.
             store.put_success(snap.source, list(snap.samples), snap.records, snap.started_at or 0.0,
                               snap.duration_s or 0.0)
@@ -305,7 +311,8 @@ def _serve(args: argparse.Namespace) -> int:
         agent.start(serve_http=False)
         # The benchmark client asks far faster than the default 20/s per IP would allow.
         limits = ServerLimits(rate_per_s=1e9, burst=1_000_000_000)
-        cache = _RenderEveryTime(agent) if args.uncached else agent.cache
+        cache = {"cached": agent.cache, "typical": _RenderEveryTime(agent, 15.0),
+                 "all": _RenderEveryTime(agent, None)}[args.render]
         server = make_server("127.0.0.1", 0, cache, agent.health, limits=limits)  # type: ignore[arg-type]
         server.start()
         print(f"READY {server.port}", flush=True)
@@ -325,7 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--chips", type=int, default=16)
     serve.add_argument("--tools", choices=("inprocess", "subprocess"), default="inprocess",
                        help="fakes rendered in this process (default) or run as processes, like the agent")
-    serve.add_argument("--uncached", action="store_true", help="re-render the exposition on every scrape")
+    serve.add_argument("--render", choices=("cached", "typical", "all"), default="cached",
+                       help="cached (default); re-render per scrape after the sources of <= 15 s interval "
+                            "changed (typical) or after every source changed (all)")
     args = parser.parse_args(argv)
     return _serve(args)
 

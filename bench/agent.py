@@ -8,7 +8,7 @@ Prints one table (metric | value | target | ok). What each row measures:
 
 * scrape p50/p99: GET /metrics over 127.0.0.1, a new connection per request, from a server process
   holding a fixed 16-chip store, so every answer is the cached exposition.
-* uncached render p50/p99: in this process, one snapshot is re-stored (the store version moves)
+* uncached render p50/p99: in this process, every source stores new samples first (the worst case)
   and ``cache.render()`` regenerates the exposition with prometheus_client.
 * series: samples in that 16-chip exposition.
 * RSS at cycle k: one cycle is ``Agent.collect_once()`` (every collector group and internal job)
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     table.add(f"scrape p99, {n} chips, cached (HTTP, new conn)", ms(scrape_p99), "< 5 ms",
               verdict(scrape_p99 < SCRAPE_P99_TARGET_S and failures == 0))
     for q in (50, 99):
-        table.add(f"render p{q}, {n} chips, uncached (after a store change)", ms(percentile(renders, q)),
+        table.add(f"render p{q}, {n} chips, uncached (every source changed)", ms(percentile(renders, q)),
                   "-", "-")
     series = count_series(body)
     table.add(f"series, {n} chips", series, f"<= {SERIES_TARGET}", verdict(series <= SERIES_TARGET))

@@ -94,7 +94,7 @@ def test_metrics_latency_bench_table(outputs: dict[str, tuple[int, str, str]]) -
     code, stdout, stderr = outputs["metrics_latency"]
     assert code == 0, stderr[-2000:]
     rows = table_rows(stdout)
-    for variant in ("cached", "render per scrape"):
+    for variant in ("cached", "render per scrape, typical", "render per scrape, every source changed"):
         assert number(row(rows, f"npuwatch 16 chips, {variant} p50")[1]) > 0
         assert number(row(rows, f"npuwatch 16 chips, {variant} series")[1]) > 500
     if find_node_exporter(None) is None:
