@@ -96,7 +96,7 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
     demo = None
     tool_env: dict[str, str] | None = None
     if demo_dir is not None:
-        from agent.demo.state import DemoNode
+        from agent.demo.node import DemoNode
 
         demo = DemoNode(demo_dir)
         if demo.exists():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -119,7 +120,7 @@ def schedule_probes(agent: Agent) -> None:
         section = getattr(probes, name)
         if not section.enabled:
             continue
-        agent.add_timed_job(f"probe:{name}", lambda probe=name: agent.probe_controller.run(probe),
+        agent.add_timed_job(f"probe:{name}", functools.partial(agent.probe_controller.run, name),
                             section.interval, section.jitter, section.cron)
 
 

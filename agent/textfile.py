@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from collectors.base import Sample
+
 __all__ = ["TEXTFILE_NAME", "TextfileWriter"]
 
 TEXTFILE_NAME = "npuwatch.prom"
@@ -27,8 +29,11 @@ class TextfileWriter:
     def path(self) -> Path:
         return self._directory / TEXTFILE_NAME
 
-    def write(self) -> list[object]:
-        """Write once; raises OSError (full disk, read-only) and leaves the previous file intact."""
+    def write(self) -> list[Sample]:
+        """Write once; raises OSError (full disk, read-only) and leaves the previous file intact.
+
+        Returns no samples: as an internal job its health shows in the collector self-metrics.
+        """
         body = self._render()
         fd, temp = tempfile.mkstemp(prefix=".npuwatch.", suffix=".tmp", dir=self._directory)
         try:

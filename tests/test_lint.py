@@ -14,3 +14,11 @@ def test_ruff_is_clean() -> None:
     assert ruff, "ruff missing: pip install -e '.[test]'"
     result = subprocess.run([ruff, "check", "--no-cache", str(REPO)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean() -> None:
+    mypy = shutil.which("mypy")
+    assert mypy, "mypy missing: pip install -e '.[test]'"
+    result = subprocess.run([mypy, "--no-incremental", "agent", "collectors", "dashboards"],
+                            capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -45,9 +45,11 @@ def _params(pairs: list[str]) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from agent.demo.state import DemoNode
+    from agent.demo.node import DemoNode
 
     node = DemoNode(args.demo_dir)
+    if not node.exists():
+        node.create()  # faults can be set before `npuwatch run --demo --demo-dir DIR` starts
     if args.demo_command == "set":
         node.set_fault(args.fault, chip=args.npu, **_params(args.param))
     elif args.demo_command == "clear":
