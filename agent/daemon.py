@@ -216,8 +216,12 @@ class Agent:
                 self.run_internal(job)
 
     def collect_once(self) -> None:
-        for group in self.groups():
+        groups = self.groups()
+        for group in groups:
             self.collect_group(group)
+        if "info" in groups and "health" in groups:
+            # npu_info takes firmware/driver/serial from -t board, which runs after the table.
+            self.collect_group("info")
         for job in self._internal:
             self.run_internal(job)
 

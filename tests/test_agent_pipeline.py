@@ -54,6 +54,10 @@ def test_demo_node_exports_every_source(tmp_path: Path) -> None:
         assert _get(values, "npu_hbm_total_bytes", **chip) == 65536 * 2**20
         assert _get(values, "npu_aicore_frequency_hertz", **chip) is not None
         assert _get(values, "npu_roce_link_up", npu=str(npu)) == 1
+    infos = [dict(labels) for (name, labels), _ in values.items() if name == "npu_info"]
+    assert len(infos) == 8
+    assert all(info["model"] == "910B3" and info["firmware"] and info["driver"] for info in infos), infos
+    assert {info["logic_id"] for info in infos} == {str(i) for i in range(8)}
     ups = {labels: v for (name, labels), v in values.items() if name == "npuwatch_collector_up"}
     assert len(ups) >= 17 and all(v == 1 for v in ups.values()), ups
     bundle.agent.stop()
