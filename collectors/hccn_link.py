@@ -142,7 +142,7 @@ def parse(text: str) -> LinkRecord:
 
 
 def samples(record: LinkRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
-    return [Sample("npu_roce_link_up", label_pairs(npu=chip.npu), 1.0 if record.up else 0.0)]
+    return [Sample("npu_roce_link_up", label_pairs(npu=chip.npu, chip=chip.chip), 1.0 if record.up else 0.0)]
 
 
 SOURCE = hccn_source("hccn_link", "link", parse, samples)

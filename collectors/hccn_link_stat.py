@@ -164,7 +164,7 @@ def changes_within(record: LinkStatRecord, window_s: float, now: datetime | None
 
 
 def samples(record: LinkStatRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
-    labels = label_pairs(npu=chip.npu)
+    labels = label_pairs(npu=chip.npu, chip=chip.chip)
     out = [Sample("npu_roce_link_up_transitions_total", labels, float(record.link_up_count))]
     newest = record.newest_change
     if newest is not None:

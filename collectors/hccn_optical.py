@@ -196,18 +196,18 @@ def _store(record: _Draft, key: str, value: str) -> None:
 
 
 def samples(record: OpticalRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
-    npu = chip.npu
+    npu, die = chip.npu, chip.chip
     out: list[Sample] = []
     if record.temperature_celsius is not None:
         out.append(
-            Sample("npu_optical_temperature_celsius", label_pairs(npu=npu), record.temperature_celsius))
+            Sample("npu_optical_temperature_celsius", label_pairs(npu=npu, chip=die), record.temperature_celsius))
     for lane, watts in sorted(record.tx_power_watts.items()):
-        out.append(Sample("npu_optical_tx_power_watts", label_pairs(npu=npu, lane=lane), watts))
+        out.append(Sample("npu_optical_tx_power_watts", label_pairs(npu=npu, chip=die, lane=lane), watts))
     for lane, watts in sorted(record.rx_power_watts.items()):
-        out.append(Sample("npu_optical_rx_power_watts", label_pairs(npu=npu, lane=lane), watts))
+        out.append(Sample("npu_optical_rx_power_watts", label_pairs(npu=npu, chip=die, lane=lane), watts))
     lost = record.signal_lost
     if lost is not None:
-        out.append(Sample("npu_optical_signal_lost", label_pairs(npu=npu), 1.0 if lost else 0.0))
+        out.append(Sample("npu_optical_signal_lost", label_pairs(npu=npu, chip=die), 1.0 if lost else 0.0))
     return out
 
 

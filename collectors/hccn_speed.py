@@ -55,7 +55,7 @@ def parse(text: str) -> SpeedRecord:
 def samples(record: SpeedRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
     if record.bytes_per_second is None:
         return []
-    labels = label_pairs(npu=chip.npu)
+    labels = label_pairs(npu=chip.npu, chip=chip.chip)
     return [Sample("npu_roce_link_speed_bytes_per_second", labels, record.bytes_per_second)]
 
 

@@ -55,7 +55,7 @@ def parse(text: str) -> StatRecord:
 
 def samples(record: StatRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
     return [
-        Sample("npu_roce_errors_total", label_pairs(npu=chip.npu, counter=name), float(value))
+        Sample("npu_roce_errors_total", label_pairs(npu=chip.npu, chip=chip.chip, counter=name), float(value))
         for name, value in sorted(record.counters.items())
         if is_error_counter(name)
     ]

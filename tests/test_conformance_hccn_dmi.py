@@ -232,4 +232,4 @@ def test_log_fec_and_net_health_socket_failed() -> None:
     record = hccn_net_health.parse(net_health)
     assert record.state == "Socket failed"
     labels = {s.labels for s in hccn_net_health.samples(record, CHIP, CTX)}
-    assert (("npu", "0"), ("state", "socket_failed")) in labels
+    assert (("npu", "0"), ("chip", "0"), ("state", "socket_failed")) in labels

@@ -79,7 +79,7 @@ def test_source_wraps_one_record_and_labels_with_npu_not_device_id() -> None:
     records = hccn_link.SOURCE.parse(fixture("link_down.txt"))
     assert len(records) == 1
     out = hccn_link.SOURCE.samples(records, CHIP, CTX)
-    assert as_dict(out) == {("npu_roce_link_up", (("npu", "5"),)): 0.0}
+    assert as_dict(out) == {("npu_roce_link_up", (("npu", "5"), ("chip", "0"),)): 0.0}
 
 
 @pytest.mark.parametrize("name", ["error_invalid_device.txt", "error_usage.txt", "error_dev_id.txt"])
@@ -135,7 +135,7 @@ def test_link_up_and_down() -> None:
     assert down.state == "DOWN"
     out = hccn_link.samples(down, CHIP, CTX)
     assert_catalogued(out)
-    assert as_dict(out) == {("npu_roce_link_up", (("npu", "5"),)): 0.0}
+    assert as_dict(out) == {("npu_roce_link_up", (("npu", "5"), ("chip", "0"),)): 0.0}
 
 
 def test_link_unknown_state_is_a_parse_error() -> None:
@@ -180,7 +180,7 @@ def test_link_stat_samples_use_local_time_of_newest_record() -> None:
     out = hccn_link_stat.samples(after, CHIP, CTX)
     assert_catalogued(out)
     values = as_dict(out)
-    labels = (("npu", "5"),)
+    labels = (("npu", "5"), ("chip", "0"),)
     assert values[("npu_roce_link_up_transitions_total", labels)] == 4.0
     expected = datetime(2025, 3, 3, 9, 7, 42).timestamp()
     assert values[("npu_roce_link_last_change_timestamp_seconds", labels)] == expected
@@ -231,8 +231,8 @@ def test_net_health(name: str, healthy: float, state: str) -> None:
     out = hccn_net_health.samples(record, CHIP, CTX)
     assert_catalogued(out)
     assert as_dict(out) == {
-        ("npu_roce_net_healthy", (("npu", "5"),)): healthy,
-        ("npu_roce_net_health_state", (("npu", "5"), ("state", state))): 1.0,
+        ("npu_roce_net_healthy", (("npu", "5"), ("chip", "0"),)): healthy,
+        ("npu_roce_net_health_state", (("npu", "5"), ("chip", "0"), ("state", state))): 1.0,
     }
 
 
@@ -262,9 +262,9 @@ def test_optical_no_light_sets_signal_lost_and_zero_rx() -> None:
     out = hccn_optical.samples(record, CHIP, CTX)
     assert_catalogued(out)
     values = as_dict(out)
-    assert values[("npu_optical_signal_lost", (("npu", "5"),))] == 1.0
-    assert values[("npu_optical_rx_power_watts", (("npu", "5"), ("lane", "2")))] == 0.0
-    assert values[("npu_optical_temperature_celsius", (("npu", "5"),))] == 52.0
+    assert values[("npu_optical_signal_lost", (("npu", "5"), ("chip", "0"),))] == 1.0
+    assert values[("npu_optical_rx_power_watts", (("npu", "5"), ("chip", "0"), ("lane", "2")))] == 0.0
+    assert values[("npu_optical_temperature_celsius", (("npu", "5"), ("chip", "0"),))] == 52.0
     assert len(out) == 1 + 4 + 4 + 1
 
 
@@ -275,8 +275,8 @@ def test_optical_dbm_is_converted_and_clear_flags_mean_no_loss() -> None:
     assert record.rx_power_watts == {"0": pytest.approx(10 ** (-0.3) / 1000)}  # lane 1 is NA
     assert record.signal_lost is False
     values = as_dict(hccn_optical.samples(record, CHIP, CTX))
-    assert values[("npu_optical_signal_lost", (("npu", "5"),))] == 0.0
-    assert values[("npu_optical_temperature_celsius", (("npu", "5"),))] == 38.5
+    assert values[("npu_optical_signal_lost", (("npu", "5"), ("chip", "0"),))] == 0.0
+    assert values[("npu_optical_temperature_celsius", (("npu", "5"), ("chip", "0"),))] == 38.5
 
 
 def test_optical_without_flags_exports_no_signal_lost() -> None:
