@@ -3,7 +3,7 @@
     python bench/fleet_size.py                    # default config, fakes rendered in-process
     python bench/fleet_size.py --tools subprocess # the demo's fake executables, a process per call
     python bench/fleet_size.py --nodes 2000
-    python bench/fleet_size.py --disable npu_smi_topo --disable npu_smi_hccs_bw   # effect of a cut
+    python bench/fleet_size.py --disable npu_smi_hccs_bw   # effect of a cut
 
 Builds a demo agent of each size at the default config (probes off: they need torch), runs
 ``collect_once()`` (every collector group and internal job) and counts the samples in one
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tools", choices=("inprocess", "subprocess"), default="inprocess",
                         help="render the demo fakes in this process (fast) or run their executables")
     parser.add_argument("--disable", action="append", default=[], metavar="SOURCE",
-                        help="count with this source turned off (e.g. npu_smi_topo); repeatable")
+                        help="count with this source turned off (e.g. npu_smi_hccs_bw); repeatable")
     args = parser.parse_args(argv)
     if args.nodes < 1:
         parser.error(f"--nodes must be at least 1, got {args.nodes}")

@@ -52,9 +52,10 @@ def parse(text: str) -> NetHealthRecord:
 
 
 def samples(record: NetHealthRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
+    port = label_pairs(npu=chip.npu, chip=chip.chip)
     return [
-        Sample("npu_roce_net_healthy", label_pairs(npu=chip.npu, chip=chip.chip), 1.0 if record.healthy else 0.0),
-        Sample("npu_roce_net_health_state", label_pairs(npu=chip.npu, chip=chip.chip, state=state_label(record.state)), 1.0),
+        Sample("npu_roce_net_healthy", port, 1.0 if record.healthy else 0.0),
+        Sample("npu_roce_net_health_state", (*port, ("state", state_label(record.state))), 1.0),
     ]
 
 

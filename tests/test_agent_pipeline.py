@@ -53,7 +53,7 @@ def test_demo_node_exports_every_source(tmp_path: Path) -> None:
         assert 70 <= (_get(values, "npu_power_watts", **chip) or 0) <= 350
         assert _get(values, "npu_hbm_total_bytes", **chip) == 65536 * 2**20
         assert _get(values, "npu_aicore_frequency_hertz", **chip) is not None
-        assert _get(values, "npu_roce_link_up", npu=str(npu)) == 1
+        assert _get(values, "npu_roce_link_up", npu=str(npu), chip="0") == 1
     infos = [dict(labels) for (name, labels), _ in values.items() if name == "npu_info"]
     assert len(infos) == 8
     assert all(info["model"] == "910B3" and info["firmware"] and info["driver"] for info in infos), infos
@@ -165,9 +165,9 @@ def test_faults_show_in_metrics(tmp_path: Path) -> None:
     assert _get(values, "npu_healthy", npu="5", chip="0") == 0
     assert _get(values, "npu_health_state", npu="5", chip="0", state="alarm") == 1
     assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00") == 1
-    assert _get(values, "npu_roce_link_up", npu="3") == 0
-    assert _get(values, "npu_roce_link_up", npu="2") == 1
-    assert _get(values, "npu_optical_signal_lost", npu="4") == 1
+    assert _get(values, "npu_roce_link_up", npu="3", chip="0") == 0
+    assert _get(values, "npu_roce_link_up", npu="2", chip="0") == 1
+    assert _get(values, "npu_optical_signal_lost", npu="4", chip="0") == 1
     assert _get(values, "npu_power_watts", npu="7", chip="0") is None
     bundle.agent.stop()
 

@@ -442,7 +442,9 @@ def test_fleet_size_table_adds_up() -> None:
     family_rows = {name: int(row[1].replace(",", "")) for name, row in rows.items() if name in families}
     assert family_rows == dict(families)
 
-    without_topology = fleet_size.families(fleet_size.exposition(16, "inprocess", ["npu_smi_topo"]))
-    assert "npu_topology_link" in families and "npu_topology_link" not in without_topology
+    assert "npu_topology_link" not in families  # opt-in: off by default
+    without_hccs_bw = fleet_size.families(fleet_size.exposition(16, "inprocess", ["npu_smi_hccs_bw"]))
+    hccs_bw = "npu_hccs_bandwidth_bytes_per_second"
+    assert hccs_bw in families and hccs_bw not in without_hccs_bw
     with pytest.raises(ValueError, match="cannot disable"):
         fleet_size.disable_config(["no_such_source"])
