@@ -174,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     demo_dir = _demo_dir(args)
     bundle = build_agent(config, demo_dir, args.demo_chips)
     agent = bundle.agent
+    log.info("npuwatch %s: %d collectors (%s)", __version__, len(agent.store.all()),
+             ", ".join(sorted(snap.source for snap in agent.store.all())))
     if bundle.demo is not None:
         log.info("demo node: %d simulated chips, state in %s (switch faults with `npuwatch demo "
                  "--demo-dir %s ...`)", args.demo_chips, demo_dir, demo_dir)
