@@ -51,6 +51,15 @@ def demo_overrides(demo_dir: Path, bin_dir: Path) -> dict[str, Any]:
         "collectors.hccl_logs.paths": [str(demo_dir / "log")],
         "state_dir": str(demo_dir / "state"),
         "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
+        # The demo's probes run on the CPU and often, so their panels fill within minutes. Its
+        # AI Core load is synthetic, so only a listed NPU process (the `process` fault) holds
+        # probes back.
+        "probes.backend": "cpu",
+        "probes.idle_aicore_threshold": 1.0,
+        "probes.gemm.interval": 120.0,
+        "probes.gemm.jitter": 10.0,
+        "probes.allreduce.interval": 300.0,
+        "probes.allreduce.jitter": 10.0,
     }
 
 

@@ -61,13 +61,13 @@ class ProbeController:
     def settings(self) -> ProbeSettings:
         settings = settings_from_config(self._agent.config)
         chip_map: dict[int, tuple[int, int]] = {}
-        model = settings.model
         for index, chip in enumerate(sorted(self._agent.chips(), key=lambda c: (c.logic_id or 0, c.npu))):
             device = chip.logic_id if chip.logic_id is not None else index
             chip_map[device] = (chip.npu, chip.chip)
-        if model is None:
-            model = _model_from_inventory(self._agent)
-        return dataclasses.replace(settings, chip_map=chip_map, model=model, tag=self._tag)
+        # The model for the peak table comes from the device the worker ran on (torch_npu's
+        # device name on NPU nodes) unless probes.model pins it: npu-smi's model would be
+        # wrong for a cpu or cuda run.
+        return dataclasses.replace(settings, chip_map=chip_map, tag=self._tag)
 
     def run(self, probe: str) -> ProbeResult:
         reason = idle_reason(self._agent)
@@ -97,18 +97,6 @@ class ProbeController:
             except (psutil.Error, ProcessLookupError):
                 continue
         return killed
-
-
-def _model_from_inventory(agent: Agent) -> str | None:
-    for snap in agent.store.all():
-        if snap.source != "npu_smi_info":
-            continue
-        for sample in snap.samples:
-            if sample.metric == "npu_info":
-                model = dict(sample.labels).get("model")
-                if model:
-                    return model
-    return None
 
 
 def schedule_probes(agent: Agent) -> None:

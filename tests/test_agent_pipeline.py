@@ -254,3 +254,28 @@ def test_ascend_dmi_waits_for_an_idle_node(tmp_path: Path, require_idle: bool, r
         values = _values(bundle.agent.cache.render().body)
         assert (_get(values, "npu_dmi_flops", npu="0", dtype="fp16") or 0) > 1e14
     bundle.agent.stop()
+
+
+def test_demo_probes_run_when_idle_and_skip_while_a_process_is_listed(tmp_path: Path) -> None:
+    extra = {"probes": {"enabled": True, "gemm": {"size": 64}, "allreduce": {"enabled": False}}}
+    bundle = demo_bundle(tmp_path, extra, chips=2)
+    agent = bundle.agent
+    agent.collect_once()
+    result = agent.probe_controller.run("gemm")
+    assert result.outcome == "pass", result.message
+    agent.run_internal_by_name("probes")
+    values = _values(agent.cache.render().body)
+    assert _get(values, "npuwatch_probe_runs_total", probe="gemm", outcome="pass") == 1
+    assert (_get(values, "npu_probe_gemm_flops", npu="0", chip="0", dtype="fp32") or 0) > 0
+    assert _get(values, "npu_probe_gemm_correct", npu="0", chip="0", dtype="fp32") == 1
+    # No efficiency: the cpu's model is in no peak table (npu-smi's 910B3 is not what ran).
+    assert _get(values, "npu_probe_gemm_efficiency_ratio", npu="0", chip="0", dtype="fp32") is None
+
+    bundle.demo.set_fault("process", chip=1)
+    agent.collect_group("info")
+    skipped = agent.probe_controller.run("gemm")
+    assert skipped.outcome == "skipped" and "process" in (skipped.message or "")
+    agent.run_internal_by_name("probes")
+    values = _values(agent.cache.render().body)
+    assert _get(values, "npuwatch_probe_runs_total", probe="gemm", outcome="skipped") == 1
+    agent.stop()
