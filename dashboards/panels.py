@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from grafana_foundation_sdk.builders import common as common_b
 from grafana_foundation_sdk.builders import dashboard as dashboard_b
@@ -117,6 +118,13 @@ def _legend(*, table: bool = False) -> common_b.VizLegendOptions:
     return legend
 
 
+def _common(panel: Any, *, title: str, description: str, unit: str,
+            thresholds: dashboard_b.ThresholdsConfig, width: int, height: int) -> Any:
+    """What every panel sets: title, description, the datasource variable, unit, thresholds, size."""
+    return (panel.title(title).description(description).datasource(DATASOURCE).unit(unit)
+            .thresholds(thresholds).span(width).height(height))
+
+
 def timeseries(
     title: str,
     description: str,
@@ -133,14 +141,8 @@ def timeseries(
     legend_table: bool = False,
 ) -> timeseries_b.Panel:
     panel = (
-        timeseries_b.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .thresholds(thresholds)
-        .span(width)
-        .height(height)
+        _common(timeseries_b.Panel(), title=title, description=description, unit=unit,
+                thresholds=thresholds, width=width, height=height)
         .legend(_legend(table=legend_table))
         .tooltip(common_b.VizTooltipOptions().mode(common_m.TooltipDisplayMode.MULTI)
                  .sort(common_m.SortOrder.DESCENDING))
@@ -171,14 +173,8 @@ def stat(
     height: int = 4,
 ) -> stat_b.Panel:
     panel = (
-        stat_b.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .thresholds(thresholds)
-        .span(width)
-        .height(height)
+        _common(stat_b.Panel(), title=title, description=description, unit=unit,
+                thresholds=thresholds, width=width, height=height)
         .color_mode(common_m.BigValueColorMode.BACKGROUND)
         .graph_mode(common_m.BigValueGraphMode.AREA)
         .text_mode(common_m.BigValueTextMode.AUTO)
@@ -241,14 +237,8 @@ def table(
     if columns and len(columns) != len(queries):
         raise ValueError(f"{title}: {len(columns)} columns for {len(queries)} queries")
     panel = (
-        table_b.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .thresholds(thresholds)
-        .span(width)
-        .height(height)
+        _common(table_b.Panel(), title=title, description=description, unit=unit,
+                thresholds=thresholds, width=width, height=height)
         .show_header(True)
         .with_transformation(dashboard_m.DataTransformerConfig(id_val="merge", options={}))
         .with_transformation(dashboard_m.DataTransformerConfig(
@@ -278,16 +268,10 @@ def state_timeline(
 ) -> statetimeline_b.Panel:
     """Per-series state over time; ``mapping`` is value -> (text, colour), e.g. "1" -> ("UP", "green")."""
     panel = (
-        statetimeline_b.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .thresholds(thresholds)
+        _common(statetimeline_b.Panel(), title=title, description=description, unit=unit,
+                thresholds=thresholds, width=width, height=height)
         .mappings(_value_mappings(mapping))
         .color_scheme(dashboard_b.FieldColor().mode(dashboard_m.FieldColorModeId.THRESHOLDS))
-        .span(width)
-        .height(height)
         .show_value(common_m.VisibilityMode.NEVER)
         .merge_values(True)
         .row_height(0.9)
@@ -322,14 +306,8 @@ def heatmap_distribution(
 ) -> heatmap_b.Panel:
     """Grafana buckets the raw values itself: how many chips sit at each value, over time."""
     panel = (
-        heatmap_b.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .thresholds(thresholds)
-        .span(width)
-        .height(height)
+        _common(heatmap_b.Panel(), title=title, description=description, unit=unit,
+                thresholds=thresholds, width=width, height=height)
         .calculate(True)
         .color(_heatmap_colors())
         .y_axis(heatmap_b.YAxisConfig().unit(unit))
@@ -356,14 +334,8 @@ def heatmap_per_series(
     """One heatmap row per series (e.g. per node and chip), coloured by its value."""
     colors = _heatmap_colors().scale(heatmap_m.HeatmapColorScale.LINEAR).min(min_value).max(max_value)
     panel = (
-        heatmap_b.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .thresholds(thresholds)
-        .span(width)
-        .height(height)
+        _common(heatmap_b.Panel(), title=title, description=description, unit=unit,
+                thresholds=thresholds, width=width, height=height)
         .calculate(False)
         .color(colors)
         .rows_frame(heatmap_b.RowsHeatmapOptions().layout(common_m.HeatmapCellLayout.UNKNOWN))
