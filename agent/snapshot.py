@@ -91,6 +91,11 @@ class SnapshotStore:
             if self._snapshots.pop(source, None) is not None:
                 self._version += 1
 
+    def _update(self, source: str, **changes: Any) -> None:
+        with self._lock:
+            self._snapshots[source] = replace(self._require(source), **changes)
+            self._version += 1
+
     def put_success(
         self,
         source: str,
@@ -99,21 +104,10 @@ class SnapshotStore:
         started_at: float,
         duration_s: float,
     ) -> None:
-        with self._lock:
-            current = self._require(source)
-            self._snapshots[source] = replace(
-                current,
-                started_at=started_at,
-                duration_s=duration_s,
-                ok=True,
-                error=None,
-                error_reason=None,
-                no_data=False,
-                last_success=self._clock(),
-                samples=tuple(samples),
-                records=records,
-            )
-            self._version += 1
+        self._update(
+            source, started_at=started_at, duration_s=duration_s, ok=True, error=None, error_reason=None,
+            no_data=False, last_success=self._clock(), samples=tuple(samples), records=records,
+        )
         self._notify(source)
 
     def put_failure(
@@ -123,43 +117,23 @@ class SnapshotStore:
             raise ValueError(f"unknown error reason {reason!r}")
         with self._lock:
             current = self._require(source)
-            errors = dict(current.errors)
-            errors[reason] += 1
+            errors = {**current.errors, reason: current.errors[reason] + 1}
             self._snapshots[source] = replace(
-                current,
-                started_at=started_at,
-                duration_s=duration_s,
-                ok=False,
-                error=error,
-                error_reason=reason,
-                no_data=False,
-                errors=errors,
+                current, started_at=started_at, duration_s=duration_s, ok=False, error=error,
+                error_reason=reason, no_data=False, errors=errors,
             )
             self._version += 1
 
     def put_degraded(self, source: str, why: str) -> None:
         """The run worked but something is wrong beside it: up 0, no error counted, samples kept."""
-        with self._lock:
-            current = self._require(source)
-            self._snapshots[source] = replace(current, ok=False, error=why, error_reason=None)
-            self._version += 1
+        self._update(source, ok=False, error=why, error_reason=None)
 
     def put_no_data(self, source: str, why: str, started_at: float, duration_s: float) -> None:
         """Nothing to collect here (tool absent, no RoCE port): up 0, no error counted."""
-        with self._lock:
-            current = self._require(source)
-            self._snapshots[source] = replace(
-                current,
-                started_at=started_at,
-                duration_s=duration_s,
-                ok=False,
-                error=why,
-                error_reason=None,
-                no_data=True,
-                samples=(),
-                records=None,
-            )
-            self._version += 1
+        self._update(
+            source, started_at=started_at, duration_s=duration_s, ok=False, error=why, error_reason=None,
+            no_data=True, samples=(), records=None,
+        )
 
     def get(self, source: str) -> SourceSnapshot | None:
         return self._snapshots.get(source)
