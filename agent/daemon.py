@@ -16,15 +16,14 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from prometheus_client import CollectorRegistry
 
 from agent.collect import SourceRunner, ToolSettings
 from agent.config import Config
-from agent.exporter import ExpositionCache, NpuwatchCollector
+from agent.exporter import ExpositionCache
 from agent.exposition import SnapshotRenderer
 from agent.http import AgentHTTPServer, ServerLimits, make_server
 from agent.probe_runner import ProbeMetrics
-from agent.probes_job import ProbeController, idle_reason
+from agent.probes_job import ProbeController, idle_reason, schedule_probes
 from agent.snapshot import SnapshotStore
 from agent.textfile import TextfileWriter
 from agent.web_config import load_web_config
@@ -138,9 +137,6 @@ class Agent:
             self.store.register(source.name, group_interval(config, source.group))
         for job in self._internal:
             self.store.register(job.name, job.interval_s, job.max_age_s)
-        self.collector = NpuwatchCollector(self.store, config.labels, config.expected_chips)
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
         renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
@@ -321,9 +317,10 @@ class Agent:
         self._configure(config)
         if self._scheduler is not None:
             for job in self._scheduler.get_jobs():
-                if job.id.startswith(("group:", "internal:")):
+                if job.id.startswith(("group:", "internal:", "timed:probe:")):
                     job.remove()
             self._schedule_jobs(first_run_now=True)
+            schedule_probes(self)  # new probe intervals, cron or an enable/disable take effect
 
     def stop(self) -> None:
         self._stopping = True

@@ -1,8 +1,10 @@
-"""Turns snapshots into Prometheus metric families, and caches the rendered exposition.
+"""The exposition served on /metrics, and the same data as a prometheus_client Collector.
 
-No I/O and no tool runs here: a scrape only reads the snapshot store. Because
-rendering ~1,000 series costs milliseconds, the exposition is rendered once per
-store change (or when a snapshot ages out) and scrapes are served the cached bytes.
+No I/O and no tool runs here: a scrape only reads the snapshot store.
+``ExpositionCache`` serves bytes from ``agent.exposition.SnapshotRenderer`` and renders
+again only after a store change or an expiry. ``NpuwatchCollector`` yields the same
+families through prometheus_client, for code that embeds npuwatch in a registry of
+its own; the tests use it as the reference the fast renderer must match.
 """
 
 from __future__ import annotations

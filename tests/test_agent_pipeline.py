@@ -279,3 +279,26 @@ def test_demo_probes_run_when_idle_and_skip_while_a_process_is_listed(tmp_path: 
     values = _values(agent.cache.render().body)
     assert _get(values, "npuwatch_probe_runs_total", probe="gemm", outcome="skipped") == 1
     agent.stop()
+
+
+def test_reload_reschedules_probe_jobs(tmp_path: Path) -> None:
+    # No demo: the demo pins its own short probe intervals.
+    config = build_config(merged(FAST, {"state_dir": str(tmp_path), "probes": {
+        "enabled": True, "gemm": {"interval": "1h"}, "allreduce": {"enabled": False}}}))
+    agent = build_agent(config).agent
+    agent.start(serve_http=False)
+    from agent.probes_job import schedule_probes
+
+    schedule_probes(agent)
+    try:
+        def probe_jobs() -> dict[str, float]:
+            assert agent._scheduler is not None
+            return {job.id: job.trigger.interval.total_seconds() for job in agent._scheduler.get_jobs()
+                    if job.id.startswith("timed:probe:")}
+
+        assert probe_jobs() == {"timed:probe:gemm": 3600.0}
+        agent.reload(apply_overrides(agent.config, {"probes.gemm.interval": 600.0,
+                                                    "probes.allreduce.enabled": True}))
+        assert probe_jobs() == {"timed:probe:gemm": 600.0, "timed:probe:allreduce": 6 * 3600.0}
+    finally:
+        agent.stop()

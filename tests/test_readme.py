@@ -46,3 +46,29 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert ci_lines[-1] == test_command
     for package in ("prometheus", "prometheus-alertmanager"):
         assert package in (REPO / ".ci" / "run").read_text()
+
+
+def _config_leaves(schema: object, path: str = "") -> list[str]:
+    from collections.abc import Mapping
+
+    assert isinstance(schema, Mapping)
+    out: list[str] = []
+    for key, value in schema.items():
+        dotted = f"{path}.{key}" if path else key
+        out.extend(_config_leaves(value, dotted) if isinstance(value, Mapping) else [dotted])
+    return out
+
+
+def test_every_config_key_is_in_the_reference() -> None:
+    from agent.config import SCHEMA
+
+    reference = README.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in reference.splitlines() if line.startswith("| `")]
+    missing = []
+    for leaf in _config_leaves(SCHEMA):
+        section, _, last = leaf.rpartition(".")
+        named = any(f"`{leaf}`" in row or (section and f"`{section}." in row and f"`.{last}`" in row)
+                    for row in rows)
+        if not named:
+            missing.append(leaf)
+    assert missing == []
