@@ -63,13 +63,13 @@ def demo_overrides(demo_dir: Path, bin_dir: Path) -> dict[str, Any]:
     }
 
 
-def _state_dir(config: Config) -> Path | None:
+def _state_dir(config: Config) -> Path:
+    """The state directory, created when missing; an unusable one is warned about, not fatal."""
     path = Path(os.path.expanduser(config.state_dir))
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         log.warning("state directory %s unusable (%s); log positions are kept in memory only", path, exc)
-        return None
     return path
 
 
@@ -83,7 +83,6 @@ def internal_jobs(config: Config) -> list[InternalJob]:
         from collectors.hccl_logs import HcclLogCollector
         from collectors.hccl_tail import DEFAULT_GLOBS
 
-        _state_dir(config)  # creates it, or warns that positions stay in memory
         logs = collectors.hccl_logs
         scanner = HcclLogCollector(
             paths=list(logs.paths),
@@ -91,7 +90,7 @@ def internal_jobs(config: Config) -> list[InternalJob]:
             globs=[*DEFAULT_GLOBS, *logs.globs],
             kernel_log=logs.kernel_log,
             # Always the real path: an unusable one is reported as the scanner's problem.
-            state_file=Path(os.path.expanduser(config.state_dir)) / "hccl_logs.json",
+            state_file=_state_dir(config) / "hccl_logs.json",
             first_start_window_s=logs.first_start_window,
             byte_budget=logs.byte_budget,
         )

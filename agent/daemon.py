@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -346,6 +344,3 @@ def _at(timestamp: float) -> Any:
 
     return datetime.fromtimestamp(timestamp, tz=UTC)
 
-
-def state_path(config: Config, name: str) -> Path:
-    return Path(os.path.expanduser(config.state_dir)) / name
