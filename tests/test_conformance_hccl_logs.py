@@ -51,6 +51,18 @@ EXPECTED: dict[str, tuple[set[str], dict[str, int], set[tuple[str, str]]]] = {
     "29_mc_fixture_link_error": ({"connect_timeout"}, {"link_error": 1}, {("link_peer", "124.0.0.11/1")}),
     "30_doc_hccl_test_all_reduce": (set(), {}, set()),
     "31_doc_hccl_test_retcode7": ({"init"}, {"comm_init_failed": 1}, set()),
+    # Two ranks of one communicator, each printing its own 3-line Task-run-failed block.
+    "32_doc_ei0002_two_ranks_allreduce_vs_allgather": ({"exec_timeout"}, {"task_exec_timeout": 1}, set()),
+    # The same AllReduce timing out on two ranks 5 min 44 s apart: two incidents, counted twice.
+    "33_doc_ei0002_two_ranks_same_allreduce": ({"exec_timeout"}, {"task_exec_timeout": 2}, set()),
+    # INFO-level Entry- lines (rank -> pid/device maps): no error to count.
+    "34_doc_grep_run_plog_Entry": (set(), {}, set()),
+    "35_doc_hccl_entry_log_enable": (set(), {}, set()),
+    "36_doc_ei0015_root_server": ({"rendezvous_timeout"}, {"topo_exchange_timeout": 1}, set()),
+    "37_doc_ei0015_agent_failed_to_connect": (set(), {}, set()),
+    "38_doc_ei0015_agent_topo_exchange": ({"rendezvous_timeout"}, {"topo_exchange_timeout": 1}, set()),
+    "39_doc_run_plog_Entry_rank3": (set(), {}, set()),
+    "40_doc_ei0019_host_port_bind": ({"init", "other"}, {"EI0019": 1, "port_listen_failed": 1}, set()),
     "hccl-log_EI0002-notify-wait": ({"exec_timeout", "heartbeat"}, {"EI0002": 1},
                                     {("remote_rank", "0"), ("exception_location", "10.*.*.*/0")}),
     "hccl-log_EI0002-torch_npu-507048": ({"exec_timeout", "stream_sync_timeout", "heartbeat"},
@@ -60,6 +72,9 @@ EXPECTED: dict[str, tuple[set[str], dict[str, int], set[tuple[str, str]]]] = {
     "hccl-plog_HcclCommInitRootInfo": ({"connect_timeout"}, {"socket_timeout": 1}, set()),
     "hccl-plog_TaskExceptionHandler": ({"exec_timeout"}, {"notify_wait": 1}, set()),
     "hccl-plog_topo-exchange": ({"rendezvous_timeout"}, {"topo_exchange_timeout": 1}, set()),
+    # Rank tables are JSON, not logs: the scanner must find nothing in them.
+    "hccl-ranktable_v1.0": (set(), {}, set()),
+    "hccl-ranktable_v1.2": (set(), {}, set()),
 }
 
 

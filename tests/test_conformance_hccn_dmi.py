@@ -61,6 +61,15 @@ UNSUPPORTED: dict[str, str] = {
     "hccn_tool_-route_-g": "routing table, no metric in the catalogue",
     "hccn_tool_-tls_-g_grep-switch": "grep-filtered TLS settings line, no metric in the catalogue",
     "hccn_tool_-g_-vnic": "950 virtual NIC address, no metric in the catalogue",
+    # ascend-dmi fault diagnosis: no parser yet; `npuwatch check --level long` brings one.
+    "ascend-dmi_-dg_-i_driver": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
+    "ascend-dmi_-dg_-i_cann_-p": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
+    "ascend-dmi_-dg_-i_device": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
+    "ascend-dmi_-dg_-i_network": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
+    "ascend-dmi_--dg_-i_bandwidth": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
+    "ascend-dmi_--dg_--scene_healthCheck,performanceCheck,stressTest_-q":
+        "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
+    "ascend-dmi_--dg_-i_aicore_-s_-q": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
 }
 
 
@@ -103,9 +112,24 @@ def test_supported_corpus_file_parses(path: Path) -> None:
 
 
 def test_link_up_910() -> None:
-    record = hccn_link.parse(one("hccn_tool_-link_-g"))
+    record = hccn_link.parse(named("910-UP"))
     assert record.up is True
     assert hccn_link.samples(record, CHIP, CTX)[0].value == 1.0
+
+
+def test_link_down_910b3_without_optics() -> None:
+    record = hccn_link.parse(named("910B3-DOWN-no-optical-module"))
+    assert record.up is False
+    assert hccn_link.samples(record, CHIP, CTX)[0].value == 0.0
+
+
+def test_optical_910b3_module_not_present() -> None:
+    record = hccn_optical.parse(named("910B3-module-not-present"))
+    assert record.present == "not present"
+    assert record.temperature_celsius is None
+    assert record.tx_power_watts == {}
+    assert record.rx_power_watts == {}
+    assert [s.metric for s in hccn_optical.samples(record, CHIP, CTX)] == []
 
 
 def test_link_down_950_ub_port() -> None:
@@ -142,7 +166,7 @@ def test_net_health_states(fragment: str, state: str, healthy: bool) -> None:
 
 
 def test_optical_910a_qsfp() -> None:
-    record = hccn_optical.parse(one("hccn_tool_-optical_-g"))
+    record = hccn_optical.parse(named("910A-QSFP"))
     assert record.present == "not present"
     assert record.temperature_celsius == 47.0
     assert record.tx_power_watts["0"] == pytest.approx(4.4035e-3)
