@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from agent.config import ConfigError, load_config
+from agent.core.config import ConfigError, load_config
 
 __all__ = ["build_parser", "main"]
 
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="how far back logs and link flaps count (default 7200)")
 
     probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
-    from agent import probe_cli
+    from agent.probes import cli as probe_cli
 
     probe_cli.add_arguments(probe)
 
@@ -123,7 +123,7 @@ def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from agent.assemble import apply_overrides
+    from agent.core.assemble import apply_overrides
 
     config = load_config(args.config)
     overrides = _tool_overrides(args)
@@ -142,7 +142,7 @@ def _demo_dir(args: argparse.Namespace) -> Path | None:
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     if config.web.config_file:
-        from agent.web_config import load_web_config
+        from agent.web.config import load_web_config
 
         load_web_config(config.web.config_file)
     print(f"{args.file}: valid config (listen {config.web.listen_address}:{config.web.port})")
@@ -150,14 +150,14 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    from agent.assemble import build_agent
+    from agent.core.assemble import build_agent
 
     bundle = build_agent(_load(args), _demo_dir(args), args.demo_chips)
     agent = bundle.agent
     try:
         agent.collect_once()
         if args.probes:
-            from agent.probes_job import run_all_probes_now
+            from agent.probes.job import run_all_probes_now
 
             run_all_probes_now(agent)
         sys.stdout.buffer.write(agent.cache.render(openmetrics=args.openmetrics).body)
@@ -168,7 +168,7 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agent.assemble import build_agent
+    from agent.core.assemble import build_agent
 
     config = _load(args)
     demo_dir = _demo_dir(args)
@@ -201,7 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   web.port, exc.strerror or exc)
         agent.stop()
         return 1
-    from agent.probes_job import schedule_probes
+    from agent.probes.job import schedule_probes
 
     schedule_probes(agent)
     try:
@@ -225,7 +225,7 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
             log.warning("SIGHUP: a demo without --demo-dir keeps its config")
             return
         if args.demo:
-            from agent.assemble import apply_overrides, demo_overrides
+            from agent.core.assemble import apply_overrides, demo_overrides
 
             demo_dir = Path(args.demo_dir)
             config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin"))
@@ -237,19 +237,19 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_scan_logs(args: argparse.Namespace) -> int:
-    from agent import scan_logs
+    from agent.diagnose import scan_logs
 
     return scan_logs.main(args.paths, as_json=args.json)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from agent import diagnose
+    from agent.diagnose import engine as diagnose
 
     return diagnose.main(args, _load(args), _demo_dir(args))
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from agent import probe_cli
+    from agent.probes import cli as probe_cli
 
     return probe_cli.main(args)
 
@@ -272,7 +272,7 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from agent.logs import setup_logging
+    from agent.core.logging_setup import setup_logging
 
     parser = build_parser()
     args = parser.parse_args(argv)

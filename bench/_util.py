@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.assemble import AgentBundle, build_agent  # noqa: E402
-from agent.config import build_config  # noqa: E402
+from agent.core.assemble import AgentBundle, build_agent  # noqa: E402
+from agent.core.config import build_config  # noqa: E402
 
 __all__ = [
     "ROOT",
@@ -83,7 +83,7 @@ def demo_agent(demo_dir: Path, chips: int, extra: Mapping[str, Any] | None = Non
 
 # --- fake tools without a process per call
 class InProcessTools:
-    """Replace ``agent.collect.run_tool`` with the demo fakes' own ``render`` functions.
+    """Replace ``agent.core.collect.run_tool`` with the demo fakes' own ``render`` functions.
 
     Everything the agent does with a tool's output (parse, samples, store, render) still runs;
     what is skipped is fork/exec of a Python fake per call (~30-50 ms of CPU each on these
@@ -102,8 +102,8 @@ class InProcessTools:
         self._saved: Any = None
 
     def run_tool(self, argv: Sequence[str], timeout_s: float, **_: Any) -> Any:
+        from agent.core.tool_runner import RunResult, ToolFailed
         from agent.demo.state import demo_now
-        from agent.runner import RunResult, ToolFailed
 
         self.calls += 1
         started = time.monotonic()
@@ -115,16 +115,16 @@ class InProcessTools:
         return result
 
     def __enter__(self) -> InProcessTools:
-        import agent.collect
+        import agent.core.collect
 
-        self._saved = agent.collect.run_tool
-        agent.collect.run_tool = self.run_tool  # type: ignore[assignment]
+        self._saved = agent.core.collect.run_tool
+        agent.core.collect.run_tool = self.run_tool  # type: ignore[assignment]
         return self
 
     def __exit__(self, *_: object) -> None:
-        import agent.collect
+        import agent.core.collect
 
-        agent.collect.run_tool = self._saved
+        agent.core.collect.run_tool = self._saved
 
 
 # --- measurements
@@ -296,7 +296,7 @@ class _RenderEveryTime:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from agent.http import ServerLimits, make_server
+    from agent.web.server import ServerLimits, make_server
 
     demo_dir = Path(args.demo_dir or tempfile.mkdtemp(prefix="npuwatch-bench-"))
     agent = demo_agent(demo_dir, args.chips).agent

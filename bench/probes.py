@@ -4,7 +4,7 @@
     python bench/probes.py --backend cuda            # on a GPU box
     python bench/probes.py --backend npu --python /opt/train/bin/python
 
-For each row the probe runs through agent.probe_runner (worker processes, watchdog,
+For each row the probe runs through agent.probes.runner (worker processes, watchdog,
 correctness check) and a plain loop runs in the same session: ``torch.matmul`` timed in
 this process (best of several repetitions), and a bare ``torch.distributed.all_reduce``
 loop in its own ranks. The probe should land within 10 % of the plain figure.
@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.probe_runner import ProbeSettings, _free_port, run_allreduce, run_gemm
+from agent.probes.runner import ProbeSettings, _free_port, run_allreduce, run_gemm
 
 TOLERANCE = 0.10
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}

@@ -15,7 +15,7 @@ import psutil
 from collectors.base import ChipRef, Source
 
 if TYPE_CHECKING:
-    from agent.snapshot import SnapshotStore
+    from agent.core.snapshot import SnapshotStore
 
 __all__ = ["SOURCES", "SOURCE_MODULES", "chip_refs", "inventory", "process_owner"]
 

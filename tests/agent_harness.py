@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agent.assemble import AgentBundle, build_agent
-from agent.config import build_config
+from agent.core.assemble import AgentBundle, build_agent
+from agent.core.config import build_config
 
 FAST = {
     "web": {"listen_address": "127.0.0.1", "port": 0},
@@ -39,7 +39,7 @@ def demo_bundle(tmp_path: Path, extra: dict[str, Any] | None = None, chips: int 
 @contextmanager
 def serving(bundle: AgentBundle) -> Iterator[str]:
     """Start HTTP only (no scheduler); yields the base URL."""
-    from agent.http import make_server
+    from agent.web.server import make_server
 
     server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health)
     server.start()

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as text_openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.assemble import apply_overrides, build_agent
-from agent.config import build_config
+from agent.core.assemble import apply_overrides, build_agent
+from agent.core.config import build_config
 from tests.agent_harness import FAST, demo_bundle, get, merged, serving, wait_for
 
 
@@ -287,7 +287,7 @@ def test_reload_reschedules_probe_jobs(tmp_path: Path) -> None:
         "enabled": True, "gemm": {"interval": "1h"}, "allreduce": {"enabled": False}}}))
     agent = build_agent(config).agent
     agent.start(serve_http=False)
-    from agent.probes_job import schedule_probes
+    from agent.probes.job import schedule_probes
 
     schedule_probes(agent)
     try:

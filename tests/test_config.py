@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.config import ConfigError, build_config, default_config, load_config, parse_duration, parse_size
+from agent.core.config import ConfigError, build_config, default_config, load_config, parse_duration, parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.scan_logs import EXIT_ERRORS, main
+from agent.diagnose.scan_logs import EXIT_ERRORS, main
 from collectors.hccl_classify import StreamClassifier
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")

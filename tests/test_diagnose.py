@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from agent import diagnose
-from agent.config import build_config
+from agent.core.config import build_config
 from agent.demo.state import DemoNode
-from agent.diagnose_checks import remote_culprit
+from agent.diagnose import engine as diagnose
+from agent.diagnose.checks import remote_culprit
 
 REPO = Path(__file__).resolve().parents[1]
 GAP_S = 0.2
@@ -288,7 +288,7 @@ class _FakeResult:
 def test_probe_outcomes(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                         monkeypatch: pytest.MonkeyPatch, case: tuple[str, str, int]) -> None:
     """--probes: a probe that could not run is UNKNOWN (verdict unaffected); a timeout is FAIL."""
-    from agent import probe_runner
+    from agent.probes import runner as probe_runner
 
     outcome, status, code = case
 

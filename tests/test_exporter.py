@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.exporter import ExpositionCache, NpuwatchCollector
-from agent.exposition import SnapshotRenderer
-from agent.snapshot import SnapshotStore
+from agent.core.exporter import ExpositionCache, NpuwatchCollector
+from agent.core.exposition import SnapshotRenderer
+from agent.core.snapshot import SnapshotStore
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE
 

@@ -22,11 +22,11 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import probes_job
-from agent.assemble import AgentBundle, apply_overrides
-from agent.http import make_server
-from agent.probe_runner import ProbeResult
-from agent.web_security import ServerLimits
+from agent.core.assemble import AgentBundle, apply_overrides
+from agent.probes import job as probes_job
+from agent.probes.runner import ProbeResult
+from agent.web.security import ServerLimits
+from agent.web.server import make_server
 from tests.agent_harness import demo_bundle, get, wait_for
 
 HCCN_COLLECTORS = ("hccn_link", "hccn_link_stat", "hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed")

@@ -47,9 +47,9 @@ from typing import Any
 
 import pytest
 
-from agent.assemble import AgentBundle
-from agent.daemon import Agent, group_interval
-from agent.http import AgentHTTPServer, make_server
+from agent.core.assemble import AgentBundle
+from agent.core.daemon import Agent, group_interval
+from agent.web.server import AgentHTTPServer, make_server
 from bench import fleet_size
 from collectors.hccl_classify import StreamClassifier
 from dashboards.queries import iter_panel_queries, substitute

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from agent import probe_cli
-from agent.probe_runner import ProbeResult, ProbeSettings, run_allreduce
+from agent.probes import cli as probe_cli
+from agent.probes.runner import ProbeResult, ProbeSettings, run_allreduce
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent import probe_cli
-from agent.probe_lock import ProbeLock, idle_check
-from agent.probe_runner import ProbeMetrics, ProbeResult, ProbeSettings, run_allreduce, run_gemm
+from agent.probes import cli as probe_cli
+from agent.probes.lock import ProbeLock, idle_check
+from agent.probes.runner import ProbeMetrics, ProbeResult, ProbeSettings, run_allreduce, run_gemm
 from collectors.base import Sample, label_pairs
 from collectors.catalogue import CATALOGUE
 
@@ -115,7 +115,7 @@ def test_planted_gemm_corruption_fails_the_probe() -> None:
 
 
 def test_gemm_below_a_measured_peak_fails_and_datasheet_peak_does_not() -> None:
-    from agent.probe_runner import GemmMeasurement, _judge_gemm
+    from agent.probes.runner import GemmMeasurement, _judge_gemm
 
     def judged(basis: str) -> ProbeResult:
         m = GemmMeasurement(device=0, npu=0, chip=0, model="910B3", dtype="fp16", size=8192, iterations=50,
@@ -211,7 +211,7 @@ def test_held_lock_skips_the_probe_without_starting_it(tmp_path: Path) -> None:
 
 
 def test_lock_is_exclusive_and_released(tmp_path: Path) -> None:
-    from agent.probe_lock import ProbeBusy
+    from agent.probes.lock import ProbeBusy
 
     path = tmp_path / "sub" / "probe.lock"
     with ProbeLock(path), pytest.raises(ProbeBusy):
@@ -247,7 +247,7 @@ def test_torch_npu_import_error_is_an_error_and_auto_falls_back(tmp_path: Path) 
     assert result.outcome == "error"
     assert "cannot import torch_npu" in result.message and "libhccl.so" in result.message
     # auto: npu ruled out, the reason kept; the discovery resolves to cpu
-    from agent.probe_runner import _discover
+    from agent.probes.runner import _discover
 
     found = _discover(settings(python=python, backend="auto"))
     assert (found["status"], found["backend"]) == ("ok", "cpu")
@@ -271,7 +271,7 @@ def test_idle_check_names_the_busy_chips() -> None:
 
 
 def test_metric_samples_follow_the_catalogue() -> None:
-    from agent.probe_runner import AllreduceMeasurement, GemmMeasurement
+    from agent.probes.runner import AllreduceMeasurement, GemmMeasurement
 
     metrics = ProbeMetrics()
     gemm = GemmMeasurement(device=1, npu=1, chip=0, model="910B3", dtype="fp16", size=8192, iterations=50,
@@ -346,7 +346,7 @@ def test_cli_exit_codes_are_nagios_style(monkeypatch: pytest.MonkeyPatch, capsys
 
 
 def test_runner_env_sets_short_hccl_timeouts_within_hccl_ranges() -> None:
-    from agent.probe_runner import _worker_env
+    from agent.probes.runner import _worker_env
 
     env = _worker_env(ProbeSettings(connect_timeout_s=30, exec_timeout_s=90), "npu")
     assert (env["HCCL_CONNECT_TIMEOUT"], env["HCCL_EXEC_TIMEOUT"]) == ("120", "90")

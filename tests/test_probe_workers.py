@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.peaks import BUILTIN_PEAKS, lookup_peak, normalise_model
+from agent.probes.peaks import BUILTIN_PEAKS, lookup_peak, normalise_model
 
 PROBES_DIR = Path(__file__).resolve().parents[1] / "collectors" / "probes"
 

@@ -60,7 +60,7 @@ def _config_leaves(schema: object, path: str = "") -> list[str]:
 
 
 def test_every_config_key_is_in_the_reference() -> None:
-    from agent.config import SCHEMA
+    from agent.core.config import SCHEMA
 
     reference = README.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1] for line in reference.splitlines() if line.startswith("| `")]

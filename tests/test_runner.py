@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent.runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 
 
 def _script(tmp_path: Path, name: str, body: str) -> str:

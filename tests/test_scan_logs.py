@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.scan_logs import EXIT_ERRORS, EXIT_OK, EXIT_UNREADABLE, main, scan_paths
+from agent.diagnose.scan_logs import EXIT_ERRORS, EXIT_OK, EXIT_UNREADABLE, main, scan_paths
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hccl_logs"
 

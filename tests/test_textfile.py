@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.textfile import TextfileWriter
+from agent.core.textfile import TextfileWriter
 from tests.agent_harness import demo_bundle
 
 

@@ -25,11 +25,11 @@ from typing import Any
 import bcrypt
 import pytest
 
-from agent.config import ConfigError
-from agent.exporter import Exposition
-from agent.http import AgentHTTPServer, make_server
-from agent.web_config import WebConfig, build_web_config, load_web_config
-from agent.web_security import BasicAuth, RateLimiter, ServerLimits, parse_basic_authorization
+from agent.core.config import ConfigError
+from agent.core.exporter import Exposition
+from agent.web.config import WebConfig, build_web_config, load_web_config
+from agent.web.security import BasicAuth, RateLimiter, ServerLimits, parse_basic_authorization
+from agent.web.server import AgentHTTPServer, make_server
 
 BODY = b"# HELP npu_chips Chips seen.\n# TYPE npu_chips gauge\nnpu_chips 8.0\n"
 USER, PASSWORD = "prometheus", "s3cret-scrape"

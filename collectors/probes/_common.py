@@ -5,7 +5,7 @@ nodes the training environment's Python), so this module imports only the standa
 library at import time. torch is imported by ``load_backend`` so that a missing or broken
 torch becomes a reported setup error, never a traceback.
 
-Protocol with the runner (agent/probe_runner.py):
+Protocol with the runner (agent/probes/runner.py):
 - stdout carries exactly one JSON object, the result (``emit_result``);
 - stderr carries stage reports, one line each, ``@npuwatch-stage {"stage": ..., "rank": ...}``,
   so that a run killed at the deadline still tells which stage hung; a report with a

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from prometheus_client.utils import floatToGoString
 
 from agent import __version__
-from agent.snapshot import ERROR_REASONS, SnapshotStore, SourceSnapshot
+from agent.core.snapshot import ERROR_REASONS, SnapshotStore, SourceSnapshot
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE, MetricSpec
 

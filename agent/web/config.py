@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import ConfigError, read_yaml_file
+from agent.core.config import ConfigError, read_yaml_file
 
 __all__ = [
     "CIPHER_SUITES",
@@ -373,7 +373,7 @@ def build_web_config(raw: Any, source: str = "web config", base_dir: Path | None
         raise ConfigError(problems, source)
     if tls is not None:
         # Load the certificate and key now, so a bad pair fails at startup and in check-config.
-        from agent.web_security import server_ssl_context
+        from agent.web.security import server_ssl_context
 
         server_ssl_context(tls, source)
     return WebConfig(tls=tls, basic_auth_users=users, headers=headers, rate_limit=rate_limit, source=source)
@@ -384,7 +384,7 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
 
     Relative ``cert_file``/``key_file``/``client_ca_file`` are resolved against the
     file's directory, and the certificate and key are loaded once to prove they
-    match. Any problem raises ``agent.config.ConfigError`` naming each bad key by
+    match. Any problem raises ``agent.core.config.ConfigError`` naming each bad key by
     its path, e.g. ``tls_server_config.min_version: TLS10 is refused ...``.
     """
     source = str(path)

@@ -1,6 +1,6 @@
 """Probes inside the agent: idle-gated, scheduled with jitter, counted, and killable on shutdown.
 
-The probe runs themselves happen in child processes (agent.probe_runner); this module
+The probe runs themselves happen in child processes (agent.probes.runner); this module
 decides when a probe may run, turns outcomes into the ``probes`` snapshot, and kills any
 worker that is still running when the agent stops.
 """
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from agent.probe_cli import settings_from_config
-from agent.probe_lock import idle_check
-from agent.probe_runner import (
+from agent.probes.cli import settings_from_config
+from agent.probes.lock import idle_check
+from agent.probes.runner import (
     ProbeMetrics,
     ProbeResult,
     ProbeSettings,
@@ -30,7 +30,7 @@ from agent.probe_runner import (
 )
 
 if TYPE_CHECKING:
-    from agent.daemon import Agent
+    from agent.core.daemon import Agent
 
 __all__ = ["ProbeController", "idle_reason", "run_all_probes_now", "schedule_probes"]
 

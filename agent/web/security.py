@@ -1,6 +1,6 @@
 """Protections for the HTTP endpoints: TLS context, basic auth, request limits.
 
-Pure building blocks, used by ``agent/http.py``:
+Pure building blocks, used by ``agent/web/server.py``:
 
 - ``server_ssl_context(tls)``: an ``ssl.SSLContext`` from a ``TLSServerConfig``;
   ``ReloadingSSLContext`` rebuilds it when the certificate files change.
@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent.config import ConfigError
+from agent.core.config import ConfigError
 
 if TYPE_CHECKING:
-    from agent.web_config import TLSServerConfig
+    from agent.web.config import TLSServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ _TLS_VERSION = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3
 
 
 def _verify_mode(client_auth_type: str) -> ssl.VerifyMode:
-    from agent.web_config import ClientAuth
+    from agent.web.config import ClientAuth
 
     return {
         ClientAuth.NONE: ssl.CERT_NONE,
@@ -102,7 +102,7 @@ def server_ssl_context(tls: TLSServerConfig, source: str = "web config") -> ssl.
 
     Raises ``ConfigError`` when the certificate, key or client CA cannot be loaded.
     """
-    from agent.web_config import CIPHER_SUITES
+    from agent.web.config import CIPHER_SUITES
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = _TLS_VERSION[tls.min_version]

@@ -1,7 +1,7 @@
 """The exposition served on /metrics, and the same data as a prometheus_client Collector.
 
 No I/O and no tool runs here: a scrape only reads the snapshot store.
-``ExpositionCache`` serves bytes from ``agent.exposition.SnapshotRenderer`` and renders
+``ExpositionCache`` serves bytes from ``agent.core.exposition.SnapshotRenderer`` and renders
 again only after a store change or an expiry. ``NpuwatchCollector`` yields the same
 families through prometheus_client, for code that embeds npuwatch in a registry of
 its own; the tests use it as the reference the fast renderer must match.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
-from agent.exposition import SnapshotRenderer, group_by_metric, self_metric_samples, valid_rows
-from agent.snapshot import SnapshotStore, SourceSnapshot
+from agent.core.exposition import SnapshotRenderer, group_by_metric, self_metric_samples, valid_rows
+from agent.core.snapshot import SnapshotStore, SourceSnapshot
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE, MetricSpec
 

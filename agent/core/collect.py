@@ -16,8 +16,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from agent.runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
-from agent.snapshot import SnapshotStore
+from agent.core.snapshot import SnapshotStore
+from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from collectors.base import ChipRef, CollectContext, NoData, ParseError, Sample, Source
 
 __all__ = ["SourceRunner", "ToolSettings"]

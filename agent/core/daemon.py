@@ -15,16 +15,16 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from agent.collect import SourceRunner, ToolSettings
-from agent.config import Config
-from agent.exporter import ExpositionCache
-from agent.exposition import SnapshotRenderer
-from agent.http import AgentHTTPServer, ServerLimits, make_server
-from agent.probe_runner import ProbeMetrics
-from agent.probes_job import ProbeController, idle_reason, schedule_probes
-from agent.snapshot import SnapshotStore
-from agent.textfile import TextfileWriter
-from agent.web_config import load_web_config
+from agent.core.collect import SourceRunner, ToolSettings
+from agent.core.config import Config
+from agent.core.exporter import ExpositionCache
+from agent.core.exposition import SnapshotRenderer
+from agent.core.snapshot import SnapshotStore
+from agent.core.textfile import TextfileWriter
+from agent.probes.job import ProbeController, idle_reason, schedule_probes
+from agent.probes.runner import ProbeMetrics
+from agent.web.config import load_web_config
+from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import sources as source_registry
 from collectors.base import ChipRef, CollectContext, NoData, Sample, Source
 
@@ -309,7 +309,7 @@ class Agent:
             self.config.web.listen_address, self.config.web.port
         ):
             log.warning("web.listen_address/web.port changes take effect at the next restart")
-        from agent.assemble import internal_jobs
+        from agent.core.assemble import internal_jobs
 
         self._internal = internal_jobs(config)
         self._configure(config)

@@ -20,8 +20,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from agent.config import ConfigError, load_config, parse_size
-from agent.probe_runner import ProbeResult, ProbeSettings, run_allreduce, run_gemm
+from agent.core.config import ConfigError, load_config, parse_size
+from agent.probes.runner import ProbeResult, ProbeSettings, run_allreduce, run_gemm
 
 __all__ = ["add_arguments", "main", "settings_from_config"]
 
@@ -122,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_config(config: Any) -> ProbeSettings:
-    """ProbeSettings from a loaded config's ``probes`` section (agent.config.Config)."""
+    """ProbeSettings from a loaded config's ``probes`` section (agent.core.config.Config)."""
     probes = config.probes
     settings = ProbeSettings(
         backend=probes.backend, model=probes.model, lock_path=probes.lock_file,

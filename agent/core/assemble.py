@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import Config, build_config
-from agent.daemon import Agent, InternalJob
+from agent.core.config import Config, build_config
+from agent.core.daemon import Agent, InternalJob
 from collectors.host import HostCollector
 
 __all__ = ["AgentBundle", "apply_overrides", "build_agent", "demo_overrides"]

@@ -1,6 +1,6 @@
 """``npuwatch diagnose [--json] [--probes]``: HCCL-timeout triage of this node.
 
-Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose_checks``), judges
+Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose.checks``), judges
 each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with one verdict that
 names the most likely cause and the device. A local hardware fault explains a timeout better than
 the log symptom, in this order: link down, flapping link, optics without light, failing
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from agent.diagnose_checks import (
+from agent.diagnose.checks import (
     CAUSES,
     DEFAULT_SAMPLE_GAP_S,
     DEFAULT_WINDOW_S,
@@ -220,11 +220,11 @@ def _probe_check(name: str, result: Any) -> Check:
 
 
 def probe_checks(config: Any) -> list[Check]:
-    """GEMM and node all-reduce baselines through ``agent.probe_runner`` (children, with deadlines)."""
+    """GEMM and node all-reduce baselines through ``agent.probes.runner`` (children, with deadlines)."""
     names = ("probe_gemm", "probe_allreduce")
     try:
-        from agent import probe_runner
-        from agent.probe_cli import settings_from_config
+        from agent.probes import runner as probe_runner
+        from agent.probes.cli import settings_from_config
 
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage
@@ -294,7 +294,7 @@ def render_text(report: Report) -> str:
 
 def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
     """Point the tools and the log scan at the demo node (created when absent), as build_agent does."""
-    from agent.assemble import apply_overrides, demo_overrides
+    from agent.core.assemble import apply_overrides, demo_overrides
     from agent.demo.node import DemoNode
 
     demo = DemoNode(demo_dir)

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import collectors.probes
-from agent.peaks import lookup_peak
-from agent.probe_lock import ProbeBusy, ProbeLock
+from agent.probes.lock import ProbeBusy, ProbeLock
+from agent.probes.peaks import lookup_peak
 from collectors.base import Sample, label_pairs
 
 __all__ = [
@@ -95,7 +95,7 @@ class ProbeSettings:
     model: str | None = None  # chip model for efficiency (default: the name torch reports)
     chip_map: dict[int, tuple[int, int]] = field(default_factory=dict)  # device index -> (npu, chip)
     use_lock: bool = True
-    lock_path: str | None = None  # None: agent.probe_lock.DEFAULT_LOCK_PATH
+    lock_path: str | None = None  # None: agent.probes.lock.DEFAULT_LOCK_PATH
     extra_env: dict[str, str] = field(default_factory=dict)
     tag: str | None = None  # put in every worker's argv (--tag) so its processes can be found
 

@@ -3,7 +3,7 @@
 A scrape never runs a tool; it serves bytes rendered from the snapshot store,
 so it answers in milliseconds even while npu-smi hangs.
 
-With a ``WebConfig`` (see ``agent/web_config.py``) the endpoints are served over
+With a ``WebConfig`` (see ``agent/web/config.py``) the endpoints are served over
 TLS and/or behind HTTP basic auth. Whatever the config, ``ServerLimits`` caps what
 one client may cost: request head size, concurrent connections, requests per
 second per client IP, and the time allowed to send a request. Only GET and HEAD
@@ -25,9 +25,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent.exporter import ExpositionCache
-from agent.web_config import WebConfig
-from agent.web_security import BasicAuth, RateLimiter, ReloadingSSLContext, ServerLimits, peer_san_allowed
+from agent.core.exporter import ExpositionCache
+from agent.web.config import WebConfig
+from agent.web.security import BasicAuth, RateLimiter, ReloadingSSLContext, ServerLimits, peer_san_allowed
 
 __all__ = ["AgentHTTPServer", "HealthCheck", "ServerLimits", "make_server"]
 

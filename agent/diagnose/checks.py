@@ -1,7 +1,7 @@
 """The checks of ``npuwatch diagnose``: read the node once, judge each area, name local causes.
 
 Reading and judging are separate. ``read_node`` runs every tool call (through
-``agent.runner.run_tool``, with the configured timeouts, a few at a time) and returns
+``agent.core.tool_runner.run_tool``, with the configured timeouts, a few at a time) and returns
 ``NodeReadings``; the ``check_*`` functions are pure over those readings and return a ``Check``
 (status, evidence, hint) whose ``findings`` are the local causes the verdict ranks.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from collectors import (
     hccn_ip,
     hccn_link,

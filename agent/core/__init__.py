@@ -1,0 +1,1 @@
+"""The daemon core: config, tool runner, scheduler, snapshot store, rendering, textfile output."""

@@ -1,0 +1,1 @@
+"""Node triage commands: `npuwatch diagnose` (engine and checks) and `npuwatch scan-logs`."""

@@ -1,0 +1,1 @@
+"""Probe runtime in the agent: worker supervision, scheduling job, lock, peak table, probe CLI."""

@@ -1,0 +1,1 @@
+"""HTTP serving of /metrics and /healthz: the server, its web config, TLS and authentication, limits."""
