@@ -123,7 +123,7 @@ def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from agent.core.assemble import apply_overrides
+    from agent.core.config import apply_overrides
 
     config = load_config(args.config)
     overrides = _tool_overrides(args)
@@ -150,7 +150,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    from agent.core.assemble import build_agent
+    from agent.daemon.assemble import build_agent
 
     bundle = build_agent(_load(args), _demo_dir(args), args.demo_chips)
     agent = bundle.agent
@@ -168,7 +168,7 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agent.core.assemble import build_agent
+    from agent.daemon.assemble import build_agent
 
     config = _load(args)
     demo_dir = _demo_dir(args)
@@ -225,7 +225,8 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
             log.warning("SIGHUP: a demo without --demo-dir keeps its config")
             return
         if args.demo:
-            from agent.core.assemble import apply_overrides, demo_overrides
+            from agent.core.config import apply_overrides
+            from agent.demo.node import demo_overrides
 
             demo_dir = Path(args.demo_dir)
             config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin"))

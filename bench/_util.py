@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.core.assemble import AgentBundle, build_agent  # noqa: E402
 from agent.core.config import build_config  # noqa: E402
+from agent.daemon.assemble import AgentBundle, build_agent  # noqa: E402
 
 __all__ = [
     "ROOT",

@@ -146,7 +146,7 @@ class ProcessRun:
 
 def scheduled_calls_per_min(chips: int) -> float:
     """Tool processes per minute the default schedule asks for on a ``chips``-chip node."""
-    from agent.core.daemon import enabled_sources, group_interval
+    from agent.daemon.service import enabled_sources, group_interval
     from bench._util import bench_config
 
     config = bench_config()

@@ -24,7 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.probes.runner import ProbeSettings, _free_port, run_allreduce, run_gemm
+from agent.probes.records import ProbeSettings
+from agent.probes.runner import _free_port, run_allreduce, run_gemm
 
 TOLERANCE = 0.10
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}

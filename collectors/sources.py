@@ -8,16 +8,19 @@ from the snapshot store, so per-chip calls and ``npu_info`` labels stay current.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psutil
 
 from collectors.base import ChipRef, Source
 
-if TYPE_CHECKING:
-    from agent.core.snapshot import SnapshotStore
+__all__ = ["SOURCES", "SOURCE_MODULES", "RecordStore", "chip_refs", "inventory", "process_owner"]
 
-__all__ = ["SOURCES", "SOURCE_MODULES", "chip_refs", "inventory", "process_owner"]
+
+class RecordStore(Protocol):
+    """Where the latest parsed records of each source are kept (the agent's snapshot store)."""
+
+    def records(self, source: str) -> Any: ...
 
 SOURCE_MODULES: tuple[str, ...] = (
     "npu_smi_mapping",
@@ -57,7 +60,7 @@ def _load_sources() -> tuple[Source, ...]:
 SOURCES: tuple[Source, ...] = _load_sources()
 
 
-def chip_refs(store: SnapshotStore) -> list[ChipRef]:
+def chip_refs(store: RecordStore) -> list[ChipRef]:
     """Chips from the latest info table, with logic/physical ids from ``npu-smi info -m``."""
     from collectors import npu_smi_info
 
@@ -75,7 +78,7 @@ def _unwrap(records: Any) -> Any:
     return records
 
 
-def inventory(store: SnapshotStore) -> dict[tuple[int, int], dict[str, str]]:
+def inventory(store: RecordStore) -> dict[tuple[int, int], dict[str, str]]:
     """Extra ``npu_info`` labels per chip: logic id from ``-m``, firmware/driver/serial from board."""
     from collectors import npu_smi_board, npu_smi_mapping
 

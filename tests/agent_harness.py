@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agent.core.assemble import AgentBundle, build_agent
 from agent.core.config import build_config
+from agent.daemon.assemble import AgentBundle, build_agent
 
 FAST = {
     "web": {"listen_address": "127.0.0.1", "port": 0},

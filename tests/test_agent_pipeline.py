@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as text_openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.core.assemble import apply_overrides, build_agent
-from agent.core.config import build_config
+from agent.core.config import apply_overrides, build_config
+from agent.daemon.assemble import build_agent
 from tests.agent_harness import FAST, demo_bundle, get, merged, serving, wait_for
 
 

@@ -166,12 +166,6 @@ def test_fault_switches_are_atomic_and_reversible(node: DemoNode) -> None:
     assert leftovers == []
 
 
-def test_demo_node_is_importable_from_state_module() -> None:
-    from agent.demo.state import DemoNode as FromState
-
-    assert FromState is DemoNode
-
-
 def test_start_demo_creates_a_temp_node() -> None:
     demo = start_demo()
     try:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from agent.core.config import build_config
-from agent.demo.state import DemoNode
+from agent.demo.node import DemoNode
 from agent.diagnose import engine as diagnose
-from agent.diagnose.checks import remote_culprit
+from agent.diagnose.checks_logs import remote_culprit
 
 REPO = Path(__file__).resolve().parents[1]
 GAP_S = 0.2
@@ -289,6 +289,7 @@ def test_probe_outcomes(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFi
                         monkeypatch: pytest.MonkeyPatch, case: tuple[str, str, int]) -> None:
     """--probes: a probe that could not run is UNKNOWN (verdict unaffected); a timeout is FAIL."""
     from agent.probes import runner as probe_runner
+    from agent.probes.records import ProbeSettings
 
     outcome, status, code = case
 
@@ -296,7 +297,7 @@ def test_probe_outcomes(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFi
 
     def fake(probe: str) -> Any:
         def runner(settings: Any, *args: Any, **kwargs: Any) -> _FakeResult:
-            assert isinstance(settings, probe_runner.ProbeSettings)
+            assert isinstance(settings, ProbeSettings)
             calls.append(probe)
             return _FakeResult(outcome, "torch_npu import failed" if outcome == "error" else "no answer",
                                "exec" if outcome == "timeout" else None)

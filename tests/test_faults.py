@@ -22,9 +22,10 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.core.assemble import AgentBundle, apply_overrides
+from agent.core.config import apply_overrides
+from agent.daemon.assemble import AgentBundle
 from agent.probes import job as probes_job
-from agent.probes.runner import ProbeResult
+from agent.probes.records import ProbeResult
 from agent.web.security import ServerLimits
 from agent.web.server import make_server
 from tests.agent_harness import demo_bundle, get, wait_for

@@ -47,8 +47,8 @@ from typing import Any
 
 import pytest
 
-from agent.core.assemble import AgentBundle
-from agent.core.daemon import Agent, group_interval
+from agent.daemon.assemble import AgentBundle
+from agent.daemon.service import Agent, group_interval
 from agent.web.server import AgentHTTPServer, make_server
 from bench import fleet_size
 from collectors.hccl_classify import StreamClassifier

@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from agent.probes import cli as probe_cli
-from agent.probes.runner import ProbeResult, ProbeSettings, run_allreduce
+from agent.probes.records import ProbeResult, ProbeSettings
+from agent.probes.runner import run_allreduce
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 

@@ -20,7 +20,9 @@ import pytest
 
 from agent.probes import cli as probe_cli
 from agent.probes.lock import ProbeLock, idle_check
-from agent.probes.runner import ProbeMetrics, ProbeResult, ProbeSettings, run_allreduce, run_gemm
+from agent.probes.metrics import ProbeMetrics
+from agent.probes.records import ProbeResult, ProbeSettings
+from agent.probes.runner import run_allreduce, run_gemm
 from collectors.base import Sample, label_pairs
 from collectors.catalogue import CATALOGUE
 
@@ -115,7 +117,8 @@ def test_planted_gemm_corruption_fails_the_probe() -> None:
 
 
 def test_gemm_below_a_measured_peak_fails_and_datasheet_peak_does_not() -> None:
-    from agent.probes.runner import GemmMeasurement, _judge_gemm
+    from agent.probes.records import GemmMeasurement
+    from agent.probes.runner import _judge_gemm
 
     def judged(basis: str) -> ProbeResult:
         m = GemmMeasurement(device=0, npu=0, chip=0, model="910B3", dtype="fp16", size=8192, iterations=50,
@@ -271,7 +274,7 @@ def test_idle_check_names_the_busy_chips() -> None:
 
 
 def test_metric_samples_follow_the_catalogue() -> None:
-    from agent.probes.runner import AllreduceMeasurement, GemmMeasurement
+    from agent.probes.records import AllreduceMeasurement, GemmMeasurement
 
     metrics = ProbeMetrics()
     gemm = GemmMeasurement(device=1, npu=1, chip=0, model="910B3", dtype="fp16", size=8192, iterations=50,

@@ -33,7 +33,7 @@ from agent.demo.state import (
     save_state,
 )
 
-__all__ = ["TOOL_MODULES", "DemoNode", "main", "start_demo"]
+__all__ = ["TOOL_MODULES", "DemoNode", "demo_overrides", "main", "start_demo"]
 
 # executable name -> module whose main() it runs
 TOOL_MODULES = {
@@ -174,6 +174,27 @@ class DemoNode:
         """Variables that point a child process at this node: the state dir and bin/ first on PATH."""
         path = os.environ.get("PATH", os.defpath)
         return {DEMO_DIR_ENV: str(self.directory), "PATH": f"{self.bin_dir}{os.pathsep}{path}"}
+
+
+def demo_overrides(demo_dir: Path, bin_dir: Path) -> dict[str, Any]:
+    """Config keys the demo replaces (dotted, for ``agent.core.config.apply_overrides``)."""
+    return {
+        "collectors.npu_smi.path": str(bin_dir / "npu-smi"),
+        "collectors.hccn_tool.path": str(bin_dir / "hccn_tool"),
+        "collectors.ascend_dmi.path": str(bin_dir / "ascend-dmi"),
+        "collectors.hccl_logs.paths": [str(demo_dir / "log")],
+        "state_dir": str(demo_dir / "state"),
+        "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
+        # The demo's probes run on the CPU and often, so their panels fill within minutes. Its
+        # AI Core load is synthetic, so only a listed NPU process (the `process` fault) holds
+        # probes back.
+        "probes.backend": "cpu",
+        "probes.idle_aicore_threshold": 1.0,
+        "probes.gemm.interval": 120.0,
+        "probes.gemm.jitter": 10.0,
+        "probes.allreduce.interval": 300.0,
+        "probes.allreduce.jitter": 10.0,
+    }
 
 
 def start_demo(

@@ -7,7 +7,6 @@ agent is running. Standard library only: the fakes import this module on every i
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -170,9 +169,3 @@ def demo_now(state: DemoState | None = None) -> float:
         return float(state.time_override)
     return time.time()
 
-
-def __getattr__(name: str) -> object:
-    """``from agent.demo.state import DemoNode`` works, without loading node.py in every fake call."""
-    if name in ("DemoNode", "start_demo"):
-        return getattr(importlib.import_module("agent.demo.node"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

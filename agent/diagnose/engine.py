@@ -1,10 +1,10 @@
 """``npuwatch diagnose [--json] [--probes]``: HCCL-timeout triage of this node.
 
-Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose.checks``), judges
+Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose.readings``), judges
 each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with one verdict that
 names the most likely cause and the device. A local hardware fault explains a timeout better than
 the log symptom, in this order: link down, flapping link, optics without light, failing
-net_health, HBM double-bit ECC errors, unhealthy chip (``diagnose_checks.CAUSES``). When the logs
+net_health, HBM double-bit ECC errors, unhealthy chip (``agent.diagnose.results.CAUSES``). When the logs
 blame a remote rank and nothing local is wrong, the verdict points there.
 
 Exit status: 0 ok, 1 warn, 2 fail, 3 could not check (npu-smi unusable, nothing checkable).
@@ -30,7 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from agent.diagnose.checks import (
+from agent.diagnose.checks_chip import check_chips, check_ecc
+from agent.diagnose.checks_logs import check_logs, remote_culprit, scan_recent_logs
+from agent.diagnose.checks_roce import (
+    check_flaps,
+    check_ip_config,
+    check_link,
+    check_net_health,
+    check_optics,
+    check_packet_errors,
+)
+from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
+from agent.diagnose.results import (
     CAUSES,
     DEFAULT_SAMPLE_GAP_S,
     DEFAULT_WINDOW_S,
@@ -40,21 +51,6 @@ from agent.diagnose.checks import (
     WARN,
     Check,
     Finding,
-    LogScan,
-    NodeReadings,
-    ToolBox,
-    check_chips,
-    check_ecc,
-    check_flaps,
-    check_ip_config,
-    check_link,
-    check_logs,
-    check_net_health,
-    check_optics,
-    check_packet_errors,
-    read_node,
-    remote_culprit,
-    scan_recent_logs,
 )
 
 __all__ = [
@@ -294,8 +290,8 @@ def render_text(report: Report) -> str:
 
 def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
     """Point the tools and the log scan at the demo node (created when absent), as build_agent does."""
-    from agent.core.assemble import apply_overrides, demo_overrides
-    from agent.demo.node import DemoNode
+    from agent.core.config import apply_overrides
+    from agent.demo.node import DemoNode, demo_overrides
 
     demo = DemoNode(demo_dir)
     if not demo.exists():

@@ -21,7 +21,8 @@ import time
 from typing import Any, TextIO
 
 from agent.core.config import ConfigError, load_config, parse_size
-from agent.probes.runner import ProbeResult, ProbeSettings, run_allreduce, run_gemm
+from agent.probes.records import ProbeResult, ProbeSettings
+from agent.probes.runner import run_allreduce, run_gemm
 
 __all__ = ["add_arguments", "main", "settings_from_config"]
 

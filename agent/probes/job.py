@@ -14,32 +14,43 @@ import logging
 import os
 import signal
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import psutil
 
+from agent.core.config import Config
+from agent.core.snapshot import SnapshotStore
 from agent.probes.cli import settings_from_config
 from agent.probes.lock import idle_check
-from agent.probes.runner import (
-    ProbeMetrics,
-    ProbeResult,
-    ProbeSettings,
-    run_allreduce,
-    run_gemm,
-    skipped_result,
-)
+from agent.probes.metrics import ProbeMetrics
+from agent.probes.records import ProbeResult, ProbeSettings, skipped_result
+from agent.probes.runner import run_allreduce, run_gemm
+from collectors.base import ChipRef
 
-if TYPE_CHECKING:
-    from agent.core.daemon import Agent
-
-__all__ = ["ProbeController", "idle_reason", "run_all_probes_now", "schedule_probes"]
+__all__ = ["ProbeController", "ProbeHost", "idle_reason", "run_all_probes_now", "schedule_probes"]
 
 log = logging.getLogger(__name__)
 
 PROBE_SNAPSHOT = "probes"
 
 
-def idle_reason(agent: Agent) -> str | None:
+class ProbeHost(Protocol):
+    """What probes need from the running agent (``agent.daemon.service.Agent`` is one)."""
+
+    config: Config
+    store: SnapshotStore
+    probe_controller: ProbeController
+
+    def chips(self) -> list[ChipRef]: ...
+
+    def add_timed_job(self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float,
+                      cron: str | None) -> None: ...
+
+    def run_internal_by_name(self, name: str) -> None: ...
+
+
+def idle_reason(agent: ProbeHost) -> str | None:
     """Why the node is not idle (an NPU process, busy AI Cores, no fresh npu-smi data); None when idle."""
     if not agent.config.collectors.npu_smi.enabled:
         return None
@@ -52,7 +63,7 @@ def idle_reason(agent: Agent) -> str | None:
 class ProbeController:
     """Runs probes for one agent; ``kill_running`` ends every worker it started."""
 
-    def __init__(self, agent: Agent, metrics: ProbeMetrics) -> None:
+    def __init__(self, agent: ProbeHost, metrics: ProbeMetrics) -> None:
         self._agent = agent
         self._metrics = metrics
         self._tag = f"npuwatch-agent-{os.getpid()}-{id(self):x}"
@@ -99,7 +110,7 @@ class ProbeController:
         return killed
 
 
-def schedule_probes(agent: Agent) -> None:
+def schedule_probes(agent: ProbeHost) -> None:
     """Add the GEMM and all-reduce jobs (interval or cron, with jitter) to a started agent."""
     probes = agent.config.probes
     if not probes.enabled:
@@ -112,7 +123,7 @@ def schedule_probes(agent: Agent) -> None:
                             section.interval, section.jitter, section.cron)
 
 
-def run_all_probes_now(agent: Agent) -> list[ProbeResult]:
+def run_all_probes_now(agent: ProbeHost) -> list[ProbeResult]:
     """`npuwatch once --probes`: each enabled probe once, now, then refresh the snapshot."""
     results = []
     for name in ("gemm", "allreduce"):

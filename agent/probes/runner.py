@@ -18,301 +18,34 @@ busy); ``error`` (could not run: torch missing, torch_npu import error, no devic
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import os
-import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import collectors.probes
 from agent.probes.lock import ProbeBusy, ProbeLock
 from agent.probes.peaks import lookup_peak
-from collectors.base import Sample, label_pairs
+from agent.probes.records import (
+    AllreduceMeasurement,
+    EventHandler,
+    GemmMeasurement,
+    ProbeResult,
+    ProbeSettings,
+    RankReport,
+    skipped_result,
+)
+from agent.probes.workers import STAGE_ORDER, run_workers
 
-__all__ = [
-    "OUTCOMES",
-    "STAGES",
-    "AllreduceMeasurement",
-    "GemmMeasurement",
-    "ProbeMetrics",
-    "ProbeResult",
-    "ProbeSettings",
-    "RankReport",
-    "run_allreduce",
-    "run_gemm",
-    "skipped_result",
-]
-
-PROBES = ("gemm", "allreduce")
-OUTCOMES = ("pass", "fail", "timeout", "skipped", "error")
-STAGES = ("connect", "exec")
-_STAGE_ORDER = {"setup": 0, "connect": 1, "exec": 2, "done": 3}
-_STAGE_PREFIX = "@npuwatch-stage "  # collectors/probes/_common.py writes these
 _WORKER_DIR = Path(collectors.probes.__file__).resolve().parent
 # HCCL rejects values outside these ranges (CANN env var reference); clamp instead of failing.
 _HCCL_CONNECT_RANGE = (120, 7200)
 _HCCL_EXEC_RANGE = (68, 17340)
-_ABORT_GRACE_S = 2.0  # after one rank failed, how long the others get to report on their own
-_POLL_S = 0.05
-_tags = itertools.count()
-
-EventHandler = Callable[[dict[str, Any]], None]
-
-
-@dataclass
-class ProbeSettings:
-    """How to run probes. ``None`` sizes and counts mean "the worker's default for the backend"."""
-
-    python: str = sys.executable
-    backend: Literal["auto", "npu", "cuda", "cpu"] = "auto"
-    devices: tuple[int, ...] | None = None  # None: every visible device (cpu: ``cpu_ranks`` ranks)
-    cpu_ranks: int = 2
-    gemm_size: int | None = None
-    gemm_dtypes: tuple[str, ...] | None = None
-    allreduce_bytes: int | None = None
-    warmup: int | None = None
-    iterations: int | None = None
-    connect_timeout_s: float = 120.0  # HCCL_CONNECT_TIMEOUT (HCCL default 120 s; minimum 120)
-    exec_timeout_s: float = 68.0  # HCCL_EXEC_TIMEOUT (HCCL default 1836 s; minimum 68)
-    deadline_s: float = 300.0  # outer watchdog over the whole run
-    stall_s: float | None = None  # outer watchdog: no progress this long in connect/exec
-    term_grace_s: float = 3.0  # SIGTERM -> SIGKILL
-    min_efficiency: float = 0.8  # of a *measured* peak; below fails the probe
-    warn_efficiency: float | None = 0.9
-    min_busbw: float | None = None  # bytes/s; below fails the probe
-    warn_busbw: float | None = None
-    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> dtype -> FLOP/s
-    model: str | None = None  # chip model for efficiency (default: the name torch reports)
-    chip_map: dict[int, tuple[int, int]] = field(default_factory=dict)  # device index -> (npu, chip)
-    use_lock: bool = True
-    lock_path: str | None = None  # None: agent.probes.lock.DEFAULT_LOCK_PATH
-    extra_env: dict[str, str] = field(default_factory=dict)
-    tag: str | None = None  # put in every worker's argv (--tag) so its processes can be found
-
-
-@dataclass(frozen=True)
-class GemmMeasurement:
-    device: int
-    npu: int
-    chip: int
-    model: str
-    dtype: str
-    size: int
-    iterations: int
-    seconds: float
-    flops: float
-    correct: bool
-    residual_ratio: float
-    peak_flops: float | None = None
-    peak_basis: str | None = None
-    efficiency: float | None = None
-
-
-@dataclass(frozen=True)
-class AllreduceMeasurement:
-    scope: str
-    world_size: int
-    size_bytes: int
-    iterations: int
-    seconds_per_iteration: float
-    algbw_bytes_per_second: float
-    busbw_bytes_per_second: float
-    correct: bool
-
-
-@dataclass
-class RankReport:
-    """What one worker process left behind."""
-
-    index: int
-    argv: list[str]
-    pid: int
-    returncode: int | None = None
-    stage: str = "setup"
-    result: dict[str, Any] | None = None
-    stderr_tail: list[str] = field(default_factory=list)
-    killed: bool = False  # by the runner (deadline, or after another rank failed)
-
-
-@dataclass
-class ProbeResult:
-    probe: str
-    outcome: str
-    started_at: float
-    duration_s: float
-    message: str = ""
-    stage: str | None = None  # for timeouts: connect | exec
-    backend: str | None = None
-    scope: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    gemm: list[GemmMeasurement] = field(default_factory=list)
-    allreduce: AllreduceMeasurement | None = None
-    ranks: list[RankReport] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """Nagios style: 0 pass, 1 pass with warnings, 2 fail or timeout, 3 error or skipped."""
-        if self.outcome == "pass":
-            return 1 if self.warnings else 0
-        return 2 if self.outcome in ("fail", "timeout") else 3
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["exit_code"] = self.exit_code
-        return data
-
-
-def skipped_result(probe: str, reason: str, clock: Callable[[], float] = time.time) -> ProbeResult:
-    """A probe that did not run (lock held, devices busy): counted, never a hardware verdict."""
-    return ProbeResult(probe=probe, outcome="skipped", started_at=clock(), duration_s=0.0, message=reason)
-
-
-# --------------------------------------------------------------------------- child processes
-
-
-class _Worker:
-    """One rank: a child in its own session, with threads draining stdout and stderr."""
-
-    def __init__(self, index: int, argv: list[str], env: Mapping[str, str],
-                 on_event: EventHandler | None) -> None:
-        self.report = RankReport(index=index, argv=argv, pid=0)
-        self._stdout: deque[str] = deque(maxlen=200)
-        self._stderr: deque[str] = deque(maxlen=40)
-        self._on_event = on_event
-        self.last_progress = time.monotonic()
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-            start_new_session=True, text=True, encoding="utf-8", errors="replace")
-        self.report.pid = self.proc.pid
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self._threads = [
-            threading.Thread(target=self._drain, args=(self.proc.stdout, self._stdout.append), daemon=True),
-            threading.Thread(target=self._drain, args=(self.proc.stderr, self._stderr_line), daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    @staticmethod
-    def _drain(stream: Any, sink: Callable[[str], None]) -> None:
-        with contextlib.suppress(ValueError, OSError):
-            for line in stream:
-                sink(line.rstrip("\n"))
-
-    def _stderr_line(self, line: str) -> None:
-        if line.startswith(_STAGE_PREFIX):
-            try:
-                payload = json.loads(line[len(_STAGE_PREFIX):])
-            except ValueError:
-                payload = None
-            if isinstance(payload, dict) and payload.get("stage") in _STAGE_ORDER:
-                self.report.stage = str(payload["stage"])
-                self.last_progress = time.monotonic()
-                if self._on_event is not None:
-                    self._on_event({"kind": "stage", "worker": self.report.index, **payload})
-                return
-        self._stderr.append(line)
-
-    def exited(self) -> bool:
-        """Has the child exited? Does not reap it, so its pid (= process group id) stays ours."""
-        if self.proc.returncode is not None:
-            return True
-        try:
-            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
-
-    def stalled_for(self, now: float) -> float:
-        """Seconds spent in connect/exec since the last stage or progress report (0 elsewhere)."""
-        if self.report.stage not in ("connect", "exec") or self.exited():
-            return 0.0
-        return now - self.last_progress
-
-    def signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def finish(self) -> RankReport:
-        """Reap the child, wait for the pipes to drain, parse the result line."""
-        self.report.returncode = self.proc.wait()
-        for thread in self._threads:
-            thread.join(timeout=2.0)
-        self.report.stderr_tail = list(self._stderr)
-        for line in reversed(self._stdout):
-            try:
-                payload = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(payload, dict) and "probe" in payload:
-                self.report.result = payload
-                break
-        return self.report
-
-
-def _run_workers(commands: Sequence[tuple[list[str], Mapping[str, str]]], deadline_s: float,
-                 term_grace_s: float, on_event: EventHandler | None,
-                 stall_s: float | None = None) -> tuple[list[RankReport], str | None]:
-    """Run all ranks to completion or to a watchdog; returns (reports, why killed or None).
-
-    If a rank exits non-zero, the others get a short grace to finish on their own (they
-    are usually blocked on the failed peer) and are then killed.
-    """
-    start = time.monotonic()
-    workers: list[_Worker] = []
-    killed_because: str | None = None
-    try:
-        for index, (argv, env) in enumerate(commands):
-            workers.append(_Worker(index, argv, env, on_event))
-        if on_event is not None:
-            on_event({"kind": "start", "workers": len(workers)})
-        abort_at: float | None = None
-        while True:
-            now = time.monotonic()
-            running = [w for w in workers if not w.exited()]
-            if not running:
-                break
-            if now - start >= deadline_s:
-                killed_because = f"killed at the {deadline_s:g} s deadline"
-                break
-            if stall_s is not None and max(w.stalled_for(now) for w in running) >= stall_s:
-                killed_because = f"killed after {stall_s:g} s without progress"
-                break
-            if abort_at is None and any(w.exited() and w.proc.poll() not in (None, 0) for w in workers):
-                abort_at = now + _ABORT_GRACE_S
-            if abort_at is not None and now >= abort_at:
-                break
-            time.sleep(_POLL_S)
-    finally:
-        _stop(workers, term_grace_s)
-    return [w.finish() for w in workers], killed_because
-
-
-def _stop(workers: Sequence[_Worker], term_grace_s: float) -> None:
-    """SIGTERM every group still alive, SIGKILL after the grace, then SIGKILL every group anyway
-    (a rank that exited may have left helpers behind). Reaping happens in ``finish``."""
-    alive = [w for w in workers if not w.exited()]
-    for worker in alive:
-        worker.report.killed = True
-        worker.signal_group(signal.SIGTERM)
-    grace_end = time.monotonic() + term_grace_s
-    while alive and time.monotonic() < grace_end:
-        alive = [w for w in alive if not w.exited()]
-        time.sleep(_POLL_S)
-    for worker in workers:
-        worker.signal_group(signal.SIGKILL)
-
-
 # --------------------------------------------------------------------------- helpers
+_tags = itertools.count()
 
 
 def _worker_env(settings: ProbeSettings, backend: str) -> dict[str, str]:
@@ -343,8 +76,8 @@ def _common_args(settings: ProbeSettings) -> list[str]:
 def _timeout_stage(reports: Sequence[RankReport]) -> str:
     """The stage a killed run hung in: the least advanced rank that had not finished."""
     pending = [r for r in reports if r.stage != "done"] or list(reports)
-    least = min((_STAGE_ORDER[r.stage] for r in pending), default=0)
-    return "exec" if least >= _STAGE_ORDER["exec"] else "connect"
+    least = min((STAGE_ORDER[r.stage] for r in pending), default=0)
+    return "exec" if least >= STAGE_ORDER["exec"] else "connect"
 
 
 def _tail(report: RankReport) -> str:
@@ -442,7 +175,7 @@ def _run_gemm(settings: ProbeSettings, on_event: EventHandler | None) -> ProbeRe
     if settings.gemm_dtypes:
         argv += ["--dtypes", ",".join(settings.gemm_dtypes)]
     commands = [(argv, _worker_env(settings, settings.backend))]
-    reports, killed_because = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
+    reports, killed_because = run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
                                            settings.stall_s)
     result = ProbeResult(probe="gemm", outcome="pass", started_at=started, duration_s=time.time() - started,
                          backend=_result_backend(reports), ranks=reports, warnings=_notes(reports))
@@ -530,7 +263,7 @@ def _free_port() -> int:
 def _discover(settings: ProbeSettings) -> dict[str, Any]:
     """Resolve ``auto`` and count devices by asking the probe interpreter (it has torch; we don't)."""
     argv = [settings.python, str(_WORKER_DIR / "_common.py"), "--discover", "--backend", settings.backend]
-    reports, killed_because = _run_workers([(argv, _worker_env(settings, settings.backend))],
+    reports, killed_because = run_workers([(argv, _worker_env(settings, settings.backend))],
                                            min(settings.deadline_s, 120.0), settings.term_grace_s, None)
     report = reports[0]
     if killed_because is not None:
@@ -593,7 +326,7 @@ def _run_allreduce(settings: ProbeSettings, scope: str, *, nnodes: int, node_ran
                         LOCAL_RANK=str(local_rank), LOCAL_WORLD_SIZE=str(local), MASTER_ADDR=master_addr,
                         MASTER_PORT=str(master_port))
         commands.append(([*base, "--device", str(device)], rank_env))
-    reports, killed_because = _run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
+    reports, killed_because = run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
                                            settings.stall_s)
 
     result = ProbeResult(probe="allreduce", outcome="pass", started_at=started,
@@ -633,67 +366,3 @@ def _judge_allreduce(result: ProbeResult, reports: Sequence[RankReport], scope: 
         result.message = f"{measurement.world_size} ranks, busbw {busbw / 1e9:.3f} GB/s, sums correct"
 
 
-# --------------------------------------------------------------------------- metrics
-
-
-class ProbeMetrics:
-    """Accumulates probe results (thread-safe) and renders them as catalogue samples.
-
-    Counters live in memory for the agent's lifetime and exist from the start at 0. The
-    measurement gauges show the latest run that ran: a run that failed to measure drops
-    them (a failed read drops the series), a skipped run leaves them as they were.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._runs = {(p, o): 0 for p in PROBES for o in OUTCOMES}
-        self._timeouts = {(p, s): 0 for p in PROBES for s in STAGES}
-        self._last_success: dict[str, float] = {}
-        self._duration: dict[str, float] = {}
-        self._gemm: list[GemmMeasurement] = []
-        self._allreduce: dict[str, AllreduceMeasurement | None] = {}
-
-    def record(self, result: ProbeResult) -> None:
-        with self._lock:
-            key = (result.probe, result.outcome)
-            self._runs[key] = self._runs.get(key, 0) + 1
-            if result.outcome == "skipped":
-                return
-            if result.outcome == "timeout" and result.stage:
-                stage_key = (result.probe, result.stage)
-                self._timeouts[stage_key] = self._timeouts.get(stage_key, 0) + 1
-            self._duration[result.probe] = result.duration_s
-            if result.outcome == "pass":
-                self._last_success[result.probe] = result.started_at + result.duration_s
-            if result.probe == "gemm":
-                self._gemm = list(result.gemm)
-            elif result.probe == "allreduce":
-                self._allreduce[result.scope or "node"] = result.allreduce
-
-    def samples(self) -> list[Sample]:
-        with self._lock:
-            out = [Sample("npuwatch_probe_runs_total", label_pairs(probe=p, outcome=o), float(n))
-                   for (p, o), n in sorted(self._runs.items())]
-            out += [Sample("npuwatch_probe_timeouts_total", label_pairs(probe=p, stage=s), float(n))
-                    for (p, s), n in sorted(self._timeouts.items())]
-            out += [Sample("npuwatch_probe_last_success_timestamp_seconds", label_pairs(probe=p), t)
-                    for p, t in sorted(self._last_success.items())]
-            out += [Sample("npuwatch_probe_duration_seconds", label_pairs(probe=p), d)
-                    for p, d in sorted(self._duration.items())]
-            for m in self._gemm:
-                labels = label_pairs(npu=m.npu, chip=m.chip, dtype=m.dtype)
-                out.append(Sample("npu_probe_gemm_flops", labels, m.flops))
-                if m.efficiency is not None:
-                    out.append(Sample("npu_probe_gemm_efficiency_ratio", labels, m.efficiency))
-                out.append(Sample("npu_probe_gemm_correct", labels, 1.0 if m.correct else 0.0))
-            for scope, ar in sorted(self._allreduce.items()):
-                if ar is None:
-                    continue
-                labels = label_pairs(scope=scope, size_bytes=ar.size_bytes)
-                out.append(Sample("npu_probe_allreduce_algo_bandwidth_bytes_per_second", labels,
-                                  ar.algbw_bytes_per_second))
-                out.append(Sample("npu_probe_allreduce_bus_bandwidth_bytes_per_second", labels,
-                                  ar.busbw_bytes_per_second))
-                out.append(Sample("npu_probe_allreduce_correct", label_pairs(scope=scope),
-                                  1.0 if ar.correct else 0.0))
-            return out

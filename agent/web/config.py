@@ -32,6 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.config import ConfigError, read_yaml_file
+from agent.web.tls import (
+    _OLD_TLS_VERSIONS,
+    CIPHER_SUITES,
+    TLS_VERSIONS,
+    ClientAuth,
+    TLSServerConfig,
+    server_ssl_context,
+)
 
 __all__ = [
     "CIPHER_SUITES",
@@ -42,42 +50,6 @@ __all__ = [
     "build_web_config",
     "load_web_config",
 ]
-
-# Go crypto/tls suite name -> OpenSSL name. TLS 1.3 suites map to None: neither Go nor
-# OpenSSL's TLS 1.2 cipher string configures them, so naming them changes nothing.
-CIPHER_SUITES: Mapping[str, str | None] = {
-    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
-    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
-    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
-    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "TLS_AES_128_GCM_SHA256": None,
-    "TLS_AES_256_GCM_SHA384": None,
-    "TLS_CHACHA20_POLY1305_SHA256": None,
-}
-
-TLS_VERSIONS = ("TLS12", "TLS13")
-_OLD_TLS_VERSIONS = ("TLS10", "TLS11")
-
-
-class ClientAuth:
-    """exporter-toolkit ``client_auth_type`` values npuwatch serves."""
-
-    NONE = "NoClientCert"
-    VERIFY_IF_GIVEN = "VerifyClientCertIfGiven"
-    REQUIRE_AND_VERIFY = "RequireAndVerifyClientCert"
-    SUPPORTED = (NONE, VERIFY_IF_GIVEN, REQUIRE_AND_VERIFY)
-    UNVERIFIED = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
-
 
 # exporter-toolkit lets these response headers be set, some only to fixed values.
 _EXTRA_HEADERS: Mapping[str, tuple[str, ...]] = {
@@ -91,24 +63,6 @@ _EXTRA_HEADERS: Mapping[str, tuple[str, ...]] = {
 _BCRYPT_RE = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 _GO_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-@dataclass(frozen=True, slots=True)
-class TLSServerConfig:
-    """``tls_server_config`` with paths made absolute; inline PEM fields kept as text."""
-
-    cert_file: str | None = None
-    key_file: str | None = None
-    cert: str | None = field(default=None, repr=False)
-    key: str | None = field(default=None, repr=False)
-    client_auth_type: str = ClientAuth.NONE
-    client_ca_file: str | None = None
-    client_ca: str | None = field(default=None, repr=False)
-    min_version: str = "TLS12"
-    max_version: str = "TLS13"
-    cipher_suites: tuple[str, ...] = ()  # Go names, as written in the file
-    prefer_server_cipher_suites: bool = True
-    client_allowed_sans: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,8 +327,6 @@ def build_web_config(raw: Any, source: str = "web config", base_dir: Path | None
         raise ConfigError(problems, source)
     if tls is not None:
         # Load the certificate and key now, so a bad pair fails at startup and in check-config.
-        from agent.web.security import server_ssl_context
-
         server_ssl_context(tls, source)
     return WebConfig(tls=tls, basic_auth_users=users, headers=headers, rate_limit=rate_limit, source=source)
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from agent.core.exporter import ExpositionCache
 from agent.web.config import WebConfig
-from agent.web.security import BasicAuth, RateLimiter, ReloadingSSLContext, ServerLimits, peer_san_allowed
+from agent.web.security import BasicAuth, RateLimiter, ServerLimits
+from agent.web.tls import ReloadingSSLContext, peer_san_allowed
 
 __all__ = ["AgentHTTPServer", "HealthCheck", "ServerLimits", "make_server"]
 

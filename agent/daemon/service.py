@@ -6,9 +6,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -19,33 +18,25 @@ from agent.core.collect import SourceRunner, ToolSettings
 from agent.core.config import Config
 from agent.core.exporter import ExpositionCache
 from agent.core.exposition import SnapshotRenderer
+from agent.core.jobs import InternalJob
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
-from agent.probes.runner import ProbeMetrics
+from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
 from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import sources as source_registry
-from collectors.base import ChipRef, CollectContext, NoData, Sample, Source
+from collectors.base import ChipRef, CollectContext, NoData, Source
 
-__all__ = ["Agent", "InternalJob"]
+__all__ = ["Agent", "JobsFactory"]
 
 log = logging.getLogger(__name__)
 
 # Order matters for `once` and at start-up: the chip list and inventory come first.
 GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "roce", "dmi")
 
-
-@dataclass(frozen=True, slots=True)
-class InternalJob:
-    """A collector with no external tool (host metrics, log scanner, probes)."""
-
-    name: str
-    interval_s: float
-    collect: Callable[[], Sequence[Sample]]
-    max_age_s: float | None = -1.0
-    # Why the job is degraded though it still collects (e.g. its state file is unwritable).
-    problem: Callable[[], str | None] | None = None
+# The config's tool-less jobs (host metrics, log scanner); called again on every reload.
+JobsFactory = Callable[[Config], Sequence[InternalJob]]
 
 
 def group_interval(config: Config, group: str) -> float:
@@ -83,13 +74,14 @@ class Agent:
         config: Config,
         *,
         tool_env: dict[str, str] | None = None,
-        internal_jobs: Iterable[InternalJob] = (),
+        jobs_factory: JobsFactory = lambda _config: (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.store = SnapshotStore(clock)
         self._tool_env = tool_env
-        self._internal = list(internal_jobs)
+        self._jobs_factory = jobs_factory
+        self._internal = list(jobs_factory(config))
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
             "npu-smi": ThreadPoolExecutor(config.collectors.npu_smi.max_parallel, thread_name_prefix="npu-smi"),
@@ -309,9 +301,7 @@ class Agent:
             self.config.web.listen_address, self.config.web.port
         ):
             log.warning("web.listen_address/web.port changes take effect at the next restart")
-        from agent.core.assemble import internal_jobs
-
-        self._internal = internal_jobs(config)
+        self._internal = list(self._jobs_factory(config))
         self._configure(config)
         if self._scheduler is not None:
             for job in self._scheduler.get_jobs():

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.core.config import Config, build_config
-from agent.core.daemon import Agent, InternalJob
+from agent.core.config import Config, apply_overrides
+from agent.core.jobs import InternalJob
+from agent.daemon.service import Agent
 from collectors.host import HostCollector
 
-__all__ = ["AgentBundle", "apply_overrides", "build_agent", "demo_overrides"]
+__all__ = ["AgentBundle", "build_agent", "internal_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -20,47 +21,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class AgentBundle:
     agent: Agent
-    demo: Any | None  # agent.demo.state.DemoNode when --demo
-
-
-def apply_overrides(config: Config, overrides: dict[str, Any]) -> Config:
-    """A new validated Config with dotted keys replaced (``collectors.npu_smi.path``)."""
-    values = config.to_dict()
-    for dotted, value in overrides.items():
-        node = values
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
-    return build_config(_serialisable(values))
-
-
-def _serialisable(values: Any) -> Any:
-    if isinstance(values, dict):
-        return {k: _serialisable(v) for k, v in values.items()}
-    if isinstance(values, tuple):
-        return list(values)
-    return values
-
-
-def demo_overrides(demo_dir: Path, bin_dir: Path) -> dict[str, Any]:
-    return {
-        "collectors.npu_smi.path": str(bin_dir / "npu-smi"),
-        "collectors.hccn_tool.path": str(bin_dir / "hccn_tool"),
-        "collectors.ascend_dmi.path": str(bin_dir / "ascend-dmi"),
-        "collectors.hccl_logs.paths": [str(demo_dir / "log")],
-        "state_dir": str(demo_dir / "state"),
-        "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
-        # The demo's probes run on the CPU and often, so their panels fill within minutes. Its
-        # AI Core load is synthetic, so only a listed NPU process (the `process` fault) holds
-        # probes back.
-        "probes.backend": "cpu",
-        "probes.idle_aicore_threshold": 1.0,
-        "probes.gemm.interval": 120.0,
-        "probes.gemm.jitter": 10.0,
-        "probes.allreduce.interval": 300.0,
-        "probes.allreduce.jitter": 10.0,
-    }
+    demo: Any | None  # agent.demo.node.DemoNode when --demo
 
 
 def _state_dir(config: Config) -> Path:
@@ -104,7 +65,7 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
     demo = None
     tool_env: dict[str, str] | None = None
     if demo_dir is not None:
-        from agent.demo.node import DemoNode
+        from agent.demo.node import DemoNode, demo_overrides
 
         demo = DemoNode(demo_dir)
         if demo.exists():
@@ -114,6 +75,6 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
         (demo_dir / "log").mkdir(parents=True, exist_ok=True)
         config = apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir))
         tool_env = demo.env()
-    agent = Agent(config, tool_env=tool_env, internal_jobs=internal_jobs(config))
+    agent = Agent(config, tool_env=tool_env, jobs_factory=internal_jobs)
     return AgentBundle(agent, demo)
 

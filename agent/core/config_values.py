@@ -1,0 +1,212 @@
+"""Config values: the error type, durations and sizes, the YAML file reader, and the per-field checkers.
+
+A checker takes the raw YAML value and returns the typed value or raises ``TypeError``/``ValueError``
+with the reason; ``agent.core.config`` builds its schema from them."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+               "KB": 1000, "MB": 1000**2, "GB": 1000**3}
+_LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_RESERVED_LABELS = frozenset({"npu", "chip", "collector", "job", "instance"})
+
+
+class ConfigError(Exception):
+    """Every problem found in a configuration, each prefixed with its key path."""
+
+    def __init__(self, problems: list[str], source: str = "config") -> None:
+        self.problems = problems
+        self.source = source
+        super().__init__(f"invalid {source}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def parse_duration(value: Any) -> float:
+    """``10s``, ``5m``, ``1.5h``, ``250ms`` or a bare number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(value)
+        return float(value)
+    if isinstance(value, str):
+        match = _DURATION_RE.match(value)
+        if match:
+            return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    raise ValueError(value)
+
+
+def format_duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def parse_size(value: Any) -> int:
+    """``64MiB``, ``1GiB``, ``4096`` -> bytes."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str):
+        match = _SIZE_RE.match(value)
+        if match:
+            return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+    raise ValueError(value)
+
+
+# --- schema: each leaf is (checker, default); a checker returns the typed value or raises
+Checker = Callable[[Any], Any]
+
+
+def duration(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise TypeError(f"expected a duration like 10s, got {show(value)}") from None
+
+
+def positive_duration(value: Any) -> float:
+    seconds = duration(value)
+    if seconds <= 0:
+        raise TypeError(f"expected a duration above zero like 10s, got {show(value)}")
+    return seconds
+
+
+def size(value: Any) -> int:
+    try:
+        return parse_size(value)
+    except ValueError:
+        raise TypeError(f"expected a size like 64MiB, got {show(value)}") from None
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"expected true or false, got {show(value)}")
+
+
+def integer(minimum: int, maximum: int | None = None) -> Checker:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"expected an integer, got {show(value)}")
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f" and {maximum}" if maximum is not None else ""
+            raise TypeError(f"expected an integer between {minimum}{upper}, got {value}")
+        return value
+
+    return check
+
+
+def ratio(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise TypeError(f"expected a ratio between 0 and 1, got {show(value)}")
+    return float(value)
+
+
+def positive_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise TypeError(f"expected a positive number, got {show(value)}")
+    return float(value)
+
+
+def string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string, got {show(value)}")
+
+
+def optional(check: Checker) -> Checker:
+    def optional(value: Any) -> Any:
+        return None if value is None else check(value)
+
+    return optional
+
+
+def choice(*options: str) -> Checker:
+    def check(value: Any) -> str:
+        if value in options:
+            return str(value)
+        raise TypeError(f"expected one of {', '.join(options)}, got {show(value)}")
+
+    return check
+
+
+def str_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise TypeError(f"expected a list of strings, got {show(value)}")
+
+
+def int_list(value: Any) -> tuple[int, ...]:
+    if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        return tuple(value)
+    raise TypeError(f"expected a list of integers, got {show(value)}")
+
+
+def labels_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a mapping of label names to values, got {show(value)}")
+    result: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not _LABEL_NAME_RE.match(key) or key.startswith("__"):
+            raise TypeError(f"invalid label name {show(key)}")
+        if key in _RESERVED_LABELS:
+            raise TypeError(f"label name {key!r} is used by npuwatch's own series")
+        if not isinstance(item, str | int | float) or isinstance(item, bool):
+            raise TypeError(f"label {key!r}: expected a string value, got {show(item)}")
+        result[key] = str(item)
+    return result
+
+
+def peaks_table(value: Any) -> dict[str, dict[str, float]]:
+    """``{model: {dtype: FLOP/s}}``, e.g. ``{"910B3": {"fp16": 313.7e12}}``."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a mapping of model to {{dtype: flops}}, got {show(value)}")
+    result: dict[str, dict[str, float]] = {}
+    for model, per_dtype in value.items():
+        if not isinstance(per_dtype, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in per_dtype.values()
+        ):
+            raise TypeError(f"{model}: expected {{dtype: positive FLOP/s}}, got {show(per_dtype)}")
+        result[str(model)] = {str(k): float(v) for k, v in per_dtype.items()}
+    return result
+
+
+def show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def read_yaml_file(path: str | os.PathLike[str]) -> Any:
+    """Parse a YAML file; unreadable or malformed input raises ConfigError with the line.
+
+    Only the parser's ``problem`` is quoted, never its context, which may hold a secret.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read: {exc.strerror or exc}"], source) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError([f"not valid YAML{where}: {problem}, check the YAML syntax"], source) from None
+
+

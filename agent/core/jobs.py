@@ -1,0 +1,22 @@
+"""Collectors without an external tool (host metrics, log scanner, probe results, textfile)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from collectors.base import Sample
+
+__all__ = ["InternalJob"]
+
+
+@dataclass(frozen=True, slots=True)
+class InternalJob:
+    """A collector with no external tool (host metrics, log scanner, probes)."""
+
+    name: str
+    interval_s: float
+    collect: Callable[[], Sequence[Sample]]
+    max_age_s: float | None = -1.0
+    # Why the job is degraded though it still collects (e.g. its state file is unwritable).
+    problem: Callable[[], str | None] | None = None

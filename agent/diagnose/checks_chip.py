@@ -1,0 +1,78 @@
+"""Chip checks of ``npuwatch diagnose``: the chip list and health, HBM ECC. Pure over ``NodeReadings``."""
+
+from __future__ import annotations
+
+from agent.diagnose.judging import DeviceResult, aggregate, device_finding, no_chips, unknown_result
+from agent.diagnose.readings import NodeReadings
+from agent.diagnose.results import (
+    FAIL,
+    PASS,
+    WARN,
+    Check,
+    Finding,
+    Reading,
+)
+from collectors import (
+    npu_smi_info,
+)
+from collectors.npu_smi_kv import chip_argv
+
+
+def check_chips(readings: NodeReadings, expected_chips: int = 0) -> Check:
+    """Health word of each chip (``npu-smi info`` and ``-t health``) and its active error codes."""
+    name = "npu_health"
+    if (missing := no_chips(name, readings)) is not None:
+        return missing
+    table = {(status.npu, status.chip): status for status in readings.table.value.chips}
+    results: list[DeviceResult] = []
+    for ref in readings.chips:
+        reading = readings.health.get(ref, Reading(error="not read"))
+        record = reading.value if reading.ok else None
+        printed = record.health if record is not None else None
+        word = printed or table[(ref.npu, ref.chip)].health
+        codes = list(record.error_codes) if record is not None else []
+        state = npu_smi_info.health_state(word)
+        detail = f"npu-smi says {word}" + (f", error codes {' '.join(codes)}" if codes else "")
+        said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
+        if state == "ok" and not codes:
+            results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: OK"))
+        elif state in ("ok", "warning"):
+            results.append(device_finding(readings, ref, "chip_warning", WARN, said, text=detail))
+        else:
+            results.append(device_finding(readings, ref, "chip_unhealthy", FAIL, said, text=detail))
+    ok_text = f"{len(readings.chips)} chips OK, no error codes"
+    if expected_chips and len(readings.chips) < expected_chips:
+        text = f"npu-smi lists {len(readings.chips)} of {expected_chips} expected chips"
+        finding = Finding("chip_missing", FAIL, None, "this node", text)
+        results.append(DeviceResult(None, FAIL, text, finding))
+    return aggregate(name, results, ok_text)
+
+
+def check_ecc(readings: NodeReadings) -> Check:
+    """HBM double-bit (uncorrectable) errors and isolated pages (``npu-smi info -t ecc``)."""
+    name = "hbm_ecc"
+    if (missing := no_chips(name, readings)) is not None:
+        return missing
+    results: list[DeviceResult] = []
+    for ref in readings.chips:
+        reading = readings.ecc.get(ref, Reading(error="not read"))
+        if not reading.ok:
+            results.append(unknown_result(readings, ref, reading))
+            continue
+        hbm = reading.value.hbm
+        double = hbm.double_bit_errors or 0
+        double_pages = hbm.double_bit_isolated_pages or 0
+        single_pages = hbm.single_bit_isolated_pages or 0
+        if double > 0:
+            detail = (f"npu-smi -t ecc: {int(double)} HBM double-bit errors, "
+                      f"{int(double_pages)} pages isolated")
+            results.append(device_finding(readings, ref, "ecc_double_bit", FAIL, detail))
+        elif double_pages > 0 or single_pages > 0:
+            detail = f"npu-smi -t ecc: {int(double_pages + single_pages)} HBM pages isolated"
+            results.append(device_finding(readings, ref, "ecc_history", WARN, detail))
+        else:
+            results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no double-bit errors"))
+    return aggregate(name, results, f"no HBM double-bit errors or isolated pages on {len(results)} chips",
+                      "npu-smi must answer: try `npu-smi info -t ecc -i 0 -c 0` by hand")
+
+

@@ -1,0 +1,229 @@
+"""Read the node once for ``npuwatch diagnose``: every tool call through ``agent.core.tool_runner``, a few at a time.
+
+A tool that hangs is killed at its timeout and remembered: every later call to the same tool is
+skipped at once, so a wedged npu-smi or hccn_tool costs one timeout, not one per chip."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.diagnose.results import HCCN_PARALLEL, TIMEOUT_CATEGORIES, Reading
+from collectors import (
+    hccn_ip,
+    hccn_link,
+    hccn_link_stat,
+    hccn_net_health,
+    hccn_optical,
+    hccn_stat,
+    npu_smi_ecc,
+    npu_smi_health,
+    npu_smi_info,
+    npu_smi_mapping,
+)
+from collectors.base import ChipRef, ParseError
+from collectors.hccl_classify import Event
+from collectors.hccn_link import device_id
+from collectors.npu_smi_kv import chip_argv
+
+# ----------------------------------------------------------------------------- tools
+
+
+class ToolBox:
+    """Runs npu-smi and hccn_tool for diagnose; remembers a tool that hung or is missing."""
+
+    def __init__(self, config: Any, env: Mapping[str, str] | None = None) -> None:
+        collectors = config.collectors
+        self._settings = {
+            "npu-smi": (collectors.npu_smi.path, float(collectors.npu_smi.timeout),
+                        int(collectors.npu_smi.max_parallel)),
+            "hccn_tool": (collectors.hccn_tool.path, float(collectors.hccn_tool.timeout), HCCN_PARALLEL),
+        }
+        self._env = dict(env) if env else None
+        self._lock = threading.Lock()
+        self._paths: dict[str, str] = {}
+        self._broken: dict[str, str] = {}  # tool -> why later calls are skipped
+        self._hung: dict[str, str] = {}  # tool -> the call that hung
+        self._gates = {tool: threading.Semaphore(max(1, limit))
+                       for tool, (_, _, limit) in self._settings.items()}
+
+    def _path(self, tool: str) -> str:
+        with self._lock:
+            if tool not in self._paths:
+                self._paths[tool] = resolve_tool(tool, self._settings[tool][0])
+            return self._paths[tool]
+
+    def broken(self, tool: str) -> str | None:
+        with self._lock:
+            return self._broken.get(tool)
+
+    @property
+    def parallelism(self) -> int:
+        """Calls that may run at once over all tools (each tool has its own limit)."""
+        return sum(limit for _, _, limit in self._settings.values())
+
+    def hung(self) -> list[str]:
+        """Why each tool that hung was given up on (``hccn_tool hung earlier (...)``)."""
+        with self._lock:
+            return list(self._hung.values())
+
+    def read(self, tool: str, args: Sequence[str], parse: Callable[[str], Any]) -> Reading:
+        """Run ``tool args`` and parse its stdout; never raises for tool or parse problems."""
+        shown = " ".join([tool, *args])
+        skipped = self.broken(tool)
+        if skipped is not None:
+            return Reading(error=f"{shown}: skipped, {skipped}", at=time.monotonic())
+        timeout = self._settings[tool][1]
+        try:
+            path = self._path(tool)
+            with self._gates[tool]:
+                result = run_tool([path, *args], timeout, env=self._env)
+            return Reading(value=parse(result.stdout), at=time.monotonic())
+        except ToolMissing:
+            self._mark(tool, f"{tool} not found")
+            return Reading(error=f"{tool}: not found (set collectors.{_key(tool)}.path)", at=time.monotonic())
+        except ToolTimeout:
+            error = f"{shown}: no answer within {timeout:g}s (killed)"
+            self._mark(tool, f"{tool} hung earlier ({shown})", hung=error)
+            return Reading(error=error, at=time.monotonic())
+        except ToolFailed as exc:
+            return Reading(error=f"{shown}: {exc}", at=time.monotonic())
+        except (ParseError, ValueError) as exc:
+            return Reading(error=f"{shown}: unreadable output: {exc}", at=time.monotonic())
+
+    def _mark(self, tool: str, why: str, hung: str | None = None) -> None:
+        with self._lock:
+            self._broken.setdefault(tool, why)
+            if hung is not None:
+                self._hung.setdefault(tool, hung)
+
+
+def _key(tool: str) -> str:
+    return tool.replace("-", "_")
+
+
+# ----------------------------------------------------------------------------- reading the node
+
+
+@dataclass(slots=True)
+class LogScan:
+    """Errors the recent logs hold: counted incidents and the culprit hints near them."""
+
+    window_s: float
+    roots: list[str]
+    roots_exist: bool = False
+    files: int = 0
+    bytes_read: int = 0
+    events: list[Event] = field(default_factory=list)
+    hints: Counter[tuple[str, str]] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+
+    def by_category(self) -> Counter[str]:
+        return Counter(event.category for event in self.events)
+
+    def by_code(self) -> Counter[str]:
+        return Counter(event.code for event in self.events)
+
+    @property
+    def timeouts(self) -> int:
+        return sum(1 for event in self.events if event.category in TIMEOUT_CATEGORIES)
+
+
+@dataclass(slots=True)
+class RoceReadings:
+    link: Reading
+    link_stat: Reading
+    net_health: Reading
+    ip: Reading
+    optical: list[Reading]  # first and second sample
+    stat: list[Reading]
+
+
+@dataclass(slots=True)
+class NodeReadings:
+    """Everything diagnose read; ``table`` is an error Reading when npu-smi could not list chips."""
+
+    table: Reading
+    chips: list[ChipRef] = field(default_factory=list)
+    health: dict[ChipRef, Reading] = field(default_factory=dict)
+    ecc: dict[ChipRef, Reading] = field(default_factory=dict)
+    roce: dict[ChipRef, RoceReadings] = field(default_factory=dict)
+    logs: LogScan | None = None
+
+    def multi_chip(self) -> bool:
+        return any(ref.chip != 0 for ref in self.chips)
+
+    def label(self, ref: ChipRef) -> str:
+        return f"NPU {ref.npu} chip {ref.chip}" if self.multi_chip() else f"NPU {ref.npu}"
+
+
+def read_node(tools: ToolBox, gap_s: float, scan_logs: Callable[[], LogScan] | None = None) -> NodeReadings:
+    """Run every tool call diagnose needs: the chip list first, then per-chip reads in parallel.
+
+    Optics and packet counters are read twice, ``gap_s`` apart, to see counters rise.
+    """
+    # One thread per allowed tool call plus the log scan: a call waiting for its tool's turn
+    # never holds up a call to the other tool.
+    with ThreadPoolExecutor(max_workers=tools.parallelism + 1, thread_name_prefix="diagnose") as pool:
+        logs_future = pool.submit(scan_logs) if scan_logs is not None else None
+        table = tools.read("npu-smi", ["info"], npu_smi_info.parse)
+        readings = NodeReadings(table=table)
+        if table.ok:
+            mapping = tools.read("npu-smi", ["info", "-m"], npu_smi_mapping.parse)
+            readings.chips = npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
+            _read_chips(tools, pool, readings, gap_s)
+        if logs_future is not None:
+            readings.logs = logs_future.result()
+    return readings
+
+
+def _read_chips(tools: ToolBox, pool: ThreadPoolExecutor, readings: NodeReadings, gap_s: float) -> None:
+    def npu_smi(ref: ChipRef, kind: str, parse: Callable[[str, int | None], Any]) -> Future[Reading]:
+        return pool.submit(tools.read, "npu-smi", chip_argv(kind, ref), lambda text: parse(text, ref.chip))
+
+    def hccn(ref: ChipRef, command: str, parse: Callable[[str], Any]) -> Future[Reading]:
+        return pool.submit(tools.read, "hccn_tool", ["-i", str(device_id(ref)), f"-{command}", "-g"], parse)
+
+    health = {ref: npu_smi(ref, "health", npu_smi_health.parse) for ref in readings.chips}
+    ecc = {ref: npu_smi(ref, "ecc", npu_smi_ecc.parse) for ref in readings.chips}
+    first = {
+        ref: {
+            "optical": hccn(ref, "optical", hccn_optical.parse),
+            "stat": hccn(ref, "stat", hccn_stat.parse),
+            "link": hccn(ref, "link", hccn_link.parse),
+            "link_stat": hccn(ref, "link_stat", hccn_link_stat.parse),
+            "net_health": hccn(ref, "net_health", hccn_net_health.parse),
+            "ip": hccn(ref, "ip", hccn_ip.parse),
+        }
+        for ref in readings.chips
+    }
+    done_first = {ref: {name: future.result() for name, future in calls.items()}
+                  for ref, calls in first.items()}
+    sampled = [r[name] for r in done_first.values() for name in ("optical", "stat") if r[name].ok]
+    second: dict[ChipRef, dict[str, Future[Reading]]] = {}
+    if sampled:  # no second round when no port answered the first
+        wait = gap_s - (time.monotonic() - min(reading.at for reading in sampled))
+        if wait > 0:
+            time.sleep(wait)
+        second = {
+            ref: {"optical": hccn(ref, "optical", hccn_optical.parse),
+                  "stat": hccn(ref, "stat", hccn_stat.parse)}
+            for ref, r in done_first.items() if r["optical"].ok or r["stat"].ok
+        }
+    for ref, r in done_first.items():
+        again = {name: future.result() for name, future in second.get(ref, {}).items()}
+        readings.roce[ref] = RoceReadings(
+            link=r["link"], link_stat=r["link_stat"], net_health=r["net_health"], ip=r["ip"],
+            optical=[r["optical"], *([again["optical"]] if "optical" in again else [])],
+            stat=[r["stat"], *([again["stat"]] if "stat" in again else [])],
+        )
+    readings.health = {ref: future.result() for ref, future in health.items()}
+    readings.ecc = {ref: future.result() for ref, future in ecc.items()}
+
+

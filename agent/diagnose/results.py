@@ -1,0 +1,126 @@
+"""What diagnose's checks return: statuses, local causes, ``Check``/``Finding``, per-device aggregation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
+SEVERITY = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
+
+# Local causes, most convincing explanation of an HCCL timeout first (the verdict's order),
+# each with what it is called in the verdict and what to do about it.
+CAUSES: dict[str, tuple[str, str]] = {
+    "link_down": ("RoCE link down",
+                  "check the cable or optical module and the switch port of this NPU "
+                  "(hccn_tool -i N -optical -g, -link_stat -g)"),
+    "link_flapping": ("RoCE link flapping",
+                      "a flapping port breaks HCCL links mid-job: reseat or replace the optical module/cable "
+                      "and check the switch port's error counters"),
+    "optics_no_light": ("optical module receives no light",
+                        "the fibre is unplugged or broken, or the far-end module is off: clean, reseat or "
+                        "swap the module and fibre"),
+    "net_health": ("RoCE network health check failing",
+                   "the port cannot reach its detect address: check netdetect/gateway in hccn.conf and the "
+                   "switch or VLAN path"),
+    "ecc_double_bit": ("HBM double-bit ECC errors",
+                       "uncorrectable HBM errors: drain the node, reset the chip, replace it if they return"),
+    "chip_unhealthy": ("unhealthy chip",
+                       "look up the error codes (npu-smi info -t health -i N) and dmesg; reset or replace "
+                       "the chip"),
+    "chip_missing": ("chip missing from npu-smi",
+                     "npu-smi no longer lists the chip: check dmesg and PCIe; a reboot or repair is needed"),
+    "heartbeat_lost": ("device heartbeat lost (kernel log)",
+                       "the driver lost the device: check dmesg around that time; reset or replace the chip"),
+    "ip_mismatch": ("RoCE address differs from hccn.conf",
+                    "the rank table uses the configured address: reapply it with hccn_tool -i N -ip -s ..."),
+    "probe_failed": ("probe failed on this node",
+                     "rerun `npuwatch probe ...` on this node alone; compare with a healthy node"),
+    "packet_errors": ("RoCE packet errors rising",
+                      "errors grew while diagnose watched: check optics, cable and the switch's PFC/ECN "
+                      "settings"),
+    "optics_weak": ("weak optical receive power",
+                    "rx power is below the module's low threshold: clean the fibre ends, check the far end"),
+    "link_down_recently": ("RoCE link went down recently",
+                           "one outage in the window: if jobs failed then, that was why; watch for more"),
+    "net_health_init": ("RoCE network health not configured",
+                        "no detect address: set netdetect_N in hccn.conf (hccn_tool -i N -netdetect -s ...)"),
+    "ecc_history": ("HBM pages isolated after ECC errors",
+                    "pages were retired after earlier errors; plan a chip check if the count grows"),
+    "chip_warning": ("chip health warning",
+                     "look up the error codes (npu-smi info -t health -i N); usually not fatal"),
+    "probe_degraded": ("probe below its warning threshold", "compare with a healthy node of the same model"),
+}
+CAUSE_ORDER = {name: index for index, name in enumerate(CAUSES)}
+
+DEFAULT_WINDOW_S = 7200.0
+DEFAULT_SAMPLE_GAP_S = 3.0
+DEFAULT_LOG_TAIL_BYTES = 8 << 20  # per file: a few hours of a busy plog
+NO_LIGHT_WATTS = 1e-5  # 0.01 mW (-20 dBm): below any receiver's sensitivity
+FLAP_DOWNS = 2  # link-down events in the window that make a port "flapping"
+HCCN_PARALLEL = 4
+# Log categories that can stop a collective (what the log check counts as HCCL timeouts).
+TIMEOUT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
+                                 "stream_sync_timeout", "heartbeat", "roce_cqe", "sdma"})
+
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A local cause found by a check: what, where, and the evidence in one phrase."""
+
+    cause: str  # a key of CAUSES
+    status: str  # FAIL or WARN
+    npu: int | None
+    label: str  # "NPU 3" / "NPU 3 chip 1"
+    detail: str  # "hccn_tool -i 3 -link -g says DOWN"
+
+    @property
+    def rank(self) -> int:
+        return CAUSE_ORDER[self.cause]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    status: str
+    evidence: str
+    hint: str = ""
+    device: int | None = None
+    findings: tuple[Finding, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "evidence": self.evidence, "hint": self.hint,
+                "device": self.device}
+
+
+def worst(statuses: Iterable[str]) -> str:
+    return max(statuses, key=SEVERITY.__getitem__, default=PASS)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One tool call: the parsed record, or why there is none; ``at`` is when it finished."""
+
+    value: Any = None
+    error: str | None = None
+    at: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+# ----------------------------------------------------------------------------- per-device judging
+
+
+def window_text(window_s: float) -> str:
+    if window_s >= 3600 and window_s % 3600 == 0:
+        return f"{int(window_s // 3600)}h"
+    if window_s >= 60 and window_s % 60 == 0:
+        return f"{int(window_s // 60)}m"
+    return f"{window_s:g}s"

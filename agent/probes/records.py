@@ -1,0 +1,124 @@
+"""Probe settings and results: what a run was asked to do and what it found (measurements, rank reports, outcome)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+PROBES = ("gemm", "allreduce")
+OUTCOMES = ("pass", "fail", "timeout", "skipped", "error")
+STAGES = ("connect", "exec")
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class ProbeSettings:
+    """How to run probes. ``None`` sizes and counts mean "the worker's default for the backend"."""
+
+    python: str = sys.executable
+    backend: Literal["auto", "npu", "cuda", "cpu"] = "auto"
+    devices: tuple[int, ...] | None = None  # None: every visible device (cpu: ``cpu_ranks`` ranks)
+    cpu_ranks: int = 2
+    gemm_size: int | None = None
+    gemm_dtypes: tuple[str, ...] | None = None
+    allreduce_bytes: int | None = None
+    warmup: int | None = None
+    iterations: int | None = None
+    connect_timeout_s: float = 120.0  # HCCL_CONNECT_TIMEOUT (HCCL default 120 s; minimum 120)
+    exec_timeout_s: float = 68.0  # HCCL_EXEC_TIMEOUT (HCCL default 1836 s; minimum 68)
+    deadline_s: float = 300.0  # outer watchdog over the whole run
+    stall_s: float | None = None  # outer watchdog: no progress this long in connect/exec
+    term_grace_s: float = 3.0  # SIGTERM -> SIGKILL
+    min_efficiency: float = 0.8  # of a *measured* peak; below fails the probe
+    warn_efficiency: float | None = 0.9
+    min_busbw: float | None = None  # bytes/s; below fails the probe
+    warn_busbw: float | None = None
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> dtype -> FLOP/s
+    model: str | None = None  # chip model for efficiency (default: the name torch reports)
+    chip_map: dict[int, tuple[int, int]] = field(default_factory=dict)  # device index -> (npu, chip)
+    use_lock: bool = True
+    lock_path: str | None = None  # None: agent.probes.lock.DEFAULT_LOCK_PATH
+    extra_env: dict[str, str] = field(default_factory=dict)
+    tag: str | None = None  # put in every worker's argv (--tag) so its processes can be found
+
+
+@dataclass(frozen=True)
+class GemmMeasurement:
+    device: int
+    npu: int
+    chip: int
+    model: str
+    dtype: str
+    size: int
+    iterations: int
+    seconds: float
+    flops: float
+    correct: bool
+    residual_ratio: float
+    peak_flops: float | None = None
+    peak_basis: str | None = None
+    efficiency: float | None = None
+
+
+@dataclass(frozen=True)
+class AllreduceMeasurement:
+    scope: str
+    world_size: int
+    size_bytes: int
+    iterations: int
+    seconds_per_iteration: float
+    algbw_bytes_per_second: float
+    busbw_bytes_per_second: float
+    correct: bool
+
+
+@dataclass
+class RankReport:
+    """What one worker process left behind."""
+
+    index: int
+    argv: list[str]
+    pid: int
+    returncode: int | None = None
+    stage: str = "setup"
+    result: dict[str, Any] | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    killed: bool = False  # by the runner (deadline, or after another rank failed)
+
+
+@dataclass
+class ProbeResult:
+    probe: str
+    outcome: str
+    started_at: float
+    duration_s: float
+    message: str = ""
+    stage: str | None = None  # for timeouts: connect | exec
+    backend: str | None = None
+    scope: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    gemm: list[GemmMeasurement] = field(default_factory=list)
+    allreduce: AllreduceMeasurement | None = None
+    ranks: list[RankReport] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """Nagios style: 0 pass, 1 pass with warnings, 2 fail or timeout, 3 error or skipped."""
+        if self.outcome == "pass":
+            return 1 if self.warnings else 0
+        return 2 if self.outcome in ("fail", "timeout") else 3
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return data
+
+
+def skipped_result(probe: str, reason: str, clock: Callable[[], float] = time.time) -> ProbeResult:
+    """A probe that did not run (lock held, devices busy): counted, never a hardware verdict."""
+    return ProbeResult(probe=probe, outcome="skipped", started_at=clock(), duration_s=0.0, message=reason)
+
