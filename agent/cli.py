@@ -20,6 +20,7 @@ __all__ = ["build_parser", "main"]
 log = logging.getLogger("npuwatch")
 
 EXIT_OK = 0
+EXIT_COLLECT_FAILED = 1  # once: a collector failed (the exposition is still printed)
 EXIT_CONFIG = 2
 
 DESCRIPTION = """\
@@ -105,7 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.demo import cli as demo_cli
 
     demo_cli.add_arguments(demo)
+    _verbose_everywhere(parser)
     return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """``-v`` after the command too (``npuwatch once -v``), not only before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if "-v" not in child._option_string_actions:
+                    child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                       help="debug logging")
+                _verbose_everywhere(child)
 
 
 def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,13 +153,40 @@ def _demo_dir(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = load_config(args.file)
-    if config.web.config_file:
-        from agent.web.config import load_web_config
+    """Every problem of the config and of the web config it names, in one report."""
+    from agent.web.config import load_web_config
 
-        load_web_config(config.web.config_file)
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        problems = list(exc.problems)
+        web_file = _web_config_file(args.file)
+        if web_file:
+            try:
+                load_web_config(web_file)
+            except ConfigError as web_exc:
+                problems += [f"web.config_file ({web_exc.source}): {p}" for p in web_exc.problems]
+        raise ConfigError(problems, exc.source) from None
+    if config.web.config_file:
+        try:
+            load_web_config(config.web.config_file)
+        except ConfigError as exc:
+            raise ConfigError([f"web.config_file ({exc.source}): {p}" for p in exc.problems], args.file) from None
     print(f"{args.file}: valid config (listen {config.web.listen_address}:{config.web.port})")
     return EXIT_OK
+
+
+def _web_config_file(path: str) -> str | None:
+    """``web.config_file`` as written in an invalid config, so its problems are reported too."""
+    from agent.core.config import read_yaml_file
+
+    try:
+        raw = read_yaml_file(path)
+    except ConfigError:
+        return None
+    web = raw.get("web") if isinstance(raw, dict) else None
+    value = web.get("config_file") if isinstance(web, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def cmd_once(args: argparse.Namespace) -> int:
@@ -162,9 +202,24 @@ def cmd_once(args: argparse.Namespace) -> int:
             run_all_probes_now(agent)
         sys.stdout.buffer.write(agent.cache.render(openmetrics=args.openmetrics).body)
         sys.stdout.flush()
+        failed = _failed_collectors(agent.store.all())
     finally:
         agent.stop()
-    return EXIT_OK
+    for reason, names in failed.items():
+        print(f"npuwatch once: {len(names)} collector(s) down ({reason}): {', '.join(names)}", file=sys.stderr)
+    return EXIT_COLLECT_FAILED if failed else EXIT_OK
+
+
+def _failed_collectors(snapshots: Sequence[Any]) -> dict[str, list[str]]:
+    """Collectors down for a fault (not for "no data here"), by reason: {reason: [names]}.
+
+    The cause itself was logged once as a warning; this is the summary under it.
+    """
+    failed: dict[str, list[str]] = {}
+    for snap in sorted(snapshots, key=lambda s: s.source):
+        if not snap.ok and snap.down_reason not in ("no_data", "not_run", None):
+            failed.setdefault(snap.down_reason, []).append(snap.source)
+    return failed
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -56,14 +56,17 @@ MB = 1 << 20
 # Defaults everywhere except: loopback only, probes off (they run torch in a child every hour or
 # so and would only add noise), and no per-IP rate limit problem (set by the caller of make_server).
 BENCH_CONFIG: dict[str, Any] = {
-    "web": {"listen_address": "127.0.0.1", "port": 0},
+    "web": {"listen_address": "127.0.0.1"},
     "probes": {"enabled": False},
 }
 
 
 def bench_config(extra: Mapping[str, Any] | None = None) -> Any:
     """A validated Config: defaults + ``BENCH_CONFIG`` + ``extra`` (nested dicts merge)."""
-    return build_config(_merged(BENCH_CONFIG, dict(extra or {})))
+    with socket.socket() as sock:  # the config refuses port 0: take a free one
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    return build_config(_merged(_merged(BENCH_CONFIG, {"web": {"port": port}}), dict(extra or {})))
 
 
 def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +15,7 @@ from agent.core.config import build_config
 from agent.daemon.assemble import AgentBundle, build_agent
 
 FAST = {
-    "web": {"listen_address": "127.0.0.1", "port": 0},
+    "web": {"listen_address": "127.0.0.1"},
     "collectors": {
         "npu_smi": {"timeout": "1s"},
         "hccn_tool": {"timeout": "1s"},
@@ -31,8 +32,19 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fast_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """FAST plus a free port of its own (the config refuses port 0) plus ``extra``."""
+    return merged(merged(FAST, {"web": {"port": free_port()}}), extra or {})
+
+
 def demo_bundle(tmp_path: Path, extra: dict[str, Any] | None = None, chips: int = 8) -> AgentBundle:
-    config = build_config(merged(FAST, extra or {}))
+    config = build_config(fast_config(extra))
     return build_agent(config, tmp_path / "demo", chips)
 
 

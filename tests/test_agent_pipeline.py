@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.core.config import apply_overrides, build_config
 from agent.daemon.assemble import build_agent
-from tests.agent_harness import FAST, demo_bundle, get, merged, serving, wait_for
+from tests.agent_harness import demo_bundle, fast_config, get, serving, wait_for
 
 
 def _values(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -111,6 +111,40 @@ def test_hung_npu_smi_does_not_slow_scrapes_and_is_killed(tmp_path: Path) -> Non
     assert _fake_processes(tmp_path / "demo") == []
 
 
+def test_hung_npu_smi_keeps_roce_collecting_on_the_last_known_chips(tmp_path: Path) -> None:
+    """The hardware does not change while npu-smi hangs: hccn_tool keeps collecting every chip."""
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"interval": "1s", "timeout": "200ms"}}})
+    agent = bundle.agent
+    agent.collect_once()
+    bundle.demo.set_fault("npu_smi_hang")
+    deadline = time.monotonic() + 3.5  # past 3x the table's interval: its records are stale now
+    while time.monotonic() < deadline:
+        agent.collect_group("info")
+    assert agent.store.records("npu_smi_info") is None
+    agent.collect_group("roce")
+    values = _values(agent.cache.render().body)
+    assert _get(values, "npuwatch_collector_up", collector="hccn_link") == 1
+    assert [_get(values, "npu_roce_link_up", npu=str(n), chip="0") for n in range(8)] == [1.0] * 8
+    assert _get(values, "npuwatch_collector_down_reason", collector="npu_smi_info", reason="timeout") == 1
+    assert _get(values, "npuwatch_collector_down_reason", collector="hccn_link", reason="timeout") is None
+    agent.stop()
+
+
+def test_every_down_collector_says_why(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    (tmp_path / "demo" / "bin" / "npu-smi").unlink()
+    bundle.agent.collect_once()
+    values = _values(bundle.agent.cache.render().body)
+    ups = {dict(labels)["collector"]: v for (name, labels), v in values.items() if name == "npuwatch_collector_up"}
+    reasons = {dict(labels)["collector"]: dict(labels)["reason"]
+               for (name, labels), _ in values.items() if name == "npuwatch_collector_down_reason"}
+    assert {c for c, up in ups.items() if up == 0} == set(reasons)
+    assert reasons["npu_smi_info"] == "missing_tool"
+    assert reasons["hccn_link"] == "no_inventory"  # no chip list: nothing to ask hccn_tool about
+    assert "host" not in reasons
+    bundle.agent.stop()
+
+
 def test_fifty_hangs_leave_no_process(tmp_path: Path) -> None:
     bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"timeout": "100ms"}}})
     bundle.demo.set_fault("npu_smi_hang")
@@ -173,7 +207,7 @@ def test_faults_show_in_metrics(tmp_path: Path) -> None:
 
 
 def test_healthz_reports_missing_tool_and_staleness(tmp_path: Path) -> None:
-    config = build_config(merged(FAST, {
+    config = build_config(fast_config({
         "collectors": {"npu_smi": {"path": str(tmp_path / "no-npu-smi")}}, "state_dir": str(tmp_path)}))
     bundle = build_agent(config)
     with serving(bundle) as url:
@@ -283,7 +317,7 @@ def test_demo_probes_run_when_idle_and_skip_while_a_process_is_listed(tmp_path: 
 
 def test_reload_reschedules_probe_jobs(tmp_path: Path) -> None:
     # No demo: the demo pins its own short probe intervals.
-    config = build_config(merged(FAST, {"state_dir": str(tmp_path), "probes": {
+    config = build_config(fast_config({"state_dir": str(tmp_path), "probes": {
         "enabled": True, "gemm": {"interval": "1h"}, "allreduce": {"enabled": False}}}))
     agent = build_agent(config).agent
     agent.start(serve_http=False)

@@ -73,7 +73,8 @@ class SourceRunner:
             return
         if source.scope == "chip":
             if not chips:
-                self._store.put_no_data(source.name, "no chips known yet", started_wall, 0.0)
+                self._store.put_no_data(source.name, "no chip list yet: npu-smi info has not answered since start",
+                                        started_wall, 0.0, reason="no_inventory")
                 return
             targets: list[ChipRef | None] = list(chips)
         else:
@@ -142,10 +143,13 @@ class SourceRunner:
             first = real_failures[0]
             extra = f" (+{len(real_failures) - 1} more)" if len(real_failures) > 1 else ""
             self._store.put_failure(source.name, first.reason, first.message + extra, started_wall, duration)
-            self._log_once(source.name + first.reason, f"{source.name}: {first.message}{extra}")
+            # A hung or crashing tool is one cause however many sources call it; bad output is per source.
+            key = f"{source.tool}:{first.reason}" if first.reason == "timeout" else f"{source.name}:{first.reason}"
+            self._log_once(key, f"{source.name}: {first.message}{extra}")
         else:
             with self._lock:
-                self._warned = {key for key in self._warned if not key.startswith(source.name)}
+                self._warned = {key for key in self._warned
+                                if not key.startswith((f"{source.name}:", f"{source.tool}:"))}
 
     def _missing(self, source: Source, message: str, started_wall: float, duration: float) -> None:
         if source.tool in OPTIONAL_TOOLS:
@@ -155,7 +159,7 @@ class SourceRunner:
                 log.info("%s; its collectors report no data", message)
             return
         self._store.put_failure(source.name, "missing_tool", message, started_wall, duration)
-        self._log_once(source.name + "missing", message)
+        self._log_once(f"{source.tool}:missing", message)  # one warning per tool, not per source
 
     def _log_once(self, key: str, message: str) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ bad duration) raises ``ConfigError`` listing every problem with its path, e.g.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +17,8 @@ from agent.core.config_values import (
     ConfigError,
     boolean,
     choice,
+    clip,
+    cron_expression,
     duration,
     format_duration,
     int_list,
@@ -64,7 +67,7 @@ SCHEMA: Schema = {
     "web": {
         "enabled": (boolean, True),
         "listen_address": (string, "0.0.0.0"),  # noqa: S104 - an exporter listens for Prometheus
-        "port": (integer(0, 65535), DEFAULT_PORT),
+        "port": (integer(1, 65535), DEFAULT_PORT),
         "config_file": (optional(string), None),  # exporter-toolkit style TLS / basic auth file
         "max_connections": (integer(1, 1024), 32),
     },
@@ -136,7 +139,7 @@ SCHEMA: Schema = {
         "gemm": {
             "enabled": (boolean, True),
             "interval": (positive_duration, 3600.0),
-            "cron": (optional(string), None),
+            "cron": (optional(cron_expression), None),
             "jitter": (duration, 300.0),
             "size": (optional(integer(16, 65536)), None),
             "dtypes": (optional(str_list), None),
@@ -145,7 +148,7 @@ SCHEMA: Schema = {
         "allreduce": {
             "enabled": (boolean, True),
             "interval": (positive_duration, 6 * 3600.0),
-            "cron": (optional(string), None),
+            "cron": (optional(cron_expression), None),
             "jitter": (duration, 900.0),
             "size": (optional(size), None),
             "devices": (optional(int_list), None),
@@ -197,7 +200,7 @@ def _validate(schema: Schema, raw: Any, path: str, problems: list[str]) -> Confi
     values: dict[str, Any] = {}
     for key in raw:
         if key not in schema:
-            where = f"{path}.{key}" if path else str(key)
+            where = clip(f"{path}.{key}" if path else str(key), 80)
             known = ", ".join(sorted(schema))
             problems.append(f"{where}: unknown setting (known here: {known})")
     for key, entry in schema.items():
@@ -225,9 +228,32 @@ def _apply_derived_defaults(values: dict[str, Any]) -> None:
     values["labels"] = labels
 
 
+def _check_source_names(config: Config, problems: list[str]) -> None:
+    """Names in ``disable``/``enable`` must be sources of that tool; the nearest valid name is suggested."""
+    from collectors.sources import SOURCES
+
+    by_tool: dict[str, list[Any]] = {}
+    for source in SOURCES:
+        by_tool.setdefault(source.tool, []).append(source)
+    lists = (
+        ("collectors.npu_smi.disable", config.collectors.npu_smi.disable, [s.name for s in by_tool["npu-smi"]]),
+        ("collectors.npu_smi.enable", config.collectors.npu_smi.enable,
+         [s.name for s in by_tool["npu-smi"] if not s.default_enabled]),
+        ("collectors.hccn_tool.disable", config.collectors.hccn_tool.disable, [s.name for s in by_tool["hccn_tool"]]),
+    )
+    for where, names, valid in lists:
+        for name in names:
+            if name in valid:
+                continue
+            near = difflib.get_close_matches(name, valid, n=1)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            problems.append(f"{where}: {show(name)} is not one of {', '.join(sorted(valid))}{hint}")
+
+
 def build_config(raw: Any, source: str = "config") -> Config:
     problems: list[str] = []
     config = _validate(SCHEMA, raw, "", problems)
+    _check_source_names(config, problems)
     if problems:
         raise ConfigError(problems, source)
     values = config.to_dict()

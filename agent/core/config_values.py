@@ -8,16 +8,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
-_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
-               "KB": 1000, "MB": 1000**2, "GB": 1000**3}
+# No space between number and unit: "64 MB" is refused rather than guessed at.
+_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?$")
+_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+               "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
+MAX_CONFIG_BYTES = 1 << 20  # a config or web config file larger than this is refused unread
+MAX_YAML_NODES = 100_000  # nodes after alias expansion: a real config has a few hundred
+MAX_SHOWN = 60  # characters of a value an error message repeats
 _LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"npu", "chip", "collector", "job", "instance"})
 
@@ -88,7 +91,8 @@ def size(value: Any) -> int:
     try:
         return parse_size(value)
     except ValueError:
-        raise TypeError(f"expected a size like 64MiB, got {show(value)}") from None
+        raise TypeError(f"expected a size like 64MiB (units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; no space), "
+                        f"got {show(value)}") from None
 
 
 def boolean(value: Any) -> bool:
@@ -184,11 +188,25 @@ def peaks_table(value: Any) -> dict[str, dict[str, float]]:
     return result
 
 
+def cron_expression(value: Any) -> str:
+    from agent.core.cron import CronError, parse_cron
+
+    try:
+        parse_cron(value)
+    except CronError as exc:
+        raise TypeError(f"{exc}, got {show(value)}") from None
+    return str(value)
+
+
+def clip(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to ``limit`` characters (a trailing ... says it was cut)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def show(value: Any) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A value as an error message quotes it: short, one line, never the whole of a huge input."""
+    text = f'"{value}"' if isinstance(value, str) else repr(value)
+    return clip(text.replace("\n", "\\n"))
 
 
 def read_yaml_file(path: str | os.PathLike[str]) -> Any:
@@ -198,15 +216,56 @@ def read_yaml_file(path: str | os.PathLike[str]) -> Any:
     """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError([f"cannot read: {exc.strerror or exc}"], source) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError([f"larger than {MAX_CONFIG_BYTES >> 20} MiB: not a config file"], source)
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"not UTF-8 text (byte {exc.start})"], source) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        expanded = _expanded_size(node)
+        if expanded > MAX_YAML_NODES:
+            raise ConfigError([f"expands to more than {MAX_YAML_NODES} YAML nodes through aliases: "
+                               "not a config file"], source)
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "syntax error"
         raise ConfigError([f"not valid YAML{where}: {problem}, check the YAML syntax"], source) from None
+    except RecursionError:
+        raise ConfigError(["nested too deeply: not a config file"], source) from None
 
 
+def _expanded_size(root: yaml.Node | None) -> int:
+    """How many nodes the document holds once every alias is expanded (memoised, so a bomb costs little)."""
+    if root is None:
+        return 0
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [item for pair in node.value for item in pair]
+        if children_done:
+            sizes[key] = min(1 + sum(sizes.get(id(child), 1) for child in children), MAX_YAML_NODES + 1)
+            visiting.discard(key)
+            continue
+        if key in visiting:  # an alias to a node that contains it: counted once, not followed
+            continue
+        visiting.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes and id(child) not in visiting)
+    return sizes[id(root)]

@@ -109,6 +109,9 @@ def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int
     for snap in snapshots:
         collector = (("collector", snap.source),)
         out.append(Sample("npuwatch_collector_up", collector, 1.0 if snap.ok else 0.0))
+        if not snap.ok:
+            reason = snap.down_reason or "not_run"
+            out.append(Sample("npuwatch_collector_down_reason", (*collector, ("reason", reason)), 1.0))
         if snap.duration_s is not None:
             out.append(Sample("npuwatch_collector_duration_seconds", collector, snap.duration_s))
         if snap.last_success is not None:
@@ -133,6 +136,7 @@ class SnapshotRenderer:
         "npuwatch_build_info",
         "npuwatch_expected_chips",
         "npuwatch_collector_up",
+        "npuwatch_collector_down_reason",
         "npuwatch_collector_duration_seconds",
         "npuwatch_collector_last_success_timestamp_seconds",
         "npuwatch_collector_errors_total",

@@ -15,9 +15,17 @@ from typing import Any
 
 from collectors.base import Sample
 
-__all__ = ["ERROR_REASONS", "SnapshotStore", "SourceSnapshot"]
+__all__ = ["DOWN_REASONS", "ERROR_REASONS", "SnapshotStore", "SourceSnapshot"]
 
 ERROR_REASONS: tuple[str, ...] = ("timeout", "exit", "parse", "missing_tool")
+# Why a collector is down (npuwatch_collector_down_reason): an error reason, or one of these.
+DOWN_REASONS: tuple[str, ...] = (
+    *ERROR_REASONS,
+    "no_data",  # nothing to collect here: the optional tool is absent, no RoCE port (not a fault)
+    "no_inventory",  # a per-chip collector with no chip list: npu-smi never answered since start
+    "degraded",  # it collects, but something beside it is wrong (e.g. its state file is unwritable)
+    "not_run",  # registered, not run yet
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +39,7 @@ class SourceSnapshot:
     error: str | None = None
     error_reason: str | None = None
     no_data: bool = False
+    down_reason: str | None = "not_run"  # None while up
     last_success: float | None = None
     samples: tuple[Sample, ...] = ()
     records: Any = None
@@ -106,7 +115,7 @@ class SnapshotStore:
     ) -> None:
         self._update(
             source, started_at=started_at, duration_s=duration_s, ok=True, error=None, error_reason=None,
-            no_data=False, last_success=self._clock(), samples=tuple(samples), records=records,
+            no_data=False, down_reason=None, last_success=self._clock(), samples=tuple(samples), records=records,
         )
         self._notify(source)
 
@@ -120,19 +129,22 @@ class SnapshotStore:
             errors = {**current.errors, reason: current.errors[reason] + 1}
             self._snapshots[source] = replace(
                 current, started_at=started_at, duration_s=duration_s, ok=False, error=error,
-                error_reason=reason, no_data=False, errors=errors,
+                error_reason=reason, no_data=False, down_reason=reason, errors=errors,
             )
             self._version += 1
 
     def put_degraded(self, source: str, why: str) -> None:
         """The run worked but something is wrong beside it: up 0, no error counted, samples kept."""
-        self._update(source, ok=False, error=why, error_reason=None)
+        self._update(source, ok=False, error=why, error_reason=None, down_reason="degraded")
 
-    def put_no_data(self, source: str, why: str, started_at: float, duration_s: float) -> None:
-        """Nothing to collect here (tool absent, no RoCE port): up 0, no error counted."""
+    def put_no_data(self, source: str, why: str, started_at: float, duration_s: float,
+                    reason: str = "no_data") -> None:
+        """Nothing collected and no error counted (tool absent, no RoCE port, no chip list): up 0."""
+        if reason not in DOWN_REASONS or reason in ERROR_REASONS:
+            raise ValueError(f"not a no-data reason: {reason!r}")
         self._update(
             source, started_at=started_at, duration_s=duration_s, ok=False, error=why, error_reason=None,
-            no_data=True, samples=(), records=None,
+            no_data=True, down_reason=reason, samples=(), records=None,
         )
 
     def get(self, source: str) -> SourceSnapshot | None:

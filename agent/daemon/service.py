@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from agent.core.collect import SourceRunner, ToolSettings
 from agent.core.config import Config
+from agent.core.cron import cron_trigger
 from agent.core.exporter import ExpositionCache
 from agent.core.exposition import SnapshotRenderer
 from agent.core.jobs import InternalJob
@@ -92,6 +92,8 @@ class Agent:
         self._http: AgentHTTPServer | None = None
         self._group_locks: dict[str, threading.Lock] = {}
         self._stopping = False
+        self._chips_lock = threading.Lock()
+        self._known_chips: list[ChipRef] = []
         self.probe_metrics = ProbeMetrics()
         self.probe_controller = ProbeController(self, self.probe_metrics)
         self._configure(config)
@@ -140,7 +142,16 @@ class Agent:
 
     # --- what per-chip calls and npu_info need from other sources
     def chips(self) -> list[ChipRef]:
-        return source_registry.chip_refs(self.store)
+        """The chips per-chip calls go to: the latest table's, else the last list npu-smi gave.
+
+        The hardware does not change while npu-smi hangs, and that is when the RoCE collectors'
+        link data matters most; a later table that answers replaces the list, chips gone or not.
+        """
+        current = source_registry.chip_refs(self.store)
+        with self._chips_lock:
+            if current:
+                self._known_chips = current
+            return list(self._known_chips)
 
     def _context(self) -> CollectContext:
         return CollectContext(
@@ -286,7 +297,7 @@ class Agent:
         assert self._scheduler is not None
         trigger: Any
         if cron:
-            trigger = CronTrigger.from_crontab(cron, timezone="UTC", jitter=int(jitter_s) or None)
+            trigger = cron_trigger(cron, jitter_s)  # the node's local time, as its crontab reads it
         else:
             trigger = IntervalTrigger(seconds=interval_s, jitter=int(jitter_s) or None)
         first = time.time() + random.uniform(0, max(jitter_s, 1.0))
