@@ -130,6 +130,19 @@ def test_hung_npu_smi_keeps_roce_collecting_on_the_last_known_chips(tmp_path: Pa
     agent.stop()
 
 
+def test_a_chip_leaving_ok_gets_its_error_codes_read_at_once(tmp_path: Path) -> None:
+    """The table runs every 10 s, -t health every 60 s: the first page must not say "codes: none"."""
+    bundle = demo_bundle(tmp_path)
+    agent = bundle.agent
+    agent.collect_once()
+    bundle.demo.set_fault("health", chip=5, state="Alarm", codes=["8C084E00"])
+    agent.collect_group("info")  # the table only; the health group does not run
+    values = _values(agent.cache.render().body)
+    assert _get(values, "npu_healthy", npu="5", chip="0") == 0
+    assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00") == 1
+    agent.stop()
+
+
 def test_every_down_collector_says_why(tmp_path: Path) -> None:
     bundle = demo_bundle(tmp_path)
     (tmp_path / "demo" / "bin" / "npu-smi").unlink()

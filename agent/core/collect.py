@@ -60,9 +60,16 @@ class SourceRunner:
         self._env = tool_env
         self._warned: set[str] = set()
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """No new tool call from now on (the agent is shutting down); calls under way are killed elsewhere."""
+        self._stopped.set()
 
     def run(self, source: Source, chips: Sequence[ChipRef] | None) -> None:
         """One collection of ``source``; the outcome lands in the store, never raises."""
+        if self._stopped.is_set():
+            return
         started_wall = self._store.clock()
         started = time.monotonic()
         settings = self._tools.get(source.tool, ToolSettings(None, 10.0))
@@ -83,7 +90,7 @@ class SourceRunner:
         abort = threading.Event()
 
         def one(chip: ChipRef | None) -> tuple[list[Sample], Any] | _Failure:
-            if abort.is_set():
+            if abort.is_set() or self._stopped.is_set():
                 raise _Abort
             try:
                 result = run_tool([executable, *source.argv(chip)], settings.timeout_s, env=self._env)
@@ -103,7 +110,10 @@ class SourceRunner:
 
         outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any] | _Failure]] = []
         if len(targets) == 1:
-            outcomes.append((targets[0], one(targets[0])))
+            try:
+                outcomes.append((targets[0], one(targets[0])))
+            except _Abort:
+                return
         else:
             pool = self._pools[source.tool]
             futures = [(chip, pool.submit(one, chip)) for chip in targets]
@@ -112,6 +122,8 @@ class SourceRunner:
                     outcomes.append((chip, future.result()))
                 except _Abort:
                     outcomes.append((chip, _Failure("timeout", "skipped after an earlier timeout")))
+        if self._stopped.is_set():
+            return  # killed for the shutdown: not a tool failure worth recording
         duration = time.monotonic() - started
         self._record(source, outcomes, started_wall, duration)
 

@@ -1,22 +1,34 @@
 """The one place that runs external tools (npu-smi, hccn_tool, ascend-dmi).
 
-Every call: argv list (never a shell), ``LANG=C``, a hard timeout, the whole
-process group killed on timeout, bounded capture of stdout/stderr, and the
-child always reaped so no zombie is left behind.
+Every call: argv list (never a shell), ``LANG=C``, a hard timeout, bounded capture of
+stdout/stderr, and the child always reaped so no zombie is left behind.
+
+What "kill the tool" means: its process group, every descendant still in its process tree,
+and every process that carries the run's id in its environment (``NPUWATCH_TOOL_RUN``), which
+finds a grandchild that called ``setsid`` and whose parent already exited (re-parented to init, it
+is in no tree and no group of ours). The tool is done when the direct child has exited: output
+still arriving after a short drain is not waited for, so a grandchild that keeps stdout open cannot
+turn a good result into a timeout; leftovers are killed. ``kill_running_tools`` ends every tool
+still running, for a shutdown that must not wait out a hung tool's timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import secrets
 import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -25,6 +37,7 @@ __all__ = [
     "ToolFailed",
     "ToolMissing",
     "ToolTimeout",
+    "kill_running_tools",
     "resolve_tool",
     "run_tool",
 ]
@@ -32,6 +45,11 @@ __all__ = [
 DEFAULT_MAX_OUTPUT_BYTES = 4 << 20
 _READ_CHUNK = 65536
 _REAP_GRACE_S = 2.0
+_DRAIN_AFTER_EXIT_S = 0.2  # output still buffered when the direct child exits
+RUN_ID_ENV = "NPUWATCH_TOOL_RUN"
+_run_ids = itertools.count()
+_running: dict[str, subprocess.Popen[bytes]] = {}  # run_id -> direct child, while it runs
+_running_lock = threading.Lock()
 
 # Where Ascend installs its tools when they are not on PATH (driver and toolbox packages).
 STANDARD_TOOL_DIRS: tuple[str, ...] = (
@@ -108,18 +126,52 @@ def resolve_tool(
     raise ToolMissing(name, searched)
 
 
-def _tool_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+def _tool_env(extra: Mapping[str, str] | None, run_id: str) -> dict[str, str]:
     env = dict(os.environ)
     env["LANG"] = "C"
     env["LC_ALL"] = "C"
     if extra:
         env.update(extra)
+    env[RUN_ID_ENV] = run_id
     return env
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _carries_run_id(process: psutil.Process, run_id: str) -> bool:
+    try:
+        return process.environ().get(RUN_ID_ENV) == run_id
+    except (psutil.Error, OSError):
+        return False
+
+
+def kill_tree(proc: subprocess.Popen[bytes], run_id: str) -> int:
+    """SIGKILL the tool's group, its remaining descendants and any process carrying its run_id."""
+    victims: dict[int, psutil.Process] = {}
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            victims[child.pid] = child
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    # Escaped descendants: their own session, their parent gone. The run_id is inherited through
+    # fork/exec unless a process scrubs its environment, which a vendor tool has no reason to do.
+    for process in psutil.process_iter():
+        if process.pid not in victims and process.pid != proc.pid and _carries_run_id(process, run_id):
+            victims[process.pid] = process
+    for victim in victims.values():
+        with contextlib.suppress(psutil.Error):
+            victim.kill()
+    return len(victims)
+
+
+def kill_running_tools() -> int:
+    """Kill every tool process tree still running (agent shutdown); returns how many runs were killed."""
+    with _running_lock:
+        running = list(_running.items())
+    for run_id, proc in running:
+        kill_tree(proc, run_id)
+    return len(running)
 
 
 def run_tool(
@@ -139,13 +191,14 @@ def run_tool(
     if not argv:
         raise ValueError("empty argv")
     started = time.monotonic()
+    run_id = f"{os.getpid()}-{next(_run_ids)}-{secrets.token_hex(4)}"
     try:
         proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_tool_env(env),
+            env=_tool_env(env, run_id),
             start_new_session=True,
             close_fds=True,
         )
@@ -153,23 +206,43 @@ def run_tool(
         raise ToolMissing(argv[0], [argv[0]]) from exc
     except PermissionError as exc:
         raise ToolMissing(argv[0], [f"{argv[0]} (not executable)"]) from exc
+    with _running_lock:
+        _running[run_id] = proc
+    try:
+        return _collect(proc, argv, run_id, started=started, timeout_s=timeout_s, max_output_bytes=max_output_bytes,
+                        check=check)
+    finally:
+        with _running_lock:
+            _running.pop(run_id, None)
 
+
+def _collect(proc: subprocess.Popen[bytes], argv: Sequence[str], run_id: str, *, started: float, timeout_s: float,
+             max_output_bytes: int, check: bool) -> RunResult:
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
     sizes = {1: 0, 2: 0}
     truncated = False
     deadline = started + timeout_s
     timed_out = False
+    leftovers = False  # the direct child exited while something else still held its pipes
     assert proc.stdout is not None and proc.stderr is not None
     with selectors.DefaultSelector() as selector:
         selector.register(proc.stdout, selectors.EVENT_READ, 1)
         selector.register(proc.stderr, selectors.EVENT_READ, 2)
         try:
+            exited_at: float | None = None
             while selector.get_map():
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
+                    leftovers = True
+                    break
+                remaining = deadline - now
                 if remaining <= 0:
                     timed_out = True
                     break
-                for key, _ in selector.select(timeout=remaining):
+                wait = min(remaining, 0.05 if exited_at is not None else 0.25)
+                for key, _ in selector.select(timeout=wait):
                     data = os.read(key.fd, _READ_CHUNK)
                     stream = key.data
                     if not data:
@@ -191,14 +264,12 @@ def run_tool(
                 except subprocess.TimeoutExpired:
                     timed_out = True
         finally:
-            if timed_out or proc.returncode is None:
-                _kill_group(proc)
+            if timed_out or leftovers or proc.returncode is None:
+                kill_tree(proc, run_id)
             # A child stuck in uninterruptible sleep (a wedged driver call) keeps its pending
             # SIGKILL until the call returns; nothing more can be done here.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=_REAP_GRACE_S)
-            # A grandchild may outlive the leader and keep the pipes open: the group kill above
-            # covers the timeout case; on a normal exit close our ends regardless.
             proc.stdout.close()
             proc.stderr.close()
     stdout = b"".join(chunks[1]).decode("utf-8", errors="replace")

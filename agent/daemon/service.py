@@ -21,6 +21,7 @@ from agent.core.exposition import SnapshotRenderer
 from agent.core.jobs import InternalJob
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
+from agent.core.tool_runner import kill_running_tools
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
@@ -94,6 +95,7 @@ class Agent:
         self._stopping = False
         self._chips_lock = threading.Lock()
         self._known_chips: list[ChipRef] = []
+        self._last_healthy: dict[tuple[tuple[str, str], ...], float] = {}
         self.probe_metrics = ProbeMetrics()
         self.probe_controller = ProbeController(self, self.probe_metrics)
         self._configure(config)
@@ -177,15 +179,37 @@ class Agent:
                     log.info("ascend-dmi skipped: %s", reason)
                     return
             for source in self.sources:
-                if source.group != group:
+                if source.group != group or self._stopping:
                     continue
                 chips = self.chips() if source.scope == "chip" else None
                 self.runner.run(source, chips)
+            if group == "info":
+                self._refresh_health_after_a_change()
         except Exception:  # a collector bug must never stop the schedule
             if not self._stopping:
                 log.exception("collector group %s failed", group)
         finally:
             lock.release()
+
+    def _refresh_health_after_a_change(self) -> None:
+        """A chip that left OK in the table gets its health and error codes read now, not at the next
+        health interval, so the first page about it already names its codes."""
+        snap = self.store.get("npu_smi_info")
+        if snap is None or not snap.ok:
+            return
+        healthy = {s.labels: s.value for s in snap.samples if s.metric == "npu_healthy"}
+        first = not self._last_healthy  # at start the health group runs right after the table anyway
+        changed = [labels for labels, value in healthy.items()
+                   if value == 0.0 and self._last_healthy.get(labels, 1.0) == 1.0]
+        self._last_healthy = healthy
+        if first:
+            return
+        health = next((s for s in self.sources if s.name == "npu_smi_health"), None)
+        if not changed or health is None or self._stopping:
+            return
+        log.info("health changed on %s: reading their error codes now",
+                 ", ".join("npu " + dict(labels).get("npu", "?") for labels in changed))
+        self.runner.run(health, self.chips())
 
     def run_internal(self, job: InternalJob) -> None:
         started_wall = self.store.clock()
@@ -323,12 +347,17 @@ class Agent:
 
     def stop(self) -> None:
         self._stopping = True
+        self.runner.stop()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
         killed = self.probe_controller.kill_running()
         if killed:
             log.info("stopped %d running probe worker(s)", killed)
+        # A hung tool must not hold the shutdown for its timeout (ascend-dmi's is 15 minutes).
+        tools = kill_running_tools()
+        if tools:
+            log.info("killed %d running tool process(es)", tools)
         if self._http is not None:
             self._http.stop()
             self._http = None
