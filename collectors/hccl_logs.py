@@ -121,6 +121,7 @@ class HcclLogCollector:
         self.last_seen: dict[str, float] = {}
         self._locations_missing: str | None = None
         self._state_warned = False
+        self._unreadable_warned: set[str] = set()
         if self.tailer.state_error:
             log.warning("%s", self.tailer.state_error)
         self._restore(self.tailer.extra)
@@ -165,7 +166,11 @@ class HcclLogCollector:
     def problem(self) -> str | None:
         """Why this collector is degraded now while its counters stay exported (None: all well):
         the state file is unusable, or no watched log location exists any more."""
-        problems = [p for p in (self.tailer.state_error, self._locations_missing) if p]
+        problems = [p for p in (self.tailer.state_error, self._locations_missing, self.tailer.discovery_capped) if p]
+        unreadable = self.tailer.read_errors
+        if unreadable:
+            more = f" (+{len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+            problems.append(f"cannot read {unreadable[0]}{more}: HCCL errors there are not counted")
         return "; ".join(problems) or None
 
     # ------------------------------------------------------------ collecting
@@ -198,6 +203,7 @@ class HcclLogCollector:
         self._save_extra()
         self.tailer.commit()
         self._report_state()
+        self._report_unreadable()
         roots_exist = self.tailer.files_seen > 0 or self.tailer.roots_exist()
         if not roots_exist and not self.counts:
             self._locations_missing = None
@@ -214,6 +220,17 @@ class HcclLogCollector:
         elif not error and self._state_warned:
             log.info("state file %s is written again", self.tailer.state_path)
         self._state_warned = bool(error)
+
+    def _report_unreadable(self) -> None:
+        """Warn once per path that cannot be read (or a walk that was cut short); info when it reads again."""
+        now_bad = set(self.tailer.read_errors)
+        if self.tailer.discovery_capped:
+            now_bad.add(self.tailer.discovery_capped)
+        for problem in sorted(now_bad - self._unreadable_warned):
+            log.warning("HCCL log scan: %s", problem)
+        for problem in sorted(self._unreadable_warned - now_bad):
+            log.info("HCCL log scan: no longer failing: %s", problem)
+        self._unreadable_warned = now_bad
 
     def _report_locations(self, roots_exist: bool) -> None:
         """Log once when every watched log location has vanished (counters stay) and when one is back."""

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors.log_walk import MAX_ENTRIES, WalkResult, walk_matches
+
 __all__ = [
     "DEFAULT_GLOBS",
     "Chunk",
@@ -233,6 +235,7 @@ class LogTailer:
         chunk_bytes: int = DEFAULT_CHUNK,
         idle_flush_s: float = 300.0,
         forget_after_s: float = 7 * 86400.0,
+        max_walk_entries: int = MAX_ENTRIES,
     ) -> None:
         self.paths = [Path(p) for p in (paths if paths is not None else [default_log_root()])]
         self.globs = tuple(globs if globs is not None else DEFAULT_GLOBS)
@@ -244,7 +247,9 @@ class LogTailer:
         self.chunk_bytes = max(1, int(chunk_bytes))
         self.idle_flush_s = idle_flush_s
         self.forget_after_s = forget_after_s
+        self.max_walk_entries = max_walk_entries
         self.read_errors: list[str] = []
+        self.discovery_capped: str | None = None
         self.files_seen = 0
         self.budget_exhausted = False
         self._store = StateFile(state_file)
@@ -300,37 +305,50 @@ class LogTailer:
     # ------------------------------------------------------------ discovery
 
     def discover(self) -> list[tuple[str, str]]:
-        """(path as found, real path) of every regular file inside its root, no duplicates."""
-        candidates: list[tuple[str, str]] = []  # (pattern or file, root)
+        """(path as found, real path) of every regular file inside its root, no duplicates.
+
+        The walk is bounded (``log_walk``): symlinked directories are not followed under ``**``, and
+        past ``max_walk_entries`` it stops and ``discovery_capped`` says so. Directories that cannot be
+        listed go to ``read_errors``.
+        """
+        walk = WalkResult()
+        candidates: list[tuple[str, str]] = []  # (file, root)
         for base in self.paths:
             base_str = os.fspath(base)
             if os.path.isfile(base_str):
-                candidates.append((glob.escape(base_str), base_str))
+                candidates.append((base_str, base_str))
             elif os.path.isdir(base_str):
                 for pattern in self.globs:
                     if not os.path.isabs(pattern):
-                        candidates.append((os.path.join(glob.escape(base_str), pattern), base_str))
+                        before = len(walk.files)
+                        walk_matches(base_str, pattern, max_entries=self.max_walk_entries, result=walk)
+                        candidates.extend((path, base_str) for path in walk.files[before:])
+            elif os.path.lexists(base_str) and not os.access(base_str, os.R_OK):
+                walk.unreadable.append(f"{base_str}: permission denied")
         for pattern in self.globs:
             if os.path.isabs(pattern):
-                candidates.append((pattern, _static_prefix(pattern)))
+                root = _static_prefix(pattern)
+                before = len(walk.files)
+                walk_matches(root, os.path.relpath(pattern, root), max_entries=self.max_walk_entries, result=walk)
+                candidates.extend((path, root) for path in walk.files[before:])
         if self.kernel_log is not None:
             kernel = os.fspath(self.kernel_log)
-            candidates.append((glob.escape(kernel), kernel))
+            candidates.append((kernel, kernel))
+        self.read_errors.extend(walk.unreadable)
+        self.discovery_capped = walk.capped
         found: list[tuple[str, str]] = []
         seen: set[str] = set()
-        for pattern, root in candidates:
-            root_real = os.path.realpath(root)
-            for path in sorted(glob.glob(pattern, recursive=True)):
-                real = os.path.realpath(path)
-                if real in seen or not _under(real, root_real):
+        for path, root in candidates:
+            real = os.path.realpath(path)
+            if real in seen or not _under(real, os.path.realpath(root)):
+                continue
+            try:
+                if not stat.S_ISREG(os.stat(real).st_mode):
                     continue
-                try:
-                    if not stat.S_ISREG(os.stat(real).st_mode):
-                        continue
-                except OSError:
-                    continue
-                seen.add(real)
-                found.append((path, real))
+            except OSError:
+                continue
+            seen.add(real)
+            found.append((path, real))
         return found
 
     def roots_exist(self) -> bool:
@@ -347,6 +365,7 @@ class LogTailer:
         now = self.clock()
         self.read_errors = []
         self.budget_exhausted = False
+        self.discovery_capped = None
         pending: list[_Pending] = []
         present: set[str] = set()
         files = self.discover()

@@ -1,0 +1,157 @@
+"""The bounded log walk: symlink loops, entry budget, unreadable directories, glob semantics."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from collectors.hccl_logs import HcclLogCollector
+from collectors.hccl_tail import LogTailer
+from collectors.log_walk import walk_matches
+
+EI0002 = ("[ERROR] HCCL(2111665,all_reduce_test):2025-10-24-11:18:29.499.235 [task_exception_handler.cc:908] "
+          "[2111665][TaskExecStage][Timeout][Host]Task run failed, base information is streamID:[2], taskID[21]\n")
+
+
+def tree(root: Path, files: list[str]) -> None:
+    for name in files:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x\n")
+
+
+def rel(root: Path, paths: list[str]) -> list[str]:
+    return sorted(os.path.relpath(p, root) for p in paths)
+
+
+def test_segment_matching_reads_only_the_pattern_levels(tmp_path: Path) -> None:
+    tree(tmp_path, ["debug/plog/a.log", "debug/plog/b.txt", "debug/plog/deep/c.log", "run/plog/d.log",
+                    "debug/device-0/e.log", "debug/device-x1/f.log", "debug/.hidden/g.log", "debug/plog/.h.log"])
+    assert rel(tmp_path, walk_matches(str(tmp_path), "debug/plog/*.log").files) == ["debug/plog/a.log"]
+    assert rel(tmp_path, walk_matches(str(tmp_path), "debug/device-*/*.log").files) == [
+        "debug/device-0/e.log", "debug/device-x1/f.log"]
+    assert rel(tmp_path, walk_matches(str(tmp_path), "**/*.log").files) == [
+        "debug/device-0/e.log", "debug/device-x1/f.log", "debug/plog/a.log", "debug/plog/deep/c.log",
+        "run/plog/d.log"]
+    assert rel(tmp_path, walk_matches(str(tmp_path), "debug/.hidden/*.log").files) == ["debug/.hidden/g.log"]
+
+
+def test_symlink_loops_under_double_star_end_quickly(tmp_path: Path) -> None:
+    tree(tmp_path, ["jobs/a/train.log"])
+    (tmp_path / "jobs" / "loop1").symlink_to(".")
+    (tmp_path / "jobs" / "a" / "loop2").symlink_to("..")
+    started = time.monotonic()
+    result = walk_matches(str(tmp_path), "jobs/**/*.log")
+    assert time.monotonic() - started < 1.0
+    assert rel(tmp_path, result.files) == ["jobs/a/train.log"]
+    assert result.capped is None
+    assert result.entries < 20
+
+
+def test_the_entry_budget_stops_a_huge_tree_and_says_so(tmp_path: Path) -> None:
+    for i in range(30):
+        tree(tmp_path, [f"d{i:02}/x.log"])
+    result = walk_matches(str(tmp_path), "**/*.log", max_entries=25)
+    assert result.capped is not None and "25" in result.capped
+    assert len(result.files) < 30
+    complete = walk_matches(str(tmp_path), "**/*.log", max_entries=61)
+    assert complete.capped is None and len(complete.files) == 30
+
+
+def test_the_tailer_reports_a_capped_walk(tmp_path: Path) -> None:
+    for i in range(10):
+        tree(tmp_path, [f"jobs/d{i}/x.log"])
+    tailer = LogTailer([tmp_path], globs=["jobs/**/*.log"], max_walk_entries=5)
+    list(tailer.poll())
+    assert tailer.discovery_capped is not None
+
+
+def test_a_log_scan_with_two_links_to_dot_finds_each_incident_once(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs"
+    tree(jobs, ["run1/train.log"])
+    (jobs / "run1" / "train.log").write_text(EI0002)
+    (jobs / "self").symlink_to(".")
+    (jobs / "run1" / "up").symlink_to("..")
+    collector = HcclLogCollector(paths=[], globs=[str(jobs / "**" / "*.log")], state_file=None)
+    started = time.monotonic()
+    collector.collect()
+    assert time.monotonic() - started < 2.0
+    assert sum(collector.counts.values()) == 1
+    assert collector.problem is None
+
+
+def _scan_as_nobody(root: Path) -> tuple[dict, str]:
+    """Run the collector over ``root`` in a forked child that dropped to uid/gid 65534 (root bypasses modes).
+
+    Forked after the imports, so the child needs no read access to the interpreter's own files.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        status = 1
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            stream = io.StringIO()
+            handler = logging.StreamHandler(stream)
+            handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+            logger = logging.getLogger("collectors.hccl_logs")
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            collector = HcclLogCollector(paths=[root], state_file=None)
+            collector.collect()
+            report = {"problem": collector.problem, "counts": sum(collector.counts.values()),
+                      "log": stream.getvalue()}
+            os.write(write_end, json.dumps(report).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    report = json.loads(data)
+    return report, report["log"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX permissions")
+def test_unreadable_log_directory_and_file_are_reported(tmp_path: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="npuwatch-perm-", dir="/tmp"))
+    try:
+        root.chmod(0o755)
+        (root / "debug" / "plog").mkdir(parents=True)
+        (root / "debug").chmod(0o755)
+        (root / "debug" / "plog").chmod(0o755)
+        readable = root / "debug" / "plog" / "plog-1_1.log"
+        readable.write_text(EI0002)
+        readable.chmod(0o644)
+        secret = root / "debug" / "plog" / "plog-2_1.log"
+        secret.write_text(EI0002)
+        secret.chmod(0o000)
+        closed = root / "debug" / "device-0"
+        closed.mkdir()
+        (closed / "device-9_1.log").write_text(EI0002)
+        closed.chmod(0o000)
+        report, logged = _scan_as_nobody(root)
+        assert report["counts"] == 1  # the readable plog still counts
+        problem = report["problem"]
+        assert problem is not None and "cannot read" in problem and "HCCL errors there are not counted" in problem
+        assert "permission denied" in problem.lower()
+        warnings = [line for line in logged.splitlines() if line.startswith("WARNING")]
+        assert any(str(secret) in line for line in warnings), logged
+        assert any(str(closed) in line for line in warnings), logged
+    finally:
+        for path in (closed, secret):
+            path.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)
