@@ -30,6 +30,7 @@ CLAIMS: dict[str, str] = {
     "hccn_tool_": "test_conformance_hccn_dmi.py",
     "ascend-dmi_": "test_conformance_hccn_dmi.py",
     "hccl-": "test_conformance_hccl_logs.py",
+    "hccl-ranktable_": "test_conformance_ranktable.py",
     "cat_etc-hccn.conf": "test_conformance_inventory.py",
 }
 # Captures no parser reads yet, and why.
