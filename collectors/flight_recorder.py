@@ -82,11 +82,8 @@ _ADMITTED_OPCODES = frozenset({
 })
 _CONTAINERS = (dict, list, tuple)
 _SCALARS = (str, bytes, int, float, bool, type(None))
-_STATES = ("scheduled", "started", "completed")
 _RANK_SUFFIX_RE = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle))?$")
 _RANKS_TEXT_RE = re.compile(r"^\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]$")
-
-State = Literal["scheduled", "started", "completed"]
 
 
 class _NoGlobalsUnpickler(pickle.Unpickler):

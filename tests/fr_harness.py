@@ -17,12 +17,17 @@ raised.
 
 What switches the recorder on for gloo in torch 2.13 (read from the installed torch):
 ``FlightRecorder<c10::Event>`` (torch/include/torch/csrc/distributed/c10d/FlightRecorder.hpp) sizes its
-ring buffer from ``TORCH_FR_BUFFER_SIZE`` (alias ``TORCH_NCCL_TRACE_BUFFER_SIZE``, default 2000 in
-that header) and ProcessGroupGloo records into it; the dumps come from
+ring buffer from ``TORCH_FR_BUFFER_SIZE`` (alias ``TORCH_NCCL_TRACE_BUFFER_SIZE``) and ProcessGroupGloo
+records into it. The header's default is 2000, so gloo records even with neither variable set (checked:
+3 entries after 3 all_reduces); ``TORCH_FR_BUFFER_SIZE=0`` turns it off (empty pg_config and pg_status).
+The harness sets 200. The Python-side default of "0" in distributed_c10d.py applies only to the
+TorchComms path (``FlightRecorderHook``), not to ProcessGroupGloo. The dumps come from
 ``torch._C._distributed_c10d._dump_fr_trace`` (pickle bytes) and ``_dump_fr_trace_json`` (JSON bytes).
-No dump-on-timeout exists for gloo, so each rank dumps itself after its collective returns or
-raises. The process group is created with a 60 s timeout (rendezvous on two busy cores can be slow)
-and then shortened with ``torch.distributed.distributed_c10d._set_pg_timeout`` for the collectives.
+libtorch_cpu.so and libtorch_python.so name no ``*_DUMP_ON_TIMEOUT`` switch (only
+``TORCH_FR_DUMP_TEMP_FILE`` / ``TORCH_FR_DUMP_DYNAMIC_FILE_NAME`` for where a dump goes), so nothing dumps a
+gloo rank on timeout: each rank here dumps itself after its collective returns or raises.
+The process group is created with a 60 s timeout (rendezvous on two busy cores can be slow) and
+then shortened with ``torch.distributed.distributed_c10d._set_pg_timeout`` for the collectives.
 
 ``analyze_with_fr_trace`` runs torch's own analyzer (``python -m torch.distributed.flight_recorder.fr_trace``)
 over the pickles. gloo dumps in torch 2.13 record the default group in ``pg_config`` under the empty
