@@ -49,9 +49,13 @@ def test_every_rank_exits_and_dumps_json_and_pickle_that_agree(run: ScenarioRun)
     pickles, jsons = dumps(run, "pickle"), dumps(run, "json")
     for from_pickle, from_json in ((pickles[rank], jsons[rank]) for rank in range(run.world_size)):
         assert from_pickle.rank == from_json.rank
-        assert (from_pickle.version, from_pickle.pg_status, from_pickle.pg_config) == (
-            from_json.version, from_json.pg_status, from_json.pg_config)
-        assert [dataclasses.replace(e, frames=()) for e in from_pickle.entries] == list(from_json.entries)
+        assert (from_pickle.version, from_pickle.pg_config) == (from_json.version, from_json.pg_config)
+        # The JSON dump is taken first; gloo may retire a collective before the pickle is taken, so the
+        # completed counter and 'retired' are left out of the comparison.
+        assert {pg: (p.last_enqueued_seq, p.last_started_seq) for pg, p in from_pickle.pg_status.items()} == {
+            pg: (p.last_enqueued_seq, p.last_started_seq) for pg, p in from_json.pg_status.items()}
+        assert [dataclasses.replace(e, frames=(), retired=None) for e in from_pickle.entries] == [
+            dataclasses.replace(e, retired=None) for e in from_json.entries]
         assert all(e.frames for e in from_pickle.entries)  # only the pickle carries stacks
         assert all(e.timeout_ms == run.pg_timeout_ms for e in from_pickle.entries)
         assert {config.ranks for config in from_pickle.pg_config.values()} == {tuple(range(run.world_size))}
