@@ -54,7 +54,7 @@ from pathlib import Path
 SCENARIOS = ("complete", "hang", "desync")
 WORLD_SIZE = 4
 COLLECTIVES = 5
-PG_TIMEOUT_MS = 3000
+PG_TIMEOUT_MS = 5000  # long enough that a rank starved on a loaded machine does not time out early
 _HUNG_EXTRA_S = 1.5
 _RENDEZVOUS_TIMEOUT_S = 60
 

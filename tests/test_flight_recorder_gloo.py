@@ -1,6 +1,6 @@
 """Real flight-recorder dumps from a 4-rank gloo job (tests/fr_harness.py), parsed by our readers.
 
-Each scenario runs once per module (about 7-12 s each on two cores). What torch 2.13 + gloo writes,
+Each scenario runs once per module (about 9-14 s each on two idle cores). What torch 2.13 + gloo writes,
 as observed here: version "2.10", profiling names ``gloo:<op>``, every entry ``scheduled`` and
 ``retired`` whatever happened, ``last_started_collective`` -1, and ``last_completed_collective``
 racing the dump: it lagged behind a collective that had already returned (3 of 5 in a clean run) and
@@ -63,6 +63,8 @@ def test_every_rank_exits_and_dumps_json_and_pickle_that_agree(run: ScenarioRun)
 
 def test_scenario_outcome(run: ScenarioRun) -> None:
     ranks = dumps(run)
+    seen = {dump.rank: [(e.collective_seq_id, e.profiling_name) for e in dump.entries] for dump in ranks}
+    print(f"{run.scenario}: errors={run.errors} entries={seen}")  # shown by pytest when an assertion fails
     faulty = ranks[run.faulty_rank]
     healthy = [dump for dump in ranks if dump.rank != run.faulty_rank]
     if run.scenario == "complete":
