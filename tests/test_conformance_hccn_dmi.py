@@ -17,6 +17,7 @@ import pytest
 
 from collectors import (
     ascend_dmi,
+    ascend_dmi_diag,
     hccn_ip,
     hccn_link,
     hccn_link_stat,
@@ -52,6 +53,13 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "hccn_tool_-g_-bandwidth": hccn_ub.parse_bandwidth,
     "ascend-dmi_-f_-t_fp16": ascend_dmi.parse_flops,
     "ascend-dmi_-f_-t_int8": ascend_dmi.parse_flops,
+    "ascend-dmi_-dg_-i_driver": ascend_dmi_diag.parse,
+    "ascend-dmi_-dg_-i_cann_-p": ascend_dmi_diag.parse,
+    "ascend-dmi_-dg_-i_device": ascend_dmi_diag.parse,
+    "ascend-dmi_-dg_-i_network": ascend_dmi_diag.parse,
+    "ascend-dmi_--dg_-i_bandwidth": ascend_dmi_diag.parse,
+    "ascend-dmi_--dg_--scene_healthCheck,performanceCheck,stressTest_-q": ascend_dmi_diag.parse,
+    "ascend-dmi_--dg_-i_aicore_-s_-q": ascend_dmi_diag.parse,
 }
 
 UNSUPPORTED: dict[str, str] = {
@@ -61,15 +69,6 @@ UNSUPPORTED: dict[str, str] = {
     "hccn_tool_-route_-g": "routing table, no metric in the catalogue",
     "hccn_tool_-tls_-g_grep-switch": "grep-filtered TLS settings line, no metric in the catalogue",
     "hccn_tool_-g_-vnic": "950 virtual NIC address, no metric in the catalogue",
-    # ascend-dmi fault diagnosis: no parser yet; `npuwatch check --level long` brings one.
-    "ascend-dmi_-dg_-i_driver": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
-    "ascend-dmi_-dg_-i_cann_-p": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
-    "ascend-dmi_-dg_-i_device": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
-    "ascend-dmi_-dg_-i_network": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
-    "ascend-dmi_--dg_-i_bandwidth": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
-    "ascend-dmi_--dg_--scene_healthCheck,performanceCheck,stressTest_-q":
-        "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
-    "ascend-dmi_--dg_-i_aicore_-s_-q": "ascend-dmi diagnosis, parsed by the health-check tiers (not yet built)",
 }
 
 
@@ -218,6 +217,46 @@ def test_ascend_dmi_flops(prefix: str, dtype: str, flops: float, power: float) -
     assert result.flops == pytest.approx(flops)
     assert result.power_watts == pytest.approx(power)
     assert result.execute_times == 600_000_000
+
+
+@pytest.mark.parametrize(("prefix", "when", "mode", "item"), [
+    ("ascend-dmi_-dg_-i_driver", datetime(2025, 5, 29, 19, 19, 35), "******", ("Hardware", "driver", "HEALTH")),
+    ("ascend-dmi_-dg_-i_cann_-p", datetime(2025, 5, 29, 19, 17, 40), "******", ("Software", "cann", "PASS")),
+    ("ascend-dmi_-dg_-i_device", datetime(2025, 5, 29, 19, 21, 8), "******", ("Hardware", "device", "HEALTH")),
+    ("ascend-dmi_-dg_-i_network", datetime(2025, 5, 29, 19, 22, 43), "******", ("Hardware", "network", "PASS")),
+    # The (Y/N)y prompt line comes first in this one.
+    ("ascend-dmi_--dg_-i_bandwidth", datetime(2025, 5, 29, 19, 29, 6), "******", ("Hardware", "bandwidth", "PASS")),
+])
+def test_ascend_dmi_diagnosis_single_item(prefix: str, when: datetime, mode: str,
+                                          item: tuple[str, str, str]) -> None:
+    diagnosis = ascend_dmi_diag.parse(one(prefix))
+    assert diagnosis.summary is not None
+    assert (diagnosis.summary.arch, diagnosis.summary.mode, diagnosis.summary.time) == ("aarch64", mode, when)
+    assert [(i.section, i.name, i.status, i.verdict, i.details) for i in diagnosis.items] == [(*item, "pass", ())]
+    assert diagnosis.problems == ()
+
+
+def test_ascend_dmi_diagnosis_all_scenes_cut_after_aicpu() -> None:
+    diagnosis = ascend_dmi_diag.parse(one("ascend-dmi_--dg_--scene_healthCheck,performanceCheck,stressTest_-q"))
+    assert diagnosis.summary is not None
+    assert (diagnosis.summary.mode, diagnosis.summary.time) == ("*****", datetime(2025, 11, 11, 16, 16, 23))
+    assert [(i.name, i.status) for i in diagnosis.items] == [
+        ("driver", "HEALTH"), ("device", "HEALTH"), ("network", "PASS"), ("signalQuality", "PASS"),
+        ("hbm", "PASS"), ("bandwidth", "PASS"), ("aiflops", "PASS"), ("hbmStress", "PASS"),
+        ("bandwidthStress", "PASS"), ("aicore", "PASS"), ("edp", "PASS"), ("tdp", "PASS"), ("aicpu", None),
+    ]
+    assert {i.section for i in diagnosis.items} == {"Hardware"}
+    assert all(i.known_item for i in diagnosis.items)
+    assert [(i.name, i.verdict) for i in diagnosis.problems] == [("aicpu", "incomplete")]
+
+
+def test_ascend_dmi_diagnosis_aicore_fail_with_details() -> None:
+    diagnosis = ascend_dmi_diag.parse(one("ascend-dmi_--dg_-i_aicore_-s_-q"))
+    assert diagnosis.summary is None
+    (item,) = diagnosis.items
+    assert (item.section, item.name, item.status, item.verdict) == ("Hardware", "aicore", "FAIL", "fail")
+    assert item.details == ("Some processes are seizing the NPU. Test results may be affected.",
+                            "Device 4: a timeout error occurred.")
 
 
 # --- log excerpts with hccn_tool output ------------------------------------------------------------------

@@ -30,15 +30,15 @@ CLAIMS: dict[str, str] = {
     "hccn_tool_": "test_conformance_hccn_dmi.py",
     "ascend-dmi_": "test_conformance_hccn_dmi.py",
     "hccl-": "test_conformance_hccl_logs.py",
+    "hccl-ranktable_": "test_conformance_ranktable.py",
     "cat_etc-hccn.conf": "test_conformance_inventory.py",
+    "flight-recorder_dump": "test_conformance_flight_recorder.py",
+    "torchfrtrace_": "test_conformance_flight_recorder.py",
+    "fr_trace__": "test_conformance_flight_recorder.py",
+    "fr-analysis_": "test_conformance_flight_recorder.py",
 }
 # Captures no parser reads yet, and why.
-PENDING: dict[str, str] = {
-    "flight-recorder_dump": "flight-recorder dump: read by cluster triage (not yet built)",
-    "torchfrtrace_": "PyTorch fr_trace analyzer output: read by cluster triage (not yet built)",
-    "fr_trace__": "PyTorch fr_trace analyzer output: read by cluster triage (not yet built)",
-    "fr-analysis_": "torch_npu analysis_flight.py output: read by cluster triage (not yet built)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _claim(name: str) -> str | None:
