@@ -38,14 +38,27 @@ def test_readme_commands_exist_in_the_cli() -> None:
         assert command in subcommands, command
 
 
-def test_ci_runs_the_readme_test_command() -> None:
-    block = README.split("## Run the tests on a fresh machine", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
-    test_command = block.strip().splitlines()[-1].strip()
+def readme_command(section: str) -> str:
+    """The one command in the first ``sh`` block of a README section."""
+    block = README.split(f"## {section}", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = [line.strip() for line in block.strip().splitlines()]
+    assert len(lines) == 1, f"{section}: one command, not {lines}"
+    return lines[0]
+
+
+def test_ci_runs_the_readme_test_command_and_nothing_else() -> None:
+    test_command = readme_command("Run the tests on a fresh machine")
     ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
-    assert test_command in ci_lines
-    assert ci_lines[-1] == test_command
+    doing = [line for line in ci_lines if line and not line.startswith("#")
+             and line not in ("set -euo pipefail", 'cd "$(dirname "$0")/.."')]
+    assert doing == [f"exec {test_command}"]
+    script = (REPO / test_command.split()[0].removeprefix("./")).read_text()
     for package in ("prometheus", "prometheus-alertmanager"):
-        assert package in (REPO / ".ci" / "run").read_text()
+        assert package in script
+
+
+def test_the_demo_command_is_one_script() -> None:
+    assert readme_command("Try it on a fresh machine") == "./scripts/demo"
 
 
 def _config_leaves(schema: object, path: str = "") -> list[str]:
