@@ -105,6 +105,7 @@ its end, so that a block split between two pieces is still judged as one).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections import deque
@@ -250,8 +251,15 @@ def _local_epoch(year: int, month: int, day: int, clock: tuple[int, int, int]) -
     hh, mm, ss = clock
     if not (1 <= month <= 12 and 1 <= day <= 31 and hh < 24 and mm < 60 and ss < 62):
         return None
+    minute = _minute_epoch(year, month, day, hh, mm)
+    return None if minute is None else minute + ss
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute_epoch(year: int, month: int, day: int, hh: int, mm: int) -> float | None:
+    """``mktime`` of a local minute, cached: log lines come minute after minute, and mktime is slow."""
     try:
-        return time.mktime((year, month, day, hh, mm, ss, 0, 0, -1))
+        return time.mktime((year, month, day, hh, mm, 0, 0, 0, -1))
     except (OverflowError, ValueError):
         return None
 
