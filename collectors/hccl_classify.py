@@ -122,7 +122,6 @@ __all__ = [
     "category_of_code",
     "classify_line",
     "parse_timestamp",
-    "strip_prefixes",
 ]
 
 MAX_TEXT = 300
@@ -426,11 +425,6 @@ _RENDEZVOUS_TRIGGERS = ("connected num", "need connect", "connected rankinfo")
 _MAX_RANKS = 1 << 20
 
 
-def strip_prefixes(line: str) -> str:
-    """A line without surrounding white space and Ray / torchrun prefixes (``[rank1]:``...)."""
-    return _split_prefixes(line)[0]
-
-
 def _split_prefixes(line: str) -> tuple[str, bool]:
     """(text without prefixes, whether it was indented under them)."""
     text = line.rstrip()
@@ -474,7 +468,7 @@ def _is_advice(text: str) -> bool:
 
 def _fallback_code(text: str) -> str | None:
     """``module:file`` of an [ERROR] plog line that belongs to HCCL, else None."""
-    header = _ERROR_HEADER_RE.match(text)
+    header = _ERROR_HEADER_RE.search(text)  # search: grep output puts "path:" before the header
     if header is None:
         return None
     module = header.group(1)
