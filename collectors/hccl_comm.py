@@ -94,8 +94,8 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Union
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
 
 from collectors.hccl_classify import parse_timestamp
 
@@ -352,42 +352,23 @@ def _rank_list(text: str) -> tuple[int, ...]:
 
 @dataclass
 class _FailureBuilder:
-    line_no: int
-    last_line: int
-    pid: int | None
-    timestamp: float | None
-    values: dict[str, object] = field(default_factory=dict)
+    """A failure block being joined: the first line that prints a field sets it."""
 
-    def put(self, key: str, value: object) -> None:
-        if value is not None and self.values.get(key) is None:
-            self.values[key] = value
+    last_line: int
+    failure: CollectiveFailure
+
+    def fill(self, **values: Any) -> None:
+        unknown = {key: value for key, value in values.items()
+                   if value is not None and value != "" and getattr(self.failure, key) is None}
+        if unknown:
+            self.failure = replace(self.failure, **unknown)
 
     def build(self) -> CollectiveFailure | None:
-        v = self.values
-        tag = v.get("tag")
-        op, tag_group = split_tag(tag) if isinstance(tag, str) and tag else (None, None)
-        group = v.get("group") or tag_group
-        if not group and not tag:
+        failure = self.failure
+        if not failure.group and not failure.tag:
             return None
-        return CollectiveFailure(
-            group=group if isinstance(group, str) else None,
-            op=v.get("op") or op,  # type: ignore[arg-type]
-            rank=v.get("rank"),  # type: ignore[arg-type]
-            timestamp=self.timestamp,
-            stream=v.get("stream"),  # type: ignore[arg-type]
-            task=v.get("task"),  # type: ignore[arg-type]
-            index=v.get("index"),  # type: ignore[arg-type]
-            device=v.get("device"),  # type: ignore[arg-type]
-            tag=tag if isinstance(tag, str) and tag else None,
-            rank_size=v.get("rank_size"),  # type: ignore[arg-type]
-            remote_rank=v.get("remote_rank"),  # type: ignore[arg-type]
-            task_type=v.get("task_type"),  # type: ignore[arg-type]
-            issued_at=v.get("issued_at"),  # type: ignore[arg-type]
-            count=v.get("count"),  # type: ignore[arg-type]
-            data_type=v.get("data_type"),  # type: ignore[arg-type]
-            pid=self.pid,
-            line_no=self.line_no,
-        )
+        op, group = split_tag(failure.tag) if failure.tag else (None, None)
+        return replace(failure, op=failure.op or op, group=failure.group or group)
 
 
 @dataclass
@@ -501,68 +482,61 @@ class CommFactParser:
         if at >= 0:
             builder = self._failure_for(pid)
             if builder is not None:
-                builder.put("remote_rank", _int(_kv(text[at:]).get("rank")))
+                builder.fill(remote_rank=_int(_kv(text[at:]).get("rank")))
                 builder.last_line = self.line_no
 
     def _base(self, text: str, pid: int | None, when: _LineTime, facts: list[Fact]) -> None:
+        values: dict[str, Any]
         if text.startswith("ase information is") and "streamID" not in text and "streamId:" in text:
-            items = _colon_items(text[len("ase information is"):])
-            stream, task = _int(items.get("streamId")), _int(items.get("taskId"))
-            values = {"stream": stream, "task": task, "rank": _int(items.get("localRank")),
-                      "remote_rank": _int(items.get("remoteRank")), "task_type": items.get("type")}
+            items = _colon_items(text[len("ase information is"):])  # device log (AICPU)
+            values = {"stream": _int(items.get("streamId")), "task": _int(items.get("taskId")),
+                      "rank": _int(items.get("localRank")), "remote_rank": _int(items.get("remoteRank")),
+                      "task_type": items.get("type")}
         else:
             pairs = _kv(text.split("task information", 1)[0].split("Task information", 1)[0])
-            stream, task = _int(pairs.get("streamID")), _int(pairs.get("taskID"))
-            values = {"stream": stream, "task": task, "tag": pairs.get("tag") or None,
-                      "task_type": pairs.get("taskType"), "index": _int(pairs.get("index"))}
+            values = {"stream": _int(pairs.get("streamID")), "task": _int(pairs.get("taskID")),
+                      "tag": pairs.get("tag"), "task_type": pairs.get("taskType"), "index": _int(pairs.get("index"))}
             rest = text.find("ask information")
             if rest >= 0:
                 values["remote_rank"] = _int(_kv(text[rest:]).get("rank"))
         builder = self._failures.get(pid)
-        if builder is not None and (builder.values.get("stream"), builder.values.get("task")) != (stream, task):
-            self._emit_failure(pid, facts)
+        if builder is not None and (builder.failure.stream, builder.failure.task) != (values["stream"], values["task"]):
+            self._emit_failure(pid, facts)  # the next task of this process
             builder = None
         if builder is None:
-            builder = self._failures[pid] = _FailureBuilder(self.line_no, self.line_no, pid, when.value)
-        for key, value in values.items():
-            builder.put(key, value)
+            builder = self._new_failure(pid, when)
+        builder.fill(**values)
         builder.last_line = self.line_no
 
     def _group_info(self, text: str, pid: int | None, when: _LineTime, facts: list[Fact]) -> None:
         pairs = _kv(text)
-        group = pairs.get("group")
-        if not group:
+        if not pairs.get("group"):
             return
-        builder = self._failure_for(pid)
-        if builder is None:
-            builder = self._failures[pid] = _FailureBuilder(self.line_no, self.line_no, pid, when.value)
-        builder.put("group", group)
-        builder.put("rank_size", _int(pairs.get("rankSize")))
-        builder.put("rank", _int(pairs.get("rankId")))
+        builder = self._failure_for(pid) or self._new_failure(pid, when)
+        builder.fill(group=pairs["group"], rank_size=_int(pairs.get("rankSize")), rank=_int(pairs.get("rankId")))
         builder.last_line = self.line_no
 
     def _op_data(self, text: str, pid: int | None, when: _LineTime, facts: list[Fact]) -> None:
-        builder = self._failure_for(pid)
-        if builder is None:
-            builder = self._failures[pid] = _FailureBuilder(self.line_no, self.line_no, pid, when.value)
+        builder = self._failure_for(pid) or self._new_failure(pid, when)
         if "timeStamp:[" in text or "[" in text.split(",", 1)[0]:
             pairs = _kv(text)
             issued = pairs.get("timeStamp")
-            builder.put("issued_at", parse_timestamp(issued) if issued else None)
-            builder.put("device", _int(pairs.get("deviceId")))
-            builder.put("index", _int(pairs.get("index")))
-            builder.put("count", _int(pairs.get("count")))
-            builder.put("data_type", pairs.get("dataType"))
-        else:
+            builder.fill(issued_at=parse_timestamp(issued) if issued else None, device=_int(pairs.get("deviceId")),
+                         index=_int(pairs.get("index")), count=_int(pairs.get("count")),
+                         data_type=pairs.get("dataType"))
+        else:  # device log (AICPU): key:value items
             items = _colon_items(text)
-            builder.put("tag", items.get("tag"))
-            builder.put("group", items.get("group"))
-            builder.put("index", _int(items.get("opIndex")))
-            builder.put("count", _int(items.get("count")))
-            builder.put("data_type", items.get("dataType"))
             op_type = _int(items.get("opType"))
-            builder.put("op", _CMD_TYPES.get(op_type) if op_type is not None else None)
+            builder.fill(tag=items.get("tag"), group=items.get("group"), index=_int(items.get("opIndex")),
+                         count=_int(items.get("count")), data_type=items.get("dataType"),
+                         op=_CMD_TYPES.get(op_type) if op_type is not None else None)
         builder.last_line = self.line_no
+
+    def _new_failure(self, pid: int | None, when: _LineTime) -> _FailureBuilder:
+        builder = _FailureBuilder(self.line_no, CollectiveFailure(None, None, None, when.value, pid=pid,
+                                                                  line_no=self.line_no))
+        self._failures[pid] = builder
+        return builder
 
     def _entry(self, text: str, pid: int | None, when: _LineTime, facts: list[Fact]) -> None:
         match = _ENTRY_RE.search(text)

@@ -168,6 +168,7 @@ def test_codes_of_unknown_lines_by_module_and_file() -> None:
         "[ERROR] DEVICE(1,ffff,p):2025-01-01-00:00:00.000.000 [mindspore/ccsrc/a/hccl_adapter.cc:7] Hccl odd": (
             "device:hccl_adapter"),
         "[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [graph/ge_hcom.cpp:7] HcomBroadcast odd": "ge:ge_hcom",
+        "debug/plog/plog-1_2.log:[ERROR] HCCL(1,p):2025-01-01-00:00:00.000.000 [odd.cc:1] [1]odd": "hccl:odd",
     }
     for line, code in cases.items():
         result = classify_line(line)
