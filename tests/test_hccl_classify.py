@@ -353,3 +353,170 @@ def test_info_lines_are_cheap() -> None:
     stream.feed_lines(lines)
     rate = len(lines) / (time.perf_counter() - start)
     assert rate > 200_000  # ~2M lines/s measured on one core; generous for a busy CI box
+
+
+# ------------------------------------------------------------------ dedup boundaries
+# Each pair sits just inside and just outside a limit, on both sides in time, so that a change of
+# the window, of a comparison or of the abs() around a time difference fails a test.
+
+T0 = "2025-01-01-00:10:00.000.000"
+
+
+def ei0002(ts: str) -> str:
+    return f"EI0002: [PID: 1] {ts} The wait execution of the Notify register times out."
+
+
+def at(offset_s: float) -> str:
+    """The plog time ``offset_s`` seconds (millisecond steps) after ``T0``."""
+    base = datetime(2025, 1, 1, 0, 10, 0).timestamp() + offset_s
+    whole = int(base // 1)
+    millis = round((base - whole) * 1000)
+    return datetime.fromtimestamp(whole).strftime("%Y-%m-%d-%H:%M:%S") + f".{millis:03d}.000"
+
+
+@pytest.mark.parametrize(("offset_s", "counted"), [
+    (60.0, 1), (60.001, 2),    # later: the window is inclusive
+    (-60.0, 1), (-60.001, 2),  # earlier (interleaved ranks): the same window, by absolute difference
+    (0.0, 1),
+])
+def test_same_code_window_on_both_sides(offset_s: float, counted: int) -> None:
+    events, _ = scan([ei0002(T0), ei0002(at(offset_s))])
+    assert len(events) == counted
+    assert events[0].line_no == 1
+
+
+@pytest.mark.parametrize(("offset_s", "codes"), [
+    (60.0, ["EI0002"]), (60.001, ["EI0002", "task_exec_timeout"]),
+    (-60.0, ["EI0002"]), (-60.001, ["EI0002", "task_exec_timeout"]),
+])
+def test_synthetic_after_an_ascend_code_window(offset_s: float, codes: list[str]) -> None:
+    lines = [ei0002(T0), plog(at(offset_s), "[TaskExecStage][Timeout][Host]Task run failed")]
+    assert [e.code for e in scan(lines)[0]] == codes
+
+
+@pytest.mark.parametrize(("gap_lines", "counted"), [(63, 1), (64, 1), (65, 2)])
+def test_untimed_events_dedup_within_block_lines(gap_lines: int, counted: int) -> None:
+    error = "This is an error in init_hcclComm."
+    events, _ = scan([error] + ["filler"] * (gap_lines - 1) + [error])
+    assert [e.line_no for e in events] == [1, gap_lines + 1][:counted]
+    assert all(e.timestamp is None for e in events)
+
+
+def test_line_distance_only_looks_back() -> None:
+    """A counted line number ahead of the current line (a restored state) is not "near"."""
+    stream = StreamClassifier.from_state({"line_no": 0, "counted": {"~init": [None, 50]}})
+    events, _ = stream.feed_lines(["This is an error in init_hcclComm."])
+    assert [e.code for e in events] == ["comm_init_failed"]
+
+
+@pytest.mark.parametrize(("distance", "inherits"), [(63, True), (64, True), (65, False)])
+def test_timestampless_line_inherits_only_within_block_lines(distance: int, inherits: bool) -> None:
+    lines = ["EE1002: 2024-09-03-16:50:00.041.231 Stream synchronize timeout."] + ["x"] * (distance - 1) + [
+        "        wait for compute device to finish failed, runtime result = 507046."]
+    events, _ = scan(lines)
+    assert events[-1].code == "507046"
+    assert (events[-1].timestamp == events[0].timestamp) is inherits
+    assert inherits or events[-1].timestamp is None
+
+
+WRAPPER = "[W compiler_depend.ts:487] Warning: NPU warning, error code is 507048[Error]: "
+
+
+def wrapper_between(first_s: float, second_s: float, before: int = 5, after: int = 2) -> list[Event]:
+    """A 507048 wrapper ``before`` lines after one timestamped line and ``after`` lines before the next."""
+    lines = ([plog(at(first_s), "[TaskExecStage][Timeout][Host]Task run failed")] + ["x"] * (before - 1)
+             + [WRAPPER] + ["x"] * (after - 1) + [plog(at(second_s), "[TaskExecStage][Timeout][Host]Task run failed")])
+    return [e for e in scan(lines)[0] if e.code == "507048"]
+
+
+@pytest.mark.parametrize(("second_s", "belongs_to_second"), [
+    (60.0, False), (60.001, True),      # no gap: one block, the earlier time; a gap: the nearer line
+    (-60.0, False), (-60.001, True),    # the next line printed an earlier time (interleaved): a gap too
+])
+def test_wrapper_takes_the_time_of_its_own_block(second_s: float, belongs_to_second: bool) -> None:
+    (wrapper,) = wrapper_between(0.0, second_s)
+    expected = datetime(2025, 1, 1, 0, 10, 0).timestamp() + (second_s if belongs_to_second else 0.0)
+    assert wrapper.timestamp == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize(("before", "after", "belongs_to_second"), [(3, 2, True), (2, 3, False), (3, 3, False)])
+def test_in_a_gap_the_nearer_block_wins_and_a_tie_stays_with_the_earlier(
+        before: int, after: int, belongs_to_second: bool) -> None:
+    (wrapper,) = wrapper_between(0.0, 360.0, before, after)
+    assert (wrapper.timestamp == datetime(2025, 1, 1, 0, 16, 0).timestamp()) is belongs_to_second
+
+
+def test_in_a_gap_an_indented_continuation_stays_with_its_block() -> None:
+    lines = [ei0002(T0), "        TraceBack (most recent call last):",
+             "        wait for compute device to finish failed, runtime result = 507046.",
+             ei0002(at(360.0))]
+    events, _ = scan(lines)
+    assert [(e.code, e.timestamp) for e in events] == [
+        ("EI0002", datetime(2025, 1, 1, 0, 10, 0).timestamp()), ("507046", datetime(2025, 1, 1, 0, 10, 0).timestamp()),
+        ("EI0002", datetime(2025, 1, 1, 0, 16, 0).timestamp())]
+
+
+@pytest.mark.parametrize(("after", "belongs_to_second"), [(64, True), (65, False)])
+def test_the_next_timestamp_counts_only_within_block_lines(after: int, belongs_to_second: bool) -> None:
+    (wrapper,) = wrapper_between(0.0, 360.0, before=70, after=after)
+    assert (wrapper.timestamp is not None) is belongs_to_second
+
+
+# ------------------------------------------------------------------ provisional (fallback) boundaries
+
+UNKNOWN = "[link_fsm.cc:1] [2]unexpected state[3]"
+
+
+def hccl_error(ts: str, message: str) -> str:
+    return f"[ERROR] HCCL(1,python):{ts} {message}"
+
+
+@pytest.mark.parametrize(("offset_s", "codes"), [
+    (60.0, ["task_exec_timeout"]), (60.001, ["hccl:link_fsm", "task_exec_timeout"]),
+    (-60.0, ["task_exec_timeout"]), (-60.001, ["hccl:link_fsm", "task_exec_timeout"]),
+])
+def test_a_recognised_incident_after_an_unknown_line_absorbs_it_within_the_window(
+        offset_s: float, codes: list[str]) -> None:
+    lines = [hccl_error(T0, UNKNOWN), plog(at(offset_s), "[TaskExecStage][Timeout][Host]Task run failed")]
+    assert sorted(e.code for e in scan(lines)[0]) == sorted(codes)
+
+
+@pytest.mark.parametrize(("offset_s", "codes"), [
+    (60.0, ["task_exec_timeout"]), (60.001, ["task_exec_timeout", "hccl:link_fsm"]),
+    (-60.0, ["task_exec_timeout"]), (-60.001, ["task_exec_timeout", "hccl:link_fsm"]),
+])
+def test_an_unknown_line_after_a_recognised_incident_within_the_window_is_part_of_it(
+        offset_s: float, codes: list[str]) -> None:
+    lines = [plog(T0, "[TaskExecStage][Timeout][Host]Task run failed"), hccl_error(at(offset_s), UNKNOWN)]
+    assert [e.code for e in scan(lines)[0]] == codes
+
+
+@pytest.mark.parametrize(("gap_lines", "codes"), [
+    (64, ["task_exec_timeout"]), (65, ["hccl:link_fsm", "task_exec_timeout"])])
+def test_a_provisional_block_ends_after_block_lines(gap_lines: int, codes: list[str]) -> None:
+    lines = ([hccl_error(T0, UNKNOWN)] + ["x"] * (gap_lines - 1)
+             + [plog(at(1.0), "[TaskExecStage][Timeout][Host]Task run failed")])
+    assert [e.code for e in scan(lines)[0]] == codes
+
+
+@pytest.mark.parametrize(("offset_s", "codes"), [
+    (-60.0, ["task_exec_timeout"]), (-60.001, ["hccl:link_fsm", "task_exec_timeout"])])
+def test_a_provisional_block_ends_at_a_line_outside_the_window_earlier_or_later(
+        offset_s: float, codes: list[str]) -> None:
+    """A timestamped line more than the window away closes the block before the next line is read."""
+    lines = [hccl_error(T0, UNKNOWN), f"[WARNING] HCCL(1,python):{at(offset_s)} [x.cc:1] retry after error",
+             plog(at(30.0), "[TaskExecStage][Timeout][Host]Task run failed")]
+    assert [e.code for e in scan(lines)[0]] == codes
+
+
+@pytest.mark.parametrize(("offset_s", "counted"), [(60.0, 1), (60.001, 2), (-60.001, 2)])
+def test_unknown_lines_near_each_other_count_once(offset_s: float, counted: int) -> None:
+    lines = [hccl_error(T0, UNKNOWN), hccl_error(at(offset_s), "[other_file.cc:9] [2]another unknown thing")]
+    assert len(scan(lines)[0]) == counted
+
+
+def test_an_untimed_unknown_line_is_absorbed_by_an_untimed_incident_after_it() -> None:
+    """Without any time near, nearness is by lines, in both directions."""
+    lines = ["[ERROR] HCCL(1,python):2025-13-45-00:00:00.000.000 [link_fsm.cc:1] [2]unexpected state[3]",
+             "x", "This is an error in init_hcclComm."]
+    assert [(e.code, e.timestamp) for e in scan(lines)[0]] == [("comm_init_failed", None)]
