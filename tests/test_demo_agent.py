@@ -1,5 +1,5 @@
-"""The agent on a demo node: what the demo overrides, counters across restarts, the probe schedule and
-the demo's probe interpreter."""
+"""The agent on a demo node: what the demo overrides, npu_info from the first scrape, counters across
+restarts, the probe schedule and the demo's probe interpreter."""
 
 from __future__ import annotations
 
@@ -39,6 +39,41 @@ def infos(values: dict[tuple[str, Labels], float]) -> dict[tuple[str, str], Labe
             named = dict(labels)
             found[(named["npu"], named["chip"])] = labels
     return found
+
+
+# ---------------------------------------------------------------- npu_info
+
+
+@pytest.mark.parametrize("order", [
+    ("inventory", "info", "usages", "health", "roce", "info", "health", "info"),  # the scheduler's start order
+    ("health", "inventory", "info", "info", "health", "info"),  # the board runs before any chip is known
+])
+def test_npu_info_never_changes_its_labels_from_the_first_scrape(tmp_path: Path, order: tuple[str, ...]) -> None:
+    bundle = demo_bundle(tmp_path, chips=4)
+    seen: dict[tuple[str, str], set[Labels]] = {}
+    try:
+        for group in order:
+            bundle.agent.collect_group(group)
+            for chip, labels in infos(scrape(bundle)).items():
+                seen.setdefault(chip, set()).add(labels)
+    finally:
+        bundle.agent.stop()
+    assert sorted(seen) == [(str(npu), "0") for npu in range(4)]
+    for chip, label_sets in seen.items():
+        assert len(label_sets) == 1, (chip, label_sets)  # one series per chip, never an empty-then-filled one
+        labels = dict(next(iter(label_sets)))
+        assert labels["firmware"] and labels["driver"] and labels["serial"], labels
+
+
+def test_npu_info_does_not_wait_for_a_disabled_board_source(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"disable": ["npu_smi_board"]}}}, chips=2)
+    try:
+        bundle.agent.collect_group("info")
+        found = infos(scrape(bundle))
+    finally:
+        bundle.agent.stop()
+    assert sorted(found) == [("0", "0"), ("1", "0")]  # board facts are known to be unavailable
+    assert dict(found[("0", "0")])["firmware"] == ""
 
 
 # ---------------------------------------------------------------- counters across an agent restart
