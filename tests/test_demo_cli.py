@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from agent.demo.faults import FAULTS
 from agent.demo.node import DemoNode
 
 
@@ -119,3 +121,18 @@ def test_once_on_the_demo_prints_the_exposition(tmp_path: Path) -> None:
     assert 'npu_roce_link_up{chip="0",npu="0"} 1.0' in result.stdout
     assert "npu_chips 4.0" in result.stdout  # the existing node and its fault were kept, not recreated
 
+
+def test_the_readme_lists_every_fault_and_its_parameters() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Demo faults", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, tuple[str, set[str]]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        params = set(re.findall(r"`([a-z_]+)`", cells[2]))
+        for name in re.findall(r"`([a-z_]+)`", cells[0]):
+            listed[name] = (cells[1], params)
+    assert sorted(listed) == sorted(FAULTS)
+    for name, spec in FAULTS.items():
+        assert listed[name] == (spec.kind, set(spec.params)), name
