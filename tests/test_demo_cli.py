@@ -93,8 +93,10 @@ def test_log_faults_write_plog_lines_the_scanner_classifies(tmp_path: Path,
     assert plog.parent == node.directory / "log" / "debug" / "plog"
     assert demo(node.directory, "set", "roce_cqe", "--npu", "2", "--param", "peer_ip=29.1.3.13") == 0
     assert Path(json.loads(capsys.readouterr().out)["plog"]) == plog  # the same process keeps its plog
-    assert main(["scan-logs", str(node.directory / "log"), "--json"]) == 1  # 1: errors found
-    report = json.loads(capsys.readouterr().out)
+    scan = subprocess.run([sys.executable, "-m", "agent", "scan-logs", str(node.directory / "log"), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert scan.returncode == 1, scan.stderr  # 1: errors found
+    report = json.loads(scan.stdout)
     assert report["counts_by_category"]["exec_timeout"] >= 1
     assert report["counts_by_category"]["roce_cqe"] >= 1
     hints = {(hint["kind"], hint["value"]) for hint in report["hints"]}
