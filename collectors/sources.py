@@ -106,7 +106,7 @@ def inventory(store: RecordStore) -> dict[tuple[int, int], dict[str, str]]:
         for chip, record in boards.items():
             if chip is None:
                 continue
-            board = record[0] if isinstance(record, list | tuple) and record else record
+            board = record[0] if isinstance(record, (list, tuple)) and record else record
             labels = npu_smi_board.inventory_labels(board)
             chip_facts = facts.setdefault((chip.npu, chip.chip), {})
             chip_facts.update({k: v for k, v in labels.items() if v})
