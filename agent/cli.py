@@ -284,7 +284,7 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
             from agent.demo.node import demo_overrides
 
             demo_dir = Path(args.demo_dir)
-            config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin"))
+            config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin", config))
     except ConfigError as exc:
         log.error("SIGHUP: keeping the running config; the new one is %s", exc)
         return

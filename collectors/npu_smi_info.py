@@ -41,6 +41,9 @@ from collectors.base import ChipRef, CollectContext, Sample, Source, label_pairs
 from collectors.npu_smi_mapping import MappingRow
 
 __all__ = [
+    "BOARD_ANSWERED",
+    "BOARD_PENDING",
+    "EVERY_CHIP",
     "HEALTH_STATES",
     "SOURCE",
     "ChipStatus",
@@ -372,6 +375,19 @@ def samples(table: InfoTable, _chip: ChipRef | None, ctx: CollectContext) -> lis
     return out
 
 
+# Keys of CollectContext.inventory that are not labels (collectors.sources.inventory sets them):
+# under EVERY_CHIP, BOARD_PENDING holds back npu_info of each chip whose facts lack BOARD_ANSWERED.
+EVERY_CHIP = (-1, -1)
+BOARD_PENDING = "board_pending"
+BOARD_ANSWERED = "board_answered"
+
+
+def _board_pending(inventory: Any, key: tuple[int, int]) -> bool:
+    if BOARD_ANSWERED in inventory.get(key, {}):
+        return False
+    return BOARD_PENDING in inventory.get(EVERY_CHIP, {})
+
+
 def _chip_samples(status: ChipStatus, ctx: CollectContext) -> list[Sample]:
     chip_labels = label_pairs(npu=status.npu, chip=status.chip)
     facts = ctx.inventory.get((status.npu, status.chip), {})
@@ -386,10 +402,8 @@ def _chip_samples(status: ChipStatus, ctx: CollectContext) -> list[Sample]:
         driver=facts.get("driver", ""),
     )
     state = health_state(status.health)
-    out = [
-        Sample("npu_info", info_labels, 1.0),
-        Sample("npu_healthy", chip_labels, 1.0 if state == "ok" else 0.0),
-    ]
+    out = [] if _board_pending(ctx.inventory, (status.npu, status.chip)) else [Sample("npu_info", info_labels, 1.0)]
+    out.append(Sample("npu_healthy", chip_labels, 1.0 if state == "ok" else 0.0))
     out.extend(
         Sample("npu_health_state", (*chip_labels, ("state", each)), 1.0 if each == state else 0.0)
         for each in HEALTH_STATES

@@ -22,6 +22,9 @@ class RecordStore(Protocol):
 
     def records(self, source: str) -> Any: ...
 
+    def get(self, source: str) -> Any:
+        """The source's latest snapshot (``started_at``, ``ok``, ``no_data``, ``records``), None when not registered."""
+
 SOURCE_MODULES: tuple[str, ...] = (
     "npu_smi_mapping",
     "npu_smi_topo",
@@ -79,22 +82,38 @@ def _unwrap(records: Any) -> Any:
 
 
 def inventory(store: RecordStore) -> dict[tuple[int, int], dict[str, str]]:
-    """Extra ``npu_info`` labels per chip: logic id from ``-m``, firmware/driver/serial from board."""
-    from collectors import npu_smi_board, npu_smi_mapping
+    """Extra ``npu_info`` labels per chip: logic id from ``-m``, firmware/driver/serial from board.
+
+    ``npu_info`` must not appear with empty firmware/driver/serial and then change (a new
+    series): while ``-t board`` has not answered for a chip yet, the entry under
+    ``npu_smi_info.EVERY_CHIP`` says ``BOARD_PENDING`` and that chip's ``npu_info`` waits. Board
+    facts are known once the board source answered for the chip (its last good answer is kept
+    even when stale: board facts do not change while the agent runs), and known to be
+    unavailable when the source is disabled or its last run failed.
+    """
+    from collectors import npu_smi_board, npu_smi_info, npu_smi_mapping
 
     facts: dict[tuple[int, int], dict[str, str]] = {}
     mapping = store.records("npu_smi_mapping")
     if mapping:
         for key, labels in npu_smi_mapping.inventory(mapping).items():
             facts.setdefault(key, {}).update(labels)
-    boards: Any = store.records("npu_smi_board")
+    board_snapshot = store.get("npu_smi_board")
+    if board_snapshot is None:
+        return facts  # board disabled: npu_info never waits for it
+    boards: Any = board_snapshot.records
     if boards:
         for chip, record in boards.items():
             if chip is None:
                 continue
-            board = record[0] if isinstance(record, list | tuple) and record else record
+            board = record[0] if isinstance(record, (list, tuple)) and record else record
             labels = npu_smi_board.inventory_labels(board)
-            facts.setdefault((chip.npu, chip.chip), {}).update({k: v for k, v in labels.items() if v})
+            chip_facts = facts.setdefault((chip.npu, chip.chip), {})
+            chip_facts.update({k: v for k, v in labels.items() if v})
+            chip_facts[npu_smi_info.BOARD_ANSWERED] = "1"
+    failed = board_snapshot.started_at is not None and not board_snapshot.ok and not board_snapshot.no_data
+    if not failed:  # not run yet, no chips to ask yet, or a chip it has not been asked about
+        facts[npu_smi_info.EVERY_CHIP] = {npu_smi_info.BOARD_PENDING: "1"}
     return facts
 
 

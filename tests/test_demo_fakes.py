@@ -15,9 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agent.demo import DemoNode, start_demo
-from agent.demo.state import DEMO_DIR_ENV, DEMO_TIME_ENV, STATE_FILE, load_state
+from agent.demo import DemoNode, fake_hccn_tool, fake_npu_smi, start_demo
+from agent.demo.state import DEMO_DIR_ENV, DEMO_TIME_ENV, STATE_FILE, DemoState, load_state
+from collectors.hccn_link_stat import LINK_DOWN, LINK_UP, LinkStatRecord
+from collectors.hccn_link_stat import parse as parse_link_stat
 
 T0 = 1_750_000_000.0  # a fixed demo-clock instant
 CLEAN_PATH = "/usr/bin:/bin"
@@ -93,9 +97,9 @@ def kv(text: str) -> dict[str, str]:
 # ---------------------------------------------------------------- wrappers and state
 
 
-def test_create_writes_state_and_three_executables(node: DemoNode) -> None:
+def test_create_writes_state_and_four_executables(node: DemoNode) -> None:
     names = sorted(p.name for p in node.bin_dir.iterdir() if not p.name.startswith("."))
-    assert names == ["ascend-dmi", "hccn_tool", "npu-smi"]
+    assert names == ["ascend-dmi", "hccn_tool", "npu-smi", "probe-python"]
     for name in names:
         path = node.bin_dir / name
         assert os.access(path, os.X_OK)
@@ -138,12 +142,19 @@ def test_fakes_refuse_without_a_state_dir(tmp_path: Path) -> None:
 def test_set_fault_validates_names_and_chips(node: DemoNode) -> None:
     with pytest.raises(ValueError, match="unknown fault"):
         node.set_fault("no_such_fault", chip=0)
-    with pytest.raises(ValueError, match="needs chip"):
+    with pytest.raises(ValueError, match=r"applies to one chip: pass --npu N \(0\.\.7\)"):
         node.set_fault("link_down")
-    with pytest.raises(ValueError, match="needs chip"):
+    with pytest.raises(ValueError, match=r"--npu 8 is not a chip of this node \(0\.\.7\)"):
         node.set_fault("link_down", chip=8)
     with pytest.raises(ValueError, match="node-wide"):
         node.set_fault("npu_smi_hang", chip=1)
+    with pytest.raises(ValueError, match=r"'link_flap' takes no parameter 'period' \(it takes: period_s, since\)"):
+        node.set_fault("link_flap", chip=1, period=4)
+    with pytest.raises(ValueError, match="not a valid float"):
+        node.set_fault("hbm_dbe", chip=1, interval_s="soon")
+    with pytest.raises(ValueError, match="not one of Alarm, Warning, Critical"):
+        node.set_fault("health", chip=1, state="Broken")
+    assert node.read().chip_faults == {}
     node.set_fault("process", chip=2, name="python3", pid=4242)  # a parameter may be called "name"
     params = node.read().chip_fault(2, "process")
     assert params is not None
@@ -553,3 +564,145 @@ def test_a_fake_call_is_cheap(node: DemoNode) -> None:
         f"fake tool call: mean {mean * 1000:.1f} ms, max {max(durations) * 1000:.1f} ms over {len(durations)}"
     )
     assert mean < 1.0
+
+
+# ---------------------------------------------------------------- counters keep their history
+
+
+def ecc_totals(node: DemoNode, npu: int, at: float) -> dict[str, int]:
+    pairs = kv(ok(node, "npu-smi", "info", "-t", "ecc", "-i", str(npu), at=at))
+    return {key.removeprefix("HBM "): int(value) for key, value in pairs.items() if key.startswith("HBM ")}
+
+
+def test_clearing_ecc_faults_keeps_the_aggregate_totals(node: DemoNode) -> None:
+    node.set_fault("hbm_dbe", chip=1, since=T0, interval_s=10)
+    node.set_fault("hbm_sbe_rate", chip=1, since=T0, per_s=2)
+    before = ecc_totals(node, 1, T0 + 15)
+    assert before["Double Bit Aggregate Total Err Cnt"] == 2
+    assert before["Single Bit Aggregate Total Err Cnt"] == 30
+    node.clear_all(at=T0 + 20)
+    after = ecc_totals(node, 1, T0 + 30)
+    # a cleared fault stops new errors; the aggregate totals, like real counters, stay where they were
+    assert after["Double Bit Aggregate Total Err Cnt"] == 3
+    assert after["Single Bit Aggregate Total Err Cnt"] == 40
+    assert after["Double Bit Isolated Pages Count"] == 3  # retired pages stay retired
+    assert (after["Double Bit Error Count"], after["Single Bit Error Count"]) == (0, 0)  # the chip was "repaired"
+    node.set_fault("hbm_dbe", chip=1, since=T0 + 40, interval_s=10)  # a new episode adds to the old one
+    assert ecc_totals(node, 1, T0 + 45)["Double Bit Aggregate Total Err Cnt"] == 4
+    assert ecc_totals(node, 1, T0 + 45)["Double Bit Error Count"] == 1
+
+
+def link_stat(node: DemoNode, npu: int, at: float) -> LinkStatRecord:
+    return parse_link_stat(ok(node, "hccn_tool", "-i", str(npu), "-link_stat", "-g", at=at))
+
+
+def test_link_down_then_clear_records_one_down_and_one_up(node: DemoNode) -> None:
+    quiet = link_stat(node, 2, T0)
+    node.set_fault("link_down", chip=2, since=T0 + 10)
+    down = link_stat(node, 2, T0 + 50)
+    node.clear_fault("link_down", chip=2, at=T0 + 100)
+    up = link_stat(node, 2, T0 + 110)
+    assert ok(node, "hccn_tool", "-i", "2", "-link", "-g", at=T0 + 110) == "link status: UP\n"
+    assert [change.state for change in up.changes[:2]] == [LINK_UP, LINK_DOWN]  # newest first
+    assert [change.at.timestamp() for change in up.changes[:2]] == [T0 + 100, T0 + 10]
+    assert (quiet.link_up_count, down.link_up_count, up.link_up_count) == (1, 1, 2)
+    newest = [record.newest_change for record in (quiet, down, up)]
+    assert all(change is not None for change in newest)
+    stamps = [change.at.timestamp() for change in newest if change is not None]
+    assert stamps == sorted(stamps) and stamps[-1] == T0 + 100  # never back to the boot record
+
+
+def test_clearing_a_flap_keeps_its_link_ups_and_brings_the_link_up(node: DemoNode) -> None:
+    node.set_fault("link_flap", chip=6, since=T0, period_s=4)
+    during = link_stat(node, 6, T0 + 9)  # DOWN at 0, 4, 8; UP at 2, 6
+    assert during.link_up_count == 3
+    node.clear_fault("link_flap", chip=6, at=T0 + 9)  # ends while DOWN: the port comes back UP
+    after = link_stat(node, 6, T0 + 20)
+    assert after.link_up_count == 4
+    assert after.changes[0].state == LINK_UP and after.changes[0].at.timestamp() == T0 + 9
+    assert ok(node, "hccn_tool", "-i", "6", "-link", "-g", at=T0 + 20) == "link status: UP\n"
+
+
+def test_a_second_link_fault_keeps_the_port_down_until_both_end(node: DemoNode) -> None:
+    node.set_fault("link_down", chip=0, since=T0)
+    node.set_fault("optics_no_light", chip=0, since=T0 + 5)
+    node.clear_fault("link_down", chip=0, at=T0 + 10)
+    assert ok(node, "hccn_tool", "-i", "0", "-link", "-g", at=T0 + 11) == "link status: DOWN\n"
+    assert link_stat(node, 0, T0 + 11).link_up_count == 1
+    node.clear_fault("optics_no_light", chip=0, at=T0 + 20)
+    assert link_stat(node, 0, T0 + 21).link_up_count == 2
+
+
+def test_the_history_survives_a_restart_of_the_agent(node: DemoNode) -> None:
+    node.set_fault("hccs_error", chip=3, since=T0, per_s=1)
+    node.clear_all(at=T0 + 30)
+    DemoNode(node.directory).open()  # what `npuwatch run --demo --demo-dir DIR` does on start
+    hccs = ok(node, "npu-smi", "info", "-t", "hccs", "-i", "3", at=T0 + 60)
+    errors = re.search(r"hccs error count\s+: \[(\d+)", hccs)
+    assert errors and int(errors[1]) == 31
+    assert kv(hccs)["hccs health status"] == "OK"
+
+
+COUNTER_FAULTS = ("hbm_dbe", "hbm_sbe_rate", "hccs_error", "link_down", "link_flap", "optics_no_light")
+
+
+def counters_of(state: DemoState, now: float) -> dict[str, float]:
+    """Every counter the fakes print for chip 0, read through the fakes' render functions."""
+    out: dict[str, float] = {}
+    ecc = fake_npu_smi.render(state, now, ["info", "-t", "ecc", "-i", "0"]).stdout
+    out.update({key: int(value) for key, value in kv(ecc).items() if "Aggregate" in key})
+    hccs = fake_npu_smi.render(state, now, ["info", "-t", "hccs", "-i", "0"]).stdout
+    for key in ("tx packets", "rx packets", "retry count", "error count"):
+        found = re.search(rf"hccs {key}\s+: \[([\d ]+)\]", hccs)
+        assert found
+        out.update({f"hccs {key} {link}": int(v) for link, v in enumerate(found[1].split())})
+    stat = fake_hccn_tool.render(state, now, ["-i", "0", "-stat", "-g"]).stdout
+    out.update({key: int(value) for key, value in kv(stat).items() if key != "packet statistics"})
+    record = parse_link_stat(fake_hccn_tool.render(state, now, ["-i", "0", "-link_stat", "-g"]).stdout)
+    out["link up count"] = record.link_up_count
+    newest = record.newest_change
+    assert newest is not None
+    out["last link change"] = newest.at.timestamp()
+    return out
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from(("set", "clear", "clear_all")), st.sampled_from(COUNTER_FAULTS),
+                          st.integers(1, 40)), min_size=1, max_size=12))
+def test_every_printed_counter_is_monotonic_across_set_and_clear(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, str, int]]) -> None:
+    node = DemoNode(tmp_path_factory.mktemp("demo")).create(chips=1)
+    now = T0
+    previous = counters_of(node.read(), now)
+    for action, fault, gap in steps:
+        now += gap
+        node.freeze_time(now)  # the demo clock that set_fault / clear_fault stamp with
+        if action == "set":
+            node.set_fault(fault, chip=0, **({"period_s": 4.0} if fault == "link_flap" else {}))
+        elif action == "clear":
+            node.clear_fault(fault, chip=0)
+        else:
+            node.clear_all()
+        for at in (now, now + 1.5):
+            current = counters_of(node.read(), at)
+            went_down = {key: (previous[key], value) for key, value in current.items() if value < previous[key]}
+            assert not went_down, (action, fault, went_down)
+            previous = current
+
+
+def test_hot_chip_reads_above_the_critical_threshold_everywhere(node: DemoNode) -> None:
+    threshold = 95  # alerts/npu.rules.yml: NPUTemperatureHigh critical above 95 C
+    node.set_fault("hot", chip=3)
+    for at in (T0, T0 + 7, T0 + 23):
+        rows = table_rows(ok(node, "npu-smi", "info", at=at))
+        assert int(rows[3]["temp"]) > threshold  # type: ignore[call-overload]
+        assert int(rows[2]["temp"]) <= 75  # type: ignore[call-overload]
+        assert int(kv(ok(node, "npu-smi", "info", "-t", "temp", "-i", "3", at=at))["Temperature(C)"]) > threshold
+        common = ok(node, "npu-smi", "info", "-t", "common", "-i", "3", at=at)
+        chip_block = common.split("\n\n")[1]  # the chip block, before the mcu block
+        assert int(kv(chip_block)["Temperature(C)"]) > threshold
+        assert int(kv(ok(node, "npu-smi", "info", "-t", "memory", "-i", "3", at=at))["HBM Temperature(C)"]) > threshold
+    node.set_fault("hot", chip=3, celsius=88)  # the warning band only
+    assert 85 < int(table_rows(ok(node, "npu-smi", "info"))[3]["temp"]) <= 89  # type: ignore[call-overload]
+    node.clear_fault("hot", chip=3)
+    assert int(table_rows(ok(node, "npu-smi", "info"))[3]["temp"]) <= 75  # type: ignore[call-overload]

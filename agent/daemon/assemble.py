@@ -67,13 +67,9 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
     if demo_dir is not None:
         from agent.demo.node import DemoNode, demo_overrides
 
-        demo = DemoNode(demo_dir)
-        if demo.exists():
-            demo.write_executables()  # keep the state, refresh the interpreter baked into the wrappers
-        else:
-            demo.create(chips=demo_chips)
-        (demo_dir / "log").mkdir(parents=True, exist_ok=True)
-        config = apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir))
+        # An existing node keeps its faults and counters' history (an agent restart is not a reboot).
+        demo = DemoNode(demo_dir).open(chips=demo_chips)
+        config = apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config))
         tool_env = demo.env()
     agent = Agent(config, tool_env=tool_env, jobs_factory=internal_jobs)
     return AgentBundle(agent, demo)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import importlib
 
 __all__ = [
+    "ALERT_FAULTS",
     "CHIP_FAULTS",
     "DEMO_DIR_ENV",
     "DEMO_TIME_ENV",
+    "LOG_FAULTS",
     "NODE_FAULTS",
     "DemoNode",
     "DemoState",
@@ -21,10 +23,12 @@ __all__ = [
 _HOMES = {
     "DemoNode": "agent.demo.node",
     "start_demo": "agent.demo.node",
-    "CHIP_FAULTS": "agent.demo.state",
+    "ALERT_FAULTS": "agent.demo.faults",
+    "CHIP_FAULTS": "agent.demo.faults",
+    "LOG_FAULTS": "agent.demo.faults",
     "DEMO_DIR_ENV": "agent.demo.state",
     "DEMO_TIME_ENV": "agent.demo.state",
-    "NODE_FAULTS": "agent.demo.state",
+    "NODE_FAULTS": "agent.demo.faults",
     "DemoState": "agent.demo.state",
 }
 

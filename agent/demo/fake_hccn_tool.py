@@ -12,7 +12,7 @@ import sys
 import time
 
 from agent.demo.render_common import ToolOutput, run_fake
-from agent.demo.render_model import flap_state, optical_reading, roce_counters
+from agent.demo.render_model import device_ip, flap_state, optical_reading, roce_counters
 from agent.demo.state import DemoState
 
 __all__ = ["main", "render"]
@@ -105,7 +105,7 @@ def _speed(state: DemoState, dev: int, now: float) -> str:
 
 
 def _ip(state: DemoState, dev: int, now: float) -> str:
-    return f"ipaddr:29.{(state.seed % 200) + 1}.{dev}.{10 + dev}\nnetmask:255.255.0.0\n"
+    return f"ipaddr:{device_ip(state, dev)}\nnetmask:255.255.0.0\n"
 
 
 def _fec(state: DemoState, dev: int, now: float) -> str:

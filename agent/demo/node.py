@@ -1,8 +1,10 @@
-"""The demo node: a directory holding the state file and the fake tools' executables.
+"""The demo node: a directory holding the state file, the fake tools and the demo's probe interpreter.
 
-``DemoNode(dir).create()`` writes ``state.json`` and ``bin/{npu-smi,hccn_tool,ascend-dmi}``;
-faults are switched with ``set_fault`` / ``clear_fault`` while the agent keeps calling the tools.
-From a shell: ``python -m agent.demo.node DIR set link_flap --chip 3 --param period_s=4``.
+``DemoNode(dir).create()`` writes ``state.json`` and ``bin/{npu-smi,hccn_tool,ascend-dmi,probe-python}``;
+faults are switched with ``set_fault`` / ``clear_fault`` while the agent keeps calling the tools
+(the catalogue, with each fault's parameters, is agent.demo.faults). ``demo_overrides`` is
+the config the demo replaces or extends. From a shell:
+``python -m agent.demo.node DIR set link_flap --chip 3 --param period_s=4``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import importlib.util
 import json
+import logging
 import os
 import shlex
 import stat
@@ -22,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import agent
+from agent.demo.carry import end_chip_fault
+from agent.demo.faults import FAULTS, LOG_FAULTS, check_params, fault_spec
+from agent.demo.plog import HcclTimeout, RoceCqe, append_plog, hccl_timeout_lines, roce_cqe_lines
+from agent.demo.render_model import device_ip
+from agent.demo.render_npu_smi import processes_of
 from agent.demo.state import (
-    CHIP_FAULTS,
     DEMO_DIR_ENV,
-    NODE_FAULTS,
     STATE_FILE,
     DemoState,
     demo_now,
@@ -33,7 +40,18 @@ from agent.demo.state import (
     save_state,
 )
 
-__all__ = ["TOOL_MODULES", "DemoNode", "demo_overrides", "main", "start_demo"]
+__all__ = [
+    "DEMO_PROBE_SCHEDULE",
+    "PROBE_PYTHON",
+    "TOOL_MODULES",
+    "DemoNode",
+    "NoDemoNode",
+    "demo_overrides",
+    "main",
+    "start_demo",
+]
+
+log = logging.getLogger(__name__)
 
 # executable name -> module whose main() it runs
 TOOL_MODULES = {
@@ -41,13 +59,25 @@ TOOL_MODULES = {
     "hccn_tool": "agent.demo.fake_hccn_tool",
     "ascend-dmi": "agent.demo.fake_ascend_dmi",
 }
+PROBE_PYTHON = "probe-python"  # the demo's probes.python (agent.demo.probe_python)
 _SHEBANG_MAX = 120  # older kernels cut the #! line at 127 bytes
 _EXECUTABLE = stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
+# The demo's probe schedule, for both probes: a first run within `jitter` seconds of the start,
+# then one every `interval` (+ up to `jitter`). A run that finds the other probe holding the
+# probe lock is skipped; its retry still lands within 3 minutes of the start (interval + jitter
+# + a few seconds of CPU probe). The scheduler cannot yet place a first run at a fixed offset
+# (e.g. GEMM at 30 s, all-reduce at 90 s), which would rule the collision out.
+DEMO_PROBE_SCHEDULE = {"interval": 100.0, "jitter": 60.0}
+CPU_TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+class NoDemoNode(ValueError):
+    """The directory holds no demo node (no state file)."""
 
 
 def _python_body(module: str, directory: Path) -> str:
-    # -I -S keeps start-up fast and immune to the caller's PYTHON* variables; the package root
-    # and the demo directory are baked in so the fakes also work from a clean environment.
+    # The package root and the demo directory are baked in so the wrappers also work from a
+    # clean environment.
     package_root = str(Path(agent.__file__).resolve().parent.parent)
     return (
         "import os, sys\n"
@@ -56,6 +86,14 @@ def _python_body(module: str, directory: Path) -> str:
         f"from {module} import main\n"
         "sys.exit(main())\n"
     )
+
+
+def _executables() -> dict[str, tuple[str, str]]:
+    """name -> (module, interpreter flags). The fakes run with -I -S: fast start-up, immune to the
+    caller's PYTHON* variables. The probe interpreter needs site-packages (torch), so no flags."""
+    found = {name: (module, "-IS") for name, module in TOOL_MODULES.items()}
+    found[PROBE_PYTHON] = ("agent.demo.probe_python", "")
+    return found
 
 
 class DemoNode:
@@ -72,18 +110,26 @@ class DemoNode:
     def state_path(self) -> Path:
         return self.directory / STATE_FILE
 
+    @property
+    def log_root(self) -> Path:
+        """Where the demo's plogs go (``debug/plog`` below it), read by the agent's log scanner."""
+        return self.directory / "log"
+
     def tool_path(self, name: str) -> Path:
-        """Path of the executable ``npu-smi``, ``hccn_tool`` or ``ascend-dmi``."""
-        if name not in TOOL_MODULES:
-            raise ValueError(f"unknown tool {name!r}; expected one of {sorted(TOOL_MODULES)}")
+        """Path of the executable ``npu-smi``, ``hccn_tool``, ``ascend-dmi`` or ``probe-python``."""
+        if name not in _executables():
+            raise ValueError(f"unknown tool {name!r}; expected one of {sorted(_executables())}")
         return self.bin_dir / name
 
+    def has_state(self) -> bool:
+        return self.state_path.is_file()
+
     def exists(self) -> bool:
-        """True when the state file and all three executables are in place."""
-        return self.state_path.is_file() and all(self.tool_path(name).is_file() for name in TOOL_MODULES)
+        """True when the state file and all the executables are in place."""
+        return self.has_state() and all(self.tool_path(name).is_file() for name in _executables())
 
     def create(self, chips: int = 8, model: str = "910B3", delay_s: float = 0.0, seed: int = 0) -> DemoNode:
-        """Write a fresh state (no faults) and the tool executables; returns self."""
+        """Write a fresh state (no faults, no history) and the executables; returns self."""
         if not 1 <= chips <= 16:
             raise ValueError(f"chips must be 1..16, got {chips}")
         if delay_s < 0:
@@ -94,18 +140,29 @@ class DemoNode:
         self.write_executables()
         return self
 
+    def open(self, chips: int = 8) -> DemoNode:
+        """The node for an agent start: an existing state (faults, counters' history) is kept and
+        only the executables are rewritten for this interpreter; a new node is created otherwise."""
+        if self.has_state():
+            self.write_executables()
+        else:
+            self.create(chips=chips)
+        self.log_root.mkdir(parents=True, exist_ok=True)
+        return self
+
     def write_executables(self) -> None:
         """(Re)write bin/ for the current interpreter."""
         self.bin_dir.mkdir(parents=True, exist_ok=True)
         python = sys.executable
-        for name, module in TOOL_MODULES.items():
+        for name, (module, flags) in _executables().items():
             body = _python_body(module, self.directory)
             if len(python) <= _SHEBANG_MAX and not any(ch.isspace() for ch in python):
-                script = f"#!{python} -IS\n{body}"
+                script = f"#!{python} {flags}\n{body}" if flags else f"#!{python}\n{body}"
             else:
                 sidecar = self.bin_dir / f".{name}.py"
                 sidecar.write_text(body, encoding="utf-8")
-                script = f'#!/bin/sh\nexec {shlex.quote(python)} -IS {shlex.quote(str(sidecar))} "$@"\n'
+                run = " ".join(part for part in (shlex.quote(python), flags, shlex.quote(str(sidecar))) if part)
+                script = f'#!/bin/sh\nexec {run} "$@"\n'
             target = self.tool_path(name)
             tmp = target.with_name(f".{name}.tmp")
             tmp.write_text(script, encoding="utf-8")
@@ -113,6 +170,8 @@ class DemoNode:
             os.replace(tmp, target)
 
     def read(self) -> DemoState:
+        if not self.has_state():
+            raise NoDemoNode(f"no demo node at {self.directory}")
         return load_state(self.directory)
 
     @contextlib.contextmanager
@@ -124,41 +183,93 @@ class DemoNode:
             yield state
             save_state(self.directory, state)
 
-    def set_fault(self, name: str, /, chip: int | None = None, **params: Any) -> None:
-        """Switch a fault on (or replace its parameters). ``since`` defaults to the demo clock.
+    def set_fault(self, name: str, /, chip: int | None = None, **params: Any) -> Path | None:
+        """Switch a fault on; for a log fault, append its plog lines and return the plog's path.
 
-        ``name`` is positional-only so that a fault may take a parameter called ``name``
-        (``process`` does: the process name).
+        Parameters are checked against the fault's declaration (agent.demo.faults): an unknown
+        key or a bad value raises ValueError. Setting a fault that is already on with other
+        parameters ends the old episode (its counts stay) and starts a new one. ``name`` is
+        positional-only so that a fault may take a parameter called ``name`` (``process`` does).
         """
-        json.dumps(params)  # parameters must survive the JSON file
+        spec = fault_spec(name)
+        checked = check_params(name, params)
+        if spec.kind == "node":
+            if chip is not None:
+                raise ValueError(f"fault {name!r} is node-wide; do not pass --npu")
+            with self._editing() as state:
+                checked.setdefault("since", demo_now(state))
+                state.node_faults[name] = checked
+            return None
+        if spec.kind == "log":
+            return self._log_event(name, chip, checked)
         with self._editing() as state:
-            params.setdefault("since", demo_now(state))
-            if name in CHIP_FAULTS:
-                if chip is None or not 0 <= chip < state.chips:
-                    raise ValueError(f"fault {name!r} needs chip in 0..{state.chips - 1}, got {chip}")
-                state.chip_faults.setdefault(str(chip), {})[name] = params
-            elif name in NODE_FAULTS:
-                if chip is not None:
-                    raise ValueError(f"fault {name!r} is node-wide; do not pass chip")
-                state.node_faults[name] = params
-            else:
-                raise ValueError(f"unknown fault {name!r}; known: {sorted(CHIP_FAULTS | NODE_FAULTS)}")
+            _check_chip(name, chip, state)
+            assert chip is not None
+            now = demo_now(state)
+            current = state.chip_fault(chip, name)
+            if current is not None:
+                unchanged = {k: v for k, v in current.items() if k != "since"} == {
+                    k: v for k, v in checked.items() if k != "since"}
+                if unchanged and "since" not in checked:
+                    return None  # already on, same parameters: the episode goes on
+                end_chip_fault(state, chip, name, now)
+            checked.setdefault("since", now)
+            state.chip_faults.setdefault(str(chip), {})[name] = checked
+        return None
 
-    def clear_fault(self, name: str, chip: int | None = None) -> None:
-        """Switch a fault off (no error when it was not on)."""
+    def clear_fault(self, name: str, chip: int | None = None, at: float | None = None) -> None:
+        """Switch a fault off (no error when it was not on); a chip fault without ``chip``: on every chip.
+
+        What the fault counted stays counted (agent.demo.carry); ``at`` is the demo time it ends
+        (default: the demo clock).
+        """
+        spec = fault_spec(name)
+        if spec.kind == "log":
+            raise ValueError(f"fault {name!r} is a log event: it was written once, there is nothing to clear")
         with self._editing() as state:
-            if chip is None:
+            if spec.kind == "node":
+                if chip is not None:
+                    raise ValueError(f"fault {name!r} is node-wide; do not pass --npu")
                 state.node_faults.pop(name, None)
                 return
-            faults = state.chip_faults.get(str(chip), {})
-            faults.pop(name, None)
-            if not faults:
-                state.chip_faults.pop(str(chip), None)
+            if chip is not None:
+                _check_chip(name, chip, state)
+            ended = demo_now(state) if at is None else at
+            for each in [chip] if chip is not None else range(state.chips):
+                end_chip_fault(state, each, name, ended)
 
-    def clear_all(self) -> None:
+    def clear_all(self, at: float | None = None) -> None:
         with self._editing() as state:
+            ended = demo_now(state) if at is None else at
             state.node_faults.clear()
-            state.chip_faults.clear()
+            for chip_key, faults in list(state.chip_faults.items()):
+                for name in list(faults):
+                    end_chip_fault(state, int(chip_key), name, ended)
+
+    def _log_event(self, name: str, chip: int | None, params: dict[str, Any]) -> Path:
+        state = self.read()
+        _check_chip(name, chip, state)
+        assert chip is not None
+        at = float(params.get("time", demo_now(state)))
+        listed = processes_of(state, chip)
+        pid = int(params.get("pid", listed[0][0] if listed else 3_325_900 + 17 * chip))
+        local_ip = device_ip(state, chip)
+        if name == "hccl_timeout":
+            peer_ranks = [int(rank) for rank in params.get("peer_ranks", [])]
+            group = params.get("group") or f"{device_ip(state, 0)}%enp_60000_0_{int((at - 3600) * 1e6)}"
+            event = HcclTimeout(
+                group=str(group), rank=int(params.get("rank", chip)), rank_size=int(params.get("rank_size", 8)),
+                device=chip, at=at, pid=pid, local_ip=local_ip, peer_ips=tuple(params.get("peer_ips", [])),
+                peer_ranks=tuple(peer_ranks), peer_state=str(params.get("peer_state", "stuck")),
+                op=str(params.get("op", "AllReduce")),
+            )
+            lines = hccl_timeout_lines(event)
+        else:
+            lines = roce_cqe_lines(RoceCqe(
+                device=chip, at=at, pid=pid, local_ip=local_ip, peer_ip=str(params.get("peer_ip", "29.1.9.19")),
+                peer_device=int(params.get("peer_device", 1)), status=int(params.get("status", 12)),
+            ))
+        return append_plog(self.log_root, pid, at, lines)
 
     def set_delay(self, delay_s: float) -> None:
         """Seconds every fake call sleeps before answering (benchmarks use 0.3)."""
@@ -176,25 +287,55 @@ class DemoNode:
         return {DEMO_DIR_ENV: str(self.directory), "PATH": f"{self.bin_dir}{os.pathsep}{path}"}
 
 
-def demo_overrides(demo_dir: Path, bin_dir: Path) -> dict[str, Any]:
-    """Config keys the demo replaces (dotted, for ``agent.core.config.apply_overrides``)."""
-    return {
+def _check_chip(name: str, chip: int | None, state: DemoState) -> None:
+    """A chip or log fault needs a chip that the node has (one-line message for the CLI)."""
+    if chip is None:
+        raise ValueError(f"fault {name!r} applies to one chip: pass --npu N (0..{state.chips - 1})")
+    if not 0 <= chip < state.chips:
+        raise ValueError(f"fault {name!r}: --npu {chip} is not a chip of this node (0..{state.chips - 1})")
+
+
+def torch_installed() -> bool:
+    """Whether this interpreter (the demo's probe interpreter runs it) can import torch; torch is not imported."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: bool | None = None) -> dict[str, Any]:
+    """Config keys the demo replaces or extends (dotted, for ``agent.core.config.apply_overrides``).
+
+    ``config`` is the operator's config (agent.core.config.Config): the demo adds its log
+    directory to ``collectors.hccl_logs.paths`` rather than replacing them, and turns the probes
+    off (one log line says how to get them) when torch is missing here, since the demo's probes
+    run under this interpreter. Logs one line for each of the two.
+    """
+    log_root = str(demo_dir / "log")
+    configured = [str(path) for path in config.collectors.hccl_logs.paths]
+    overrides: dict[str, Any] = {
         "collectors.npu_smi.path": str(bin_dir / "npu-smi"),
         "collectors.hccn_tool.path": str(bin_dir / "hccn_tool"),
         "collectors.ascend_dmi.path": str(bin_dir / "ascend-dmi"),
-        "collectors.hccl_logs.paths": [str(demo_dir / "log")],
+        "collectors.hccl_logs.paths": configured if log_root in configured else [*configured, log_root],
         "state_dir": str(demo_dir / "state"),
         "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
-        # The demo's probes run on the CPU and often, so their panels fill within minutes. Its
-        # AI Core load is synthetic, so only a listed NPU process (the `process` fault) holds
-        # probes back.
+        # The demo's probes run on the CPU, under the demo's probe interpreter (this Python, with
+        # the node's probe faults), and often, so their panels fill within minutes. Its AI Core
+        # load is synthetic, so only a listed NPU process (the `process` fault) holds probes back.
+        "probes.python": str(bin_dir / PROBE_PYTHON),
         "probes.backend": "cpu",
         "probes.idle_aicore_threshold": 1.0,
-        "probes.gemm.interval": 120.0,
-        "probes.gemm.jitter": 10.0,
-        "probes.allreduce.interval": 300.0,
-        "probes.allreduce.jitter": 10.0,
     }
+    for probe in ("gemm", "allreduce"):
+        overrides[f"probes.{probe}.cron"] = None
+        overrides[f"probes.{probe}.interval"] = DEMO_PROBE_SCHEDULE["interval"]
+        overrides[f"probes.{probe}.jitter"] = DEMO_PROBE_SCHEDULE["jitter"]
+    if log_root not in configured:
+        log.info("demo: HCCL/CANN logs are read from %s as well as the configured %s", log_root,
+                 ", ".join(configured) or "(none)")
+    if config.probes.enabled and not (torch_installed() if torch_found is None else torch_found):
+        overrides["probes.enabled"] = False
+        log.warning("demo: GEMM and all-reduce probes are off: torch is not installed for %s (get them with "
+                    "`%s -m %s`)", sys.executable, sys.executable, CPU_TORCH_HINT)
+    return overrides
 
 
 def start_demo(
@@ -227,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("show", help="print the state")
     for action in ("set", "clear"):
         cmd = sub.add_parser(action, help=f"{action} a fault")
-        cmd.add_argument("fault", choices=sorted(CHIP_FAULTS | NODE_FAULTS))
+        cmd.add_argument("fault", choices=sorted(FAULTS if action == "set" else set(FAULTS) - LOG_FAULTS))
         cmd.add_argument("--chip", type=int)
         if action == "set":
             cmd.add_argument(

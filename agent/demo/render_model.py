@@ -10,20 +10,32 @@ import math
 
 from agent.demo.state import DemoState
 
+TYPE_CHECKING = False  # see state.py: the fakes avoid importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = [
     "HBM_TOTAL_MB",
     "HCCS_LINKS",
+    "LINK_DOWN",
+    "LINK_UP",
+    "MAX_LINK_RECORDS",
     "ChipReading",
     "FlapState",
+    "active_count",
     "bus_id",
     "chip_reading",
     "cpu_affinity",
+    "device_ip",
     "ecc_counts",
+    "episode_counts",
     "flap_state",
     "hccs_packets",
+    "link_episode",
     "link_is_up",
     "optical_reading",
     "roce_counters",
+    "total_count",
     "uptime_start",
 ]
 
@@ -88,6 +100,11 @@ def bus_id(npu: int) -> str:
     return f"0000:{prefix}:00.0"
 
 
+def device_ip(state: DemoState, npu: int) -> str:
+    """The RoCE port's IP (``hccn_tool -ip``), as the plogs name it."""
+    return f"29.{(state.seed % 200) + 1}.{npu}.{10 + npu}"
+
+
 def cpu_affinity(npu: int) -> str:
     return _AFFINITY[npu % 8]
 
@@ -148,6 +165,11 @@ def chip_reading(state: DemoState, chip: int, now: float) -> ChipReading:
     hbm = _BASE_HBM_MB + int(38_000 * _wave(now, 300.0, phase))
     if process is not None:
         hbm += int(process.get("memory_mb", 20480))
+    temp_c, hbm_temp_c = min(75, temp), min(80, temp + 3)
+    hot = state.chip_fault(chip, "hot")
+    if hot is not None:  # a failing fan or heat sink: the chip sits at the set point, +0..1 degree
+        temp_c = int(float(hot.get("celsius", 97.0)) + _wave(now, 40.0, phase2))
+        hbm_temp_c = temp_c + 3
     return ChipReading(
         aicore_pct=aicore,
         aivector_pct=int(aicore * 0.6),
@@ -155,24 +177,60 @@ def chip_reading(state: DemoState, chip: int, now: float) -> ChipReading:
         ctrlcpu_pct=int(3 + 6 * _wave(now, 23.0, phase3)),
         hbm_bw_pct=int(aicore * 0.7),
         power_w=round(min(350.0, power), 1),
-        temp_c=min(75, temp),
-        hbm_temp_c=min(80, temp + 3),
+        temp_c=temp_c,
+        hbm_temp_c=hbm_temp_c,
         hbm_used_mb=min(HBM_TOTAL_MB, hbm),
         aicore_freq_mhz=1800 if aicore > 5 else 800,
     )
 
 
-def ecc_counts(state: DemoState, chip: int, now: float) -> tuple[int, int]:
-    """(single-bit, double-bit) HBM ECC error counts since the faults were switched on."""
-    single = double = 0
-    sbe = state.chip_fault(chip, "hbm_sbe_rate")
-    if sbe is not None:
-        single = int(max(0.0, now - sbe["since"]) * float(sbe.get("per_s", 0.5)))
-    dbe = state.chip_fault(chip, "hbm_dbe")
-    if dbe is not None:
-        interval = max(0.001, float(dbe.get("interval_s", 30.0)))
-        double = 1 + int(max(0.0, now - dbe["since"]) / interval)
-    return single, double
+def episode_counts(name: str, params: dict[str, Any], now: float) -> dict[str, float]:
+    """What one fault episode (switched on at ``params["since"]``) has added to the chip's counters by ``now``.
+
+    Keys: ``hbm_sbe``, ``hbm_dbe`` (ECC errors), ``hccs_errors`` (link 0), ``roce_errors`` and
+    ``roce_retries`` (the ``-stat`` error and retransmission counters derive from these two).
+    """
+    spent = max(0.0, now - float(params["since"]))
+    if name == "hbm_sbe_rate":
+        return {"hbm_sbe": int(spent * float(params.get("per_s", 0.5)))}
+    if name == "hbm_dbe":
+        interval = max(0.001, float(params.get("interval_s", 30.0)))
+        return {"hbm_dbe": 1 + int(spent / interval)}
+    if name == "hccs_error":
+        return {"hccs_errors": 1 + int(spent * float(params.get("per_s", 2.0)))}
+    rates = _ROCE_RATES.get(name)
+    if rates is not None:
+        return {"roce_errors": spent * rates[0], "roce_retries": spent * rates[1]}
+    return {}
+
+
+_ROCE_RATES = {"optics_no_light": (40.0, 25.0), "link_flap": (6.0, 15.0)}  # errors/s, retries/s
+
+
+def active_count(state: DemoState, chip: int, key: str, now: float) -> float:
+    """The part of counter ``key`` that the faults still on have added."""
+    faults = state.chip_faults.get(str(chip), {})
+    return sum(episode_counts(name, params, now).get(key, 0.0) for name, params in faults.items())
+
+
+def total_count(state: DemoState, chip: int, key: str, now: float) -> float:
+    """Counter ``key`` over the chip's life: ended faults (carried) plus the faults still on."""
+    carried = float(state.carried_for(chip).get("counters", {}).get(key, 0.0))
+    return carried + active_count(state, chip, key, now)
+
+
+def ecc_counts(state: DemoState, chip: int, now: float) -> tuple[int, int, int, int]:
+    """HBM ECC (single, double) errors of the faults still on, then (single, double) aggregate totals.
+
+    The current counts drop to 0 when a fault is cleared (the demo's stand-in for a repaired
+    chip); the aggregate totals never go down, as on real hardware.
+    """
+    return (
+        int(active_count(state, chip, "hbm_sbe", now)),
+        int(active_count(state, chip, "hbm_dbe", now)),
+        int(total_count(state, chip, "hbm_sbe", now)),
+        int(total_count(state, chip, "hbm_dbe", now)),
+    )
 
 
 def hccs_packets(state: DemoState, chip: int, link: int, now: float) -> tuple[int, int]:
@@ -193,33 +251,40 @@ class FlapState:
         self.records = records
 
 
-_MAX_RECORDS = 20
+MAX_LINK_RECORDS = 20  # the driver keeps a short history; older records fall off
+LINK_UP = "LINK UP"
+LINK_DOWN = "LINK DOWN"
+
+
+def link_episode(name: str, params: dict[str, Any], now: float) -> tuple[list[tuple[float, str]], int, bool] | None:
+    """(change records, link-ups, link up now) one fault episode causes by ``now``; None if it leaves the link alone."""
+    since = float(params["since"])
+    if name in ("link_down", "optics_no_light"):
+        return [(since, LINK_DOWN)], 0, False
+    if name != "link_flap":
+        return None
+    half = max(0.5, float(params.get("period_s", 6.0)) / 2)
+    # transition k happens at since + k*half: even k goes DOWN, odd k comes back UP
+    last = int(max(0.0, now - since) // half)
+    first = max(0, last - MAX_LINK_RECORDS)  # older transitions fall off the record list anyway
+    records = [(since + k * half, LINK_DOWN if k % 2 == 0 else LINK_UP) for k in range(first, last + 1)]
+    return records, (last + 1) // 2, last % 2 == 1
 
 
 def flap_state(state: DemoState, chip: int, now: float) -> FlapState:
-    """Link state and its change history under the link_down / link_flap / optics faults."""
-    boot_up = uptime_start(state, now) + 95.0
-    records: list[tuple[float, str]] = [(boot_up, "LINK UP")]
-    up, up_count = True, 1
-    flap = state.chip_fault(chip, "link_flap")
-    if flap is not None:
-        half = max(0.5, float(flap.get("period_s", 6.0)) / 2)
-        since = float(flap["since"])
-        # transition k happens at since + k*half: even k goes DOWN, odd k comes back UP
-        last = int(max(0.0, now - since) // half)
-        first = max(0, last - _MAX_RECORDS)  # older transitions fall off the record list anyway
-        records.extend(
-            (since + k * half, "LINK DOWN" if k % 2 == 0 else "LINK UP") for k in range(first, last + 1)
-        )
-        up = last % 2 == 1
-        up_count += (last + 1) // 2
-    for name in ("link_down", "optics_no_light"):
-        fault = state.chip_fault(chip, name)
-        if fault is not None:
-            records.append((float(fault["since"]), "LINK DOWN"))
-            up = False
+    """Link state and its change history: the boot, faults that have ended (carried), faults still on."""
+    carried = state.carried_for(chip)
+    records: list[tuple[float, str]] = [(uptime_start(state, now) + 95.0, LINK_UP)]
+    records += [(float(at), str(event)) for at, event in carried.get("link_records", [])]
+    up, up_count = True, 1 + int(carried.get("link_ups", 0))
+    for name, params in state.chip_faults.get(str(chip), {}).items():
+        episode = link_episode(name, params, now)
+        if episode is not None:
+            records += episode[0]
+            up_count += episode[1]
+            up = up and episode[2]
     records.sort(key=lambda r: r[0], reverse=True)
-    return FlapState(up=up, up_count=up_count, records=records[:_MAX_RECORDS])
+    return FlapState(up=up, up_count=up_count, records=records[:MAX_LINK_RECORDS])
 
 
 def link_is_up(state: DemoState, chip: int, now: float) -> bool:
@@ -232,14 +297,8 @@ def roce_counters(state: DemoState, chip: int, now: float) -> dict[str, int]:
     elapsed = _counter_seconds(now)
     tx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
     rx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
-    errors = 0.0
-    retries = 0.0
-    for name, err_per_s, rty_per_s in (("optics_no_light", 40.0, 25.0), ("link_flap", 6.0, 15.0)):
-        fault = state.chip_fault(chip, name)
-        if fault is not None:
-            spent = max(0.0, now - float(fault["since"]))
-            errors += spent * err_per_s
-            retries += spent * rty_per_s
+    errors = total_count(state, chip, "roce_errors", now)
+    retries = total_count(state, chip, "roce_retries", now)
     counters: dict[str, int] = {"mac_rx_mac_pause_num": 0, "mac_tx_mac_pause_num": 0}
     counters["mac_tx_pfc_pkt_num"] = int(elapsed * 0.02)
     counters.update({f"mac_tx_pfc_pri{p}_pkt_num": 0 for p in range(8)})

@@ -16,6 +16,7 @@ from agent.demo.render_model import (
     cpu_affinity,
     ecc_counts,
     hccs_packets,
+    total_count,
 )
 from agent.demo.state import DemoState
 
@@ -222,16 +223,17 @@ def _memory(state: DemoState, npu: int, now: float) -> str:
 
 
 def _ecc(state: DemoState, npu: int, now: float) -> str:
-    single, double = ecc_counts(state, npu, now)
+    single, double, single_total, double_total = ecc_counts(state, npu, now)
     rows: list[tuple[str, int]] = []
-    for kind, sbe, dbe in (("DDR", 0, 0), ("HBM", single, double)):
+    for kind, counts in (("DDR", (0, 0, 0, 0)), ("HBM", (single, double, single_total, double_total))):
         rows += [
-            (f"{kind} Single Bit Error Count", sbe),
-            (f"{kind} Double Bit Error Count", dbe),
-            (f"{kind} Single Bit Aggregate Total Err Cnt", sbe),
-            (f"{kind} Double Bit Aggregate Total Err Cnt", dbe),
+            (f"{kind} Single Bit Error Count", counts[0]),
+            (f"{kind} Double Bit Error Count", counts[1]),
+            (f"{kind} Single Bit Aggregate Total Err Cnt", counts[2]),
+            (f"{kind} Double Bit Aggregate Total Err Cnt", counts[3]),
             (f"{kind} Single Bit Isolated Pages Count", 0),
-            (f"{kind} Double Bit Isolated Pages Count", dbe),
+            # a page retired for a double-bit error stays retired after the fault is cleared
+            (f"{kind} Double Bit Isolated Pages Count", counts[3]),
         ]
     header = kv_line("NPU ID", npu, 40) + kv_line("Chip Count", 1, 40) + "\n"
     return header + "".join(kv_line(k, v, 40) for k, v in rows) + kv_line("Chip ID", 0, 40)
@@ -295,8 +297,7 @@ def _array(values: list[int] | list[str]) -> str:
 def _hccs(state: DemoState, npu: int, now: float) -> str:
     fault = state.chip_fault(npu, "hccs_error")
     errors = [0] * HCCS_LINKS
-    if fault is not None:
-        errors[0] = 1 + int(max(0.0, now - float(fault["since"])) * float(fault.get("per_s", 2.0)))
+    errors[0] = int(total_count(state, npu, "hccs_errors", now))  # counts on after the fault is cleared
     packets = [hccs_packets(state, npu, link, now) for link in range(HCCS_LINKS)]
     tx = [p[0] for p in packets]
     rx = [p[1] for p in packets]

@@ -16,10 +16,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "CHIP_FAULTS",
     "DEMO_DIR_ENV",
     "DEMO_TIME_ENV",
-    "NODE_FAULTS",
     "STATE_FILE",
     "DemoState",
     "demo_now",
@@ -31,49 +29,21 @@ DEMO_DIR_ENV = "NPUWATCH_DEMO_DIR"
 DEMO_TIME_ENV = "NPUWATCH_DEMO_TIME"  # freezes the fakes' clock (seconds since the epoch)
 STATE_FILE = "state.json"
 
-# Per-chip faults and what their parameters mean (all optional):
-#   health: state ("Alarm"|"Warning"|"Critical"), codes (list of hex strings)
-#   hbm_dbe: interval_s (one more double-bit error every interval_s, default 30)
-#   hbm_sbe_rate: per_s (single-bit errors per second, default 0.5)
-#   vanish: -
-#   process: pid, name (default "python3"), memory_mb (default 20480)
-#   link_down: -
-#   link_flap: period_s (one DOWN+UP cycle, default 6)
-#   optics_no_light: -
-#   net_health_fail: status ("Fault" default, or "Socket failed", ...)
-#   hccs_error: per_s (HCCS CRC errors per second on link 0, default 2; health NOK)
-CHIP_FAULTS = frozenset(
-    {
-        "health",
-        "hccs_error",
-        "hbm_dbe",
-        "hbm_sbe_rate",
-        "vanish",
-        "process",
-        "link_down",
-        "link_flap",
-        "optics_no_light",
-        "net_health_fail",
-    }
-)
-
-# Node-wide faults, one set per fake tool: hang (sleep forever), crash (exit 1, stderr message),
-# garbage (random junk on stdout, exit 0), truncate (normal output cut in the middle, exit 0).
-_TOOLS = ("npu_smi", "hccn_tool", "ascend_dmi")
-_KINDS = ("hang", "crash", "garbage", "truncate")
-NODE_FAULTS = frozenset(f"{tool}_{kind}" for tool in _TOOLS for kind in _KINDS)
-
 
 class DemoState:
-    """Everything the fakes need: the node's shape, its timing knobs and the active faults.
+    """Everything the fakes need: the node's shape, its timing knobs, the active faults and history.
 
     ``node_faults`` maps a node fault name to its parameters; ``chip_faults`` maps a chip id
     (as a string: JSON keys) to ``{fault name: parameters}``. Every parameter dict carries
-    ``since`` (demo-clock seconds when the fault was switched on). A plain class rather than a
-    dataclass because ``dataclasses`` alone adds ~10 ms to every fake call.
+    ``since`` (demo-clock seconds when the fault was switched on). ``carried`` keeps, per chip,
+    what faults that have ended left behind on the hardware counters (``counters``: error
+    totals; ``link_records``: ``[time, "LINK UP"|"LINK DOWN"]`` oldest first; ``link_ups``), so
+    clearing a fault stops new errors without erasing old ones (agent.demo.carry). A plain class
+    rather than a dataclass because ``dataclasses`` alone adds ~10 ms to every fake call.
     """
 
     __slots__ = (
+        "carried",
         "chip_faults",
         "chips",
         "created_at",
@@ -94,6 +64,7 @@ class DemoState:
         time_override: float | None = None,
         node_faults: dict[str, dict[str, Any]] | None = None,
         chip_faults: dict[str, dict[str, dict[str, Any]]] | None = None,
+        carried: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.chips = chips
         self.model = model
@@ -103,6 +74,7 @@ class DemoState:
         self.time_override = time_override
         self.node_faults: dict[str, dict[str, Any]] = node_faults if node_faults is not None else {}
         self.chip_faults: dict[str, dict[str, dict[str, Any]]] = {} if chip_faults is None else chip_faults
+        self.carried: dict[str, dict[str, Any]] = {} if carried is None else carried
 
     def __repr__(self) -> str:
         return f"DemoState({self.to_dict()!r})"
@@ -115,6 +87,10 @@ class DemoState:
     def chip_fault(self, chip: int, name: str) -> dict[str, Any] | None:
         """The parameters of fault ``name`` on ``chip``, or None when it is off."""
         return self.chip_faults.get(str(chip), {}).get(name)
+
+    def carried_for(self, chip: int) -> dict[str, Any]:
+        """What ended faults left on ``chip``'s counters (empty when nothing has ended yet)."""
+        return self.carried.get(str(chip), {})
 
     def node_fault(self, name: str) -> dict[str, Any] | None:
         return self.node_faults.get(name)

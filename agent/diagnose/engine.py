@@ -293,12 +293,10 @@ def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str,
     from agent.core.config import apply_overrides
     from agent.demo.node import DemoNode, demo_overrides
 
-    demo = DemoNode(demo_dir)
-    if not demo.exists():
-        demo.create(chips=chips)
+    demo = DemoNode(demo_dir).open(chips=chips)  # an existing node keeps its faults and counters
     for sub in ("log", "state"):  # the log scan's root and the probe lock's directory
         (demo_dir / sub).mkdir(parents=True, exist_ok=True)
-    return apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir)), demo.env()
+    return apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config)), demo.env()
 
 
 def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None) -> int:
