@@ -87,9 +87,10 @@ def test_a_built_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
     installed = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True,
                                text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr
-    site = subprocess.run([str(python), "-c", "import agent, collectors.probes, os; "
-                           "print(os.path.dirname(agent.__file__)); print(os.path.dirname(collectors.probes.__file__))"],
-                          capture_output=True, text=True, check=True, timeout=60, cwd=tmp_path).stdout.split()
+    where = ("import agent, collectors.probes, os; print(os.path.dirname(agent.__file__)); "
+             "print(os.path.dirname(collectors.probes.__file__))")
+    site = subprocess.run([str(python), "-c", where], capture_output=True, text=True, check=True, timeout=60,
+                          cwd=tmp_path).stdout.split()
     assert str(env_dir) in site[0]
     for worker in ("gemm.py", "allreduce.py", "_common.py"):
         assert (Path(site[1]) / worker).is_file(), worker

@@ -141,6 +141,7 @@ SCHEMA: Schema = {
             "interval": (positive_duration, 3600.0),
             "cron": (optional(cron_expression), None),
             "jitter": (duration, 300.0),
+            "first_run": (optional(duration), None),  # after start; default: at random within jitter
             "size": (optional(integer(16, 65536)), None),
             "dtypes": (optional(str_list), None),
             "min_efficiency": (ratio, 0.8),
@@ -150,6 +151,7 @@ SCHEMA: Schema = {
             "interval": (positive_duration, 6 * 3600.0),
             "cron": (optional(cron_expression), None),
             "jitter": (duration, 900.0),
+            "first_run": (optional(duration), None),
             "size": (optional(size), None),
             "devices": (optional(int_list), None),
             "min_bus_bandwidth": (optional(positive_float), None),  # bytes/s

@@ -315,16 +315,22 @@ class Agent:
             )
 
     def add_timed_job(
-        self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float, cron: str | None
+        self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float, cron: str | None,
+        first_run_s: float | None = None,
     ) -> None:
-        """Schedule a slow job (probes, ascend-dmi): cron or interval, with random jitter."""
+        """Schedule a slow job (probes, ascend-dmi): cron or interval, with random jitter.
+
+        An interval job first runs ``first_run_s`` after now when given (the interval counts from
+        there), else at a random point within the jitter.
+        """
         assert self._scheduler is not None
+        now = time.time()
+        first = now + (first_run_s if first_run_s is not None else random.uniform(0, max(jitter_s, 1.0)))
         trigger: Any
         if cron:
             trigger = cron_trigger(cron, jitter_s)  # the node's local time, as its crontab reads it
         else:
-            trigger = IntervalTrigger(seconds=interval_s, jitter=int(jitter_s) or None)
-        first = time.time() + random.uniform(0, max(jitter_s, 1.0))
+            trigger = IntervalTrigger(seconds=interval_s, jitter=int(jitter_s) or None, start_date=_at(first))
         self._scheduler.add_job(
             func, trigger, id=f"timed:{name}", name=name, replace_existing=True,
             misfire_grace_time=int(max(60, interval_s)), next_run_time=None if cron else _at(first),

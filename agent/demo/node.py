@@ -62,12 +62,10 @@ TOOL_MODULES = {
 PROBE_PYTHON = "probe-python"  # the demo's probes.python (agent.demo.probe_python)
 _SHEBANG_MAX = 120  # older kernels cut the #! line at 127 bytes
 _EXECUTABLE = stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
-# The demo's probe schedule, for both probes: a first run within `jitter` seconds of the start,
-# then one every `interval` (+ up to `jitter`). A run that finds the other probe holding the
-# probe lock is skipped; its retry still lands within 3 minutes of the start (interval + jitter
-# + a few seconds of CPU probe). The scheduler cannot yet place a first run at a fixed offset
-# (e.g. GEMM at 30 s, all-reduce at 90 s), which would rule the collision out.
-DEMO_PROBE_SCHEDULE = {"interval": 100.0, "jitter": 60.0}
+# The demo's probe schedule: GEMM first at 30 s then every 2 min, all-reduce first at 90 s then every
+# 4 min, no jitter: the two never meet on the probe lock, and both have a result within 3 minutes.
+DEMO_PROBE_SCHEDULE = {"gemm": {"first_run": 30.0, "interval": 120.0},
+                       "allreduce": {"first_run": 90.0, "interval": 240.0}}
 CPU_TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
@@ -324,10 +322,11 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
         "probes.backend": "cpu",
         "probes.idle_aicore_threshold": 1.0,
     }
-    for probe in ("gemm", "allreduce"):
+    for probe, schedule in DEMO_PROBE_SCHEDULE.items():
         overrides[f"probes.{probe}.cron"] = None
-        overrides[f"probes.{probe}.interval"] = DEMO_PROBE_SCHEDULE["interval"]
-        overrides[f"probes.{probe}.jitter"] = DEMO_PROBE_SCHEDULE["jitter"]
+        overrides[f"probes.{probe}.jitter"] = 0.0
+        overrides[f"probes.{probe}.first_run"] = schedule["first_run"]
+        overrides[f"probes.{probe}.interval"] = schedule["interval"]
     if log_root not in configured:
         log.info("demo: HCCL/CANN logs are read from %s as well as the configured %s", log_root,
                  ", ".join(configured) or "(none)")

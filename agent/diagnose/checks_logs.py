@@ -26,8 +26,8 @@ from collectors.hccl_classify import StreamClassifier
 from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer, split_complete_lines
 
 _IPV4_RE = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
-_RANK_KINDS = ("remote_rank", "crimer_rank", "dst_rank")
-_IP_KINDS = ("exception_location", "dst_rank", "link_peer", "peer")
+_RANK_KINDS = ("remote_rank", "crimer_rank", "dst_rank", "missing_rank")
+_IP_KINDS = ("exception_location", "dst_rank", "link_peer", "peer", "root_server")
 
 
 def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None, *,

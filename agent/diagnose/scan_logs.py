@@ -25,7 +25,7 @@ import sys
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
@@ -157,15 +157,21 @@ def _scan_file(path: Path, report: ScanReport) -> None:
             for lines in iter_line_batches(_Rejoin(head, stream).read):
                 result.lines += len(lines)
                 result.bytes += sum(len(line) + 1 for line in lines)
-                events, hints = classifier.feed_lines(lines)
-                for event in events:
-                    report.add(event)
-                for hint in hints:
-                    report.add_hint(hint)
-                result.events += len(events)
+                # A block split across batches is judged whole: flush only after the last batch.
+                events, hints = classifier.feed_lines(lines, flush=False)
+                _count(report, result, events, hints)
+            _count(report, result, classifier.flush(), ())
     except (OSError, EOFError, zlib.error) as exc:
         result.error = f"unreadable: {exc}"
         report.errors.append(f"{path}: {exc}")
+
+
+def _count(report: ScanReport, result: FileResult, events: Sequence[Event], hints: Sequence[Hint]) -> None:
+    for event in events:
+        report.add(event)
+    for hint in hints:
+        report.add_hint(hint)
+    result.events += len(events)
 
 
 class _Rejoin:
