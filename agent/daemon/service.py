@@ -316,7 +316,7 @@ class Agent:
 
     def add_timed_job(
         self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float, cron: str | None,
-        first_run_s: float | None = None,
+        *, first_run_s: float | None = None,
     ) -> None:
         """Schedule a slow job (probes, ascend-dmi): cron or interval, with random jitter.
 

@@ -45,7 +45,7 @@ class ProbeHost(Protocol):
     def chips(self) -> list[ChipRef]: ...
 
     def add_timed_job(self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float,
-                      cron: str | None, first_run_s: float | None = None) -> None: ...
+                      cron: str | None, *, first_run_s: float | None = None) -> None: ...
 
     def run_internal_by_name(self, name: str) -> None: ...
 
@@ -120,7 +120,7 @@ def schedule_probes(agent: ProbeHost) -> None:
         if not section.enabled:
             continue
         agent.add_timed_job(f"probe:{name}", functools.partial(agent.probe_controller.run, name),
-                            section.interval, section.jitter, section.cron, section.first_run)
+                            section.interval, section.jitter, section.cron, first_run_s=section.first_run)
 
 
 def run_all_probes_now(agent: ProbeHost) -> list[ProbeResult]:
