@@ -13,6 +13,13 @@ Manual equivalent: ``npuwatch scan-logs ~/ascend/log``. Sample exposition::
     npu_hccl_last_error_timestamp_seconds{category="exec_timeout"} 1.7327951706e+09
     npuwatch_log_bytes_read_total 1.048576e+06
 
+The same chunks feed a ``hccl_comm.CommFactParser`` per file (its substring pre-filter rejects
+almost every line), whose rank / failure facts and the classifier's hints make the incident-window
+series of ``collectors.hccl_incident_window`` (which local ranks timed out in which communicator,
+and which peers the hints blame, over the last ``incident_window_s``)::
+
+    npu_hccl_rank_timeout_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
+
 One zero series per category (its usual Ascend code) exists from the start so that ``increase()``
 sees the first incident. A category's last-error time is the newest event time; an event whose line
 carries no time counts at the time it was read.
@@ -35,6 +42,8 @@ from typing import Any
 from collectors.base import NoData, Sample, label_pairs
 from collectors.catalogue import HCCL_CATEGORIES
 from collectors.hccl_classify import DEFAULT_WINDOW_S, Event, Hint, StreamClassifier
+from collectors.hccl_comm import CommFactParser
+from collectors.hccl_incident_window import IncidentWindow
 from collectors.hccl_tail import DEFAULT_BYTE_BUDGET, LogTailer
 
 __all__ = ["PRIMARY_CODES", "HcclLogCollector", "HintSummary", "samples_from_counts"]
@@ -43,6 +52,7 @@ log = logging.getLogger(__name__)
 
 COLLECTOR_NAME = "hccl_logs"
 RING_SIZE = 1000
+DEFAULT_INCIDENT_WINDOW_S = 3600.0
 
 # The code each category is usually reported under: pre-created at zero.
 PRIMARY_CODES: dict[str, str] = {
@@ -108,6 +118,7 @@ class HcclLogCollector:
         clock: Callable[[], float] = time.time,
         dedup_window_s: float = DEFAULT_WINDOW_S,
         ring_size: int = RING_SIZE,
+        incident_window_s: float = DEFAULT_INCIDENT_WINDOW_S,
     ) -> None:
         self.clock = clock
         self.dedup_window_s = dedup_window_s
@@ -115,6 +126,8 @@ class HcclLogCollector:
                                 first_start_window_s=first_start_window_s, byte_budget=byte_budget,
                                 clock=clock)
         self._streams: dict[str, StreamClassifier] = {}
+        self._comm_parsers: dict[str, CommFactParser] = {}
+        self.incidents = IncidentWindow(incident_window_s)
         self._events: deque[tuple[float, Event]] = deque(maxlen=ring_size)
         self._hints: deque[tuple[float, Hint]] = deque(maxlen=ring_size)
         self.counts: dict[tuple[str, str], int] = {}
@@ -138,11 +151,13 @@ class HcclLogCollector:
                     self.last_seen[str(category)] = float(ts)
         except (TypeError, ValueError, AttributeError):
             self.counts, self.last_seen = {}, {}
+        self.incidents.restore(extra.get("incidents") or {})
 
     def _save_extra(self) -> None:
         self.tailer.extra = {
             "counts": [[code, category, value] for (code, category), value in sorted(self.counts.items())],
             "last_seen": dict(sorted(self.last_seen.items())),
+            "incidents": self.incidents.state(),
         }
         for key, stream in self._streams.items():
             self.tailer.file_meta(key)["classifier"] = stream.state()
@@ -185,8 +200,16 @@ class HcclLogCollector:
         stream.ref_time = ref_time
         return stream
 
+    def _comm_parser(self, key: str, ref_time: float, restarted: bool) -> CommFactParser:
+        parser = self._comm_parsers.get(key)
+        if parser is None or restarted:
+            parser = self._comm_parsers[key] = CommFactParser(ref_time)
+        parser.ref_time = ref_time
+        return parser
+
     def collect(self) -> list[Sample]:
-        """Read, classify and count new log lines; the catalogue samples of the running totals.
+        """Read, classify and count new log lines; the catalogue samples of the running totals
+        and of the incident window.
 
         Raises ``NoData`` when no configured log location exists and nothing was ever counted.
         """
@@ -197,9 +220,18 @@ class HcclLogCollector:
             for event in events:
                 self._record(event, now)
             self._hints.extend((now, hint) for hint in hints)
+            # Blocks are joined within a chunk, as the classifier flushes its own at a chunk's end.
+            parser = self._comm_parser(chunk.key, chunk.ref_time, chunk.restarted)
+            facts = parser.feed_lines(chunk.lines)
+            facts.extend(parser.finish())
+            self.incidents.feed(chunk.key, facts, hints, now)
         live = self.tailer.tracked_keys()
         for key in [k for k in self._streams if k not in live]:
             del self._streams[key]
+        for key in [k for k in self._comm_parsers if k not in live]:
+            del self._comm_parsers[key]
+        for key in [k for k in self.incidents.stream_keys() if k not in live]:
+            self.incidents.forget_stream(key)
         self._save_extra()
         self.tailer.commit()
         self._report_state()
@@ -209,7 +241,8 @@ class HcclLogCollector:
             self._locations_missing = None
             raise NoData("no CANN/HCCL log directory on this node")
         self._report_locations(roots_exist)
-        return samples_from_counts(self.counts, self.last_seen, self.tailer.bytes_read_total)
+        return [*samples_from_counts(self.counts, self.last_seen, self.tailer.bytes_read_total),
+                *self.incidents.samples(now)]
 
     def _report_state(self) -> None:
         """Log once when the state file becomes unusable and once when it works again."""

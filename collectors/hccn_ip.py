@@ -13,7 +13,10 @@
     netdetect_0=29.1.0.1
 
 The ``<devid>`` suffix is the id ``hccn_tool -i`` takes (``hccn_link.device_id``).
-No metric comes from here, so there is no ``Source``; diagnose runs ``argv(chip)``.
+
+Exported (``SOURCE``, on the hccn_tool interval): ``npu_roce_ip_info{npu, chip, address} 1``, so
+that a device IP an HCCL log blames joins to its node and NPU in PromQL; diagnose also runs
+``argv(chip)`` itself.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from collectors.base import ParseError
-from collectors.hccn_link import clean_lines, hccn_argv, raise_unparsable
+from collectors.base import ChipRef, CollectContext, ParseError, Sample, label_pairs
+from collectors.hccn_link import clean_lines, hccn_argv, hccn_source, raise_unparsable
 
-__all__ = ["HccnConfEntry", "IpRecord", "argv", "mismatches", "parse", "parse_hccn_conf"]
+__all__ = ["SOURCE", "HccnConfEntry", "IpRecord", "argv", "mismatches", "parse", "parse_hccn_conf", "samples"]
 
 argv = hccn_argv("ip")
 
@@ -33,13 +36,13 @@ _IP_LINE_RE = re.compile(r"^(?P<key>ipaddr|netmask)\s*:\s*(?P<value>\S*)$", re.I
 _CONF_KEY_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z_]*?)_(?P<dev>\d+)$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class IpRecord:
     address: str
     netmask: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HccnConfEntry:
     device: int
     address: str | None = None
@@ -102,3 +105,12 @@ def mismatches(actual: IpRecord, expected: HccnConfEntry) -> list[str]:
         problems.append(f"device {expected.device}: netmask {actual.netmask} but hccn.conf netmask "
                         f"{expected.netmask}")
     return problems
+
+
+def samples(record: IpRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
+    """``npu_roce_ip_info`` for the port's address (in its canonical text form)."""
+    address = str(ipaddress.ip_address(record.address))
+    return [Sample("npu_roce_ip_info", label_pairs(npu=chip.npu, chip=chip.chip, address=address), 1.0)]
+
+
+SOURCE = hccn_source("hccn_ip", "ip", parse, samples)

@@ -43,6 +43,7 @@ SOURCE_MODULES: tuple[str, ...] = (
     "hccn_optical",
     "hccn_stat",
     "hccn_speed",
+    "hccn_ip",
     "ascend_dmi",
 )
 

@@ -117,6 +117,7 @@ SCHEMA: Schema = {
             "kernel_log": (optional(string), None),
             "first_start_window": (duration, 3600.0),
             "byte_budget": (size, 64 << 20),
+            "incident_window": (positive_duration, 3600.0),  # how long incident series stay exported
         },
         "host": {
             "enabled": (boolean, True),

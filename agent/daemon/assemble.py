@@ -54,6 +54,7 @@ def internal_jobs(config: Config) -> list[InternalJob]:
             state_file=_state_dir(config) / "hccl_logs.json",
             first_start_window_s=logs.first_start_window,
             byte_budget=logs.byte_budget,
+            incident_window_s=logs.incident_window,
         )
         # Counters never expire: an error counted once stays counted.
         jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,

@@ -209,6 +209,8 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUCollectorFailing": AlertTrigger("npu_smi_crash", note="any <tool>_crash/_garbage/_hang; 10 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves after 5 min"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves after 5 min"),
+    "HCCLCulpritSuspected": AlertTrigger(None, note="`npuwatch demo fleet hccl-hang --culprit node-3 --npu 1 DIR1 "
+                                                    "DIR2 DIR3 DIR4` over demo nodes one Prometheus scrapes; 1 min"),
     "NPUHCCSLinkUnhealthy": AlertTrigger("hccs_error", note="warning at once, critical after 5 min"),
     "NPURoCELinkDown": AlertTrigger("link_down", note="5 min"),
     "NPURoCELinkFlapping": AlertTrigger("link_flap", {"period_s": 60.0}, note="3 link-ups in 15 min"),

@@ -29,6 +29,7 @@ __all__ = [
     "HcclTimeout",
     "RoceCqe",
     "append_plog",
+    "comm_init_line",
     "hccl_timeout_lines",
     "plog_timestamp",
     "roce_cqe_lines",
@@ -144,9 +145,20 @@ def roce_cqe_lines(event: RoceCqe) -> list[str]:
     ]
 
 
-def append_plog(log_root: Path, pid: int, at: float, lines: Sequence[str]) -> Path:
-    """Append ``lines`` to process ``pid``'s debug plog under ``log_root`` (created at ``at`` if new)."""
-    plog_dir = Path(log_root) / "debug" / "plog"
+def comm_init_line(group: str, *, rank: int, rank_size: int, device: int, pid: int, at: float, root_ip: str,
+                   port: int = 60000, process: str = "python3") -> str:
+    """The run-plog INFO line a rank prints when it joins a communicator (HcclCommInitRootInfo)."""
+    return (f"[INFO] HCCL({pid},{process}):{plog_timestamp(at)} [op_base.cc:1292] [{pid}]"
+            f"Entry-HcclCommInitRootInfoInner:ranks[{rank_size}], rank[{rank}], rootinfo: host ip[{root_ip}] "
+            f"port[{port}] nicDeploy[1] identifier[{group}], deviceLogicId[{device}]")
+
+
+def append_plog(log_root: Path, pid: int, at: float, lines: Sequence[str], kind: str = "debug") -> Path:
+    """Append ``lines`` to process ``pid``'s plog under ``log_root`` (created at ``at`` if new);
+    ``kind`` ``debug`` or ``run`` (INFO lines such as communicator init go to the run plog)."""
+    if kind not in ("debug", "run"):
+        raise ValueError(f"plog kind must be debug or run, got {kind!r}")
+    plog_dir = Path(log_root) / kind / "plog"
     plog_dir.mkdir(parents=True, exist_ok=True)
     existing = sorted(plog_dir.glob(f"plog-{pid}_*.log"))
     if existing:
