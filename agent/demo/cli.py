@@ -1,4 +1,5 @@
-"""``npuwatch demo``: switch faults on a demo node that ``npuwatch run --demo --demo-dir DIR`` started."""
+"""``npuwatch demo``: switch faults on a demo node that ``npuwatch run --demo --demo-dir DIR`` started,
+or play one over several (``npuwatch demo fleet hccl-hang --culprit node-3 --npu 1 DIR...``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.demo.faults import FAULTS, parse_param
+from agent.demo.fleet import SCENARIOS
 
 __all__ = ["EXIT_USAGE", "add_arguments", "main"]
 
@@ -16,8 +18,8 @@ EXIT_USAGE = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--demo-dir", type=Path, required=True, metavar="DIR",
-                        help="the --demo-dir given to `npuwatch run --demo`")
+    parser.add_argument("--demo-dir", type=Path, metavar="DIR",
+                        help="the --demo-dir given to `npuwatch run --demo` (set, clear, show)")
     sub = parser.add_subparsers(dest="demo_command", metavar="ACTION", required=True)
     on = sub.add_parser("set", help="switch a fault on (a log fault appends its plog lines once)")
     on.add_argument("fault", choices=sorted(FAULTS))
@@ -29,6 +31,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     off.add_argument("fault", choices=(*sorted(FAULTS), "all"))
     off.add_argument("--npu", type=int, metavar="N", help="the chip; a chip fault without it: on every chip")
     sub.add_parser("show", help="print the demo state as JSON")
+    fleet = sub.add_parser("fleet", help="a fault over several demo nodes (one DIR each), e.g. a cluster HCCL hang")
+    fleet.add_argument("scenario", choices=SCENARIOS,
+                       help="hccl-hang: one job over every NPU; the culprit NPU's link goes down and it goes "
+                            "silent, every other rank logs an EI0002 timeout naming it")
+    fleet.add_argument("--culprit", required=True, metavar="NODE",
+                       help="the culprit node: a DIR's name, or node-K for the K-th DIR")
+    fleet.add_argument("--npu", type=int, required=True, metavar="N", help="the culprit NPU on that node")
+    fleet.add_argument("--time", type=float, metavar="EPOCH", help="when the ranks time out (default: now)")
+    fleet.add_argument("--peer-state", choices=("lost", "stuck"), default="lost",
+                       help="what the victims' heartbeat lines say of the culprit (default lost)")
+    fleet.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="the demo nodes' --demo-dir, in order")
 
 
 def _fail(message: str) -> int:
@@ -36,9 +49,26 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    from agent.demo.fleet import hccl_hang
+
+    if args.demo_dir is not None:
+        return _fail("demo fleet takes the nodes' directories as arguments, not --demo-dir")
+    try:
+        summary = hccl_hang(args.dirs, args.culprit, args.npu, at=args.time, peer_state=args.peer_state)
+    except ValueError as exc:
+        return _fail(str(exc))
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from agent.demo.node import DemoNode
 
+    if args.demo_command == "fleet":
+        return _fleet(args)
+    if args.demo_dir is None:
+        return _fail(f"demo {args.demo_command} needs --demo-dir DIR (the --demo-dir of `npuwatch run --demo`)")
     node = DemoNode(args.demo_dir)
     if not node.has_state():
         return _fail(f"no demo node at {args.demo_dir} (start one with npuwatch run --demo --demo-dir {args.demo_dir})")

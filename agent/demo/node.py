@@ -269,6 +269,13 @@ class DemoNode:
             ))
         return append_plog(self.log_root, pid, at, lines)
 
+    def set_subnet(self, subnet: int) -> None:
+        """Give the node's RoCE device IPs their own subnet (29.<subnet>.<npu>.<10 + npu>)."""
+        if not 1 <= subnet <= 254:
+            raise ValueError(f"subnet must be 1..254, got {subnet}")
+        with self._editing() as state:
+            state.subnet = subnet
+
     def set_delay(self, delay_s: float) -> None:
         """Seconds every fake call sleeps before answering (benchmarks use 0.3)."""
         with self._editing() as state:

@@ -101,8 +101,10 @@ def bus_id(npu: int) -> str:
 
 
 def device_ip(state: DemoState, npu: int) -> str:
-    """The RoCE port's IP (``hccn_tool -ip``), as the plogs name it."""
-    return f"29.{(state.seed % 200) + 1}.{npu}.{10 + npu}"
+    """The RoCE port's IP (``hccn_tool -ip``), as the plogs name it: 29.<subnet>.<npu>.<10 + npu>, the
+    subnet set for the node (a demo fleet gives each node its own) or derived from its seed."""
+    subnet = state.subnet if state.subnet is not None else (state.seed % 200) + 1
+    return f"29.{subnet}.{npu}.{10 + npu}"
 
 
 def cpu_affinity(npu: int) -> str:

@@ -51,6 +51,7 @@ class DemoState:
         "model",
         "node_faults",
         "seed",
+        "subnet",
         "time_override",
     )
 
@@ -65,6 +66,7 @@ class DemoState:
         node_faults: dict[str, dict[str, Any]] | None = None,
         chip_faults: dict[str, dict[str, dict[str, Any]]] | None = None,
         carried: dict[str, dict[str, Any]] | None = None,
+        subnet: int | None = None,
     ) -> None:
         self.chips = chips
         self.model = model
@@ -72,6 +74,7 @@ class DemoState:
         self.delay_s = delay_s
         self.created_at = created_at
         self.time_override = time_override
+        self.subnet = subnet  # second octet of the RoCE device IPs; None: from the seed
         self.node_faults: dict[str, dict[str, Any]] = node_faults if node_faults is not None else {}
         self.chip_faults: dict[str, dict[str, dict[str, Any]]] = {} if chip_faults is None else chip_faults
         self.carried: dict[str, dict[str, Any]] = {} if carried is None else carried
