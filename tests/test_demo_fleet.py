@@ -85,7 +85,7 @@ def test_a_culprit_is_a_directory_name_or_its_position(tmp_path: Path) -> None:
     assert culprit_index(dirs, "b") == 1
     assert culprit_index(dirs, "node-1") == 2  # a directory of that name wins over the position
     assert culprit_index(dirs[:2], "node-2") == 1
-    with pytest.raises(ValueError, match="node-1..node-2"):
+    with pytest.raises(ValueError, match=r"node-1\.\.node-2"):
         culprit_index(dirs[:2], "node-3")
 
 
