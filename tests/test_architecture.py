@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = ("agent", "collectors")
-PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.diagnose", "agent.daemon",
+PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.diagnose", "agent.triage", "agent.daemon",
             "collectors.probes")
 
 

@@ -1,0 +1,94 @@
+"""What ``engine.analyze`` returns: incidents with ranked culprits, a verdict and an exit status.
+
+The JSON form (``TriageReport.to_dict``) is a contract other tools read::
+
+    {"verdict": str,
+     "incidents": [{"comm": str, "start": epoch, "codes": [...], "rank_size": int,
+                    "reporting_ranks": [...], "silent_ranks": [...],
+                    "culprits": [{"node": str, "npu": int|null, "rank": int|null, "cause": str,
+                                  "score": float, "evidence": [str, ...]}]}]}
+
+with culprits best first. Extra keys may be added; these never change meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.triage.evidence import Window
+
+__all__ = ["EXIT_CODES", "Culprit", "Incident", "TriageReport"]
+
+# none: no incident; culprit: every incident has a named culprit; unknown: an incident without one;
+# unreadable: no input could be read.
+EXIT_CODES = {"none": 0, "culprit": 1, "unknown": 2, "unreadable": 3}
+
+
+@dataclass(frozen=True)
+class Culprit:
+    node: str  # "unknown" when nothing locates it
+    npu: int | None
+    rank: int | None
+    cause: str
+    score: float
+    evidence: tuple[str, ...]
+    ip: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``node-c NPU 1 (rank 9)``."""
+        text = self.node if self.node != "unknown" else (self.ip or "an unknown node")
+        if self.npu is not None:
+            text += f" NPU {self.npu}"
+        if self.rank is not None:
+            text += f" (rank {self.rank})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "npu": self.npu, "rank": self.rank, "cause": self.cause,
+                "score": self.score, "evidence": list(self.evidence)}
+
+
+@dataclass(frozen=True)
+class Incident:
+    comm: str  # "" when the logs do not say which communicator
+    start: float | None
+    end: float | None
+    codes: tuple[str, ...]
+    rank_size: int
+    reporting_ranks: tuple[int, ...]
+    silent_ranks: tuple[int, ...]
+    culprits: tuple[Culprit, ...]
+    op: str | None = None
+    reporters: int = 0  # reporting processes, with or without a known rank
+    nodes: tuple[str, ...] = ()  # nodes whose ranks reported
+    notes: tuple[str, ...] = ()  # what the incident lacks (missing bundles, unmapped addresses)
+    named: bool = False  # a culprit is named with enough evidence
+    verdict: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"comm": self.comm, "start": self.start, "end": self.end, "codes": list(self.codes),
+                "rank_size": self.rank_size, "reporting_ranks": list(self.reporting_ranks),
+                "silent_ranks": list(self.silent_ranks), "culprits": [c.to_dict() for c in self.culprits],
+                "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
+class TriageReport:
+    status: str  # a key of EXIT_CODES
+    verdict: str
+    incidents: tuple[Incident, ...]
+    window: Window
+    nodes: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "status": self.status, "exit_code": self.exit_code,
+                "window": {"start": self.window.start, "end": self.window.end},
+                "nodes": list(self.nodes), "incidents": [incident.to_dict() for incident in self.incidents],
+                "problems": list(self.problems)}
