@@ -146,7 +146,7 @@ _SPECS: tuple[MetricSpec, ...] = (
                ("comm", "rank", "npu"), "hccl_logs"),
     MetricSpec("npu_hccl_peer_blamed_timestamp_seconds", "gauge",
                "Time a hint near a local failure last blamed a peer rank or address (within the incident window).",
-               ("comm", "hint", "rank", "address"), "hccl_logs"),
+               ("comm", "how", "rank", "address"), "hccl_logs"),
     MetricSpec("npuwatch_hccl_incident_dropped_total", "counter",
                "Incident-window entries pushed out by its bounds while still current.", ("series",),
                "hccl_logs"),

@@ -7,7 +7,7 @@ exports what is still current::
     npu_hccl_rank_last_seen_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
     npu_hccl_comm_ranks{comm="29.1.0.10%enp_60000_0_17"} 8
     npu_hccl_rank_timeout_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
-    npu_hccl_peer_blamed_timestamp_seconds{comm="...",hint="exception_location",rank="5",address="29.3.1.11"} 1.7e9
+    npu_hccl_peer_blamed_timestamp_seconds{comm="...",how="lost",rank="5",address="29.3.1.11"} 1.7e9
     npuwatch_hccl_incident_dropped_total{series="blamed_peer"} 0
 
 - ``comm`` is the communicator's group tag, the same string on every rank of one communicator
@@ -19,9 +19,11 @@ exports what is still current::
 - A local rank that reported a failed collective (``Task run failed`` / EI0002 block) or a
   rendezvous timeout (EI0015) within the window: the time it last did.
 - A peer a hint near such a failure blames (same file, within ``LINK_WINDOW_S`` of the
-  failure): its rank in that communicator and/or its address, and the hint's kind (``hint``:
-  remote_rank, missing_rank, dst_rank, crimer_rank, exception_location, link_peer, peer,
-  root_server). A hint with ``IP/ID`` gives both; ``server/device`` forms give the address only.
+  failure): its rank in that communicator and/or its address, and how the line blames it
+  (``how``, ``BLAME_HOWS``: ``lost`` heartbeat lost, ``stuck`` heartbeat says stuck,
+  ``waited_on`` a timed-out task waited for it, ``unreachable`` a link or connection to it
+  failed, ``cqe`` RoCE completion errors towards it, ``missing`` it never joined the
+  rendezvous). A hint with ``IP/ID`` gives both; ``server/device`` forms give the address only.
   Hints not tied to a communicator (a RoCE CQE alone, a kernel heartbeat) are not exported.
 
 Bounds: at most ``MAX_COMMS`` communicators (the ones with the newest activity win), ``MAX_RANKS``
@@ -45,6 +47,7 @@ from collectors.hccl_classify import Hint
 from collectors.hccl_comm import CollectiveFailure, Communicator, Fact, InitTimeout, RankIdentity
 
 __all__ = [
+    "BLAME_HOWS",
     "DROP_SERIES",
     "LINK_WINDOW_S",
     "MAX_BLAMED",
@@ -53,6 +56,7 @@ __all__ = [
     "MAX_TIMEOUTS",
     "RANK_RETENTION_S",
     "IncidentWindow",
+    "blame_how",
     "comm_label",
     "peer_of",
 ]
@@ -67,6 +71,8 @@ RANK_RETENTION_S = 7 * 24 * 3600.0
 # the heartbeat summary and the task-exception block of one incident are printed together.
 LINK_WINDOW_S = 300.0
 DROP_SERIES = ("rank", "timeout", "blamed_peer")
+# How a line blames a peer (the ``how`` label); the same words as agent.triage.evidence.BLAME_HOWS.
+BLAME_HOWS = ("lost", "stuck", "waited_on", "unreachable", "cqe", "missing")
 
 _STREAM_FAILURES = 16
 _STREAM_HINTS = 64
@@ -98,6 +104,27 @@ def _rank(text: str) -> str:
     return str(int(text)) if text.isdigit() else ""
 
 
+def blame_how(kind: str, line: str) -> str | None:
+    """How the line a hint of ``kind`` came from blames its peer (``BLAME_HOWS``); None: it does not."""
+    if kind == "crimer_rank":
+        return "lost" if "LOST" in line else "stuck"
+    if kind == "exception_location":
+        if "Lost" in line or "LOST" in line:
+            return "lost"
+        if "CQE" in line:
+            return "cqe"
+        return "stuck" if "Stuck" in line else "waited_on"
+    if kind == "remote_rank":
+        return "waited_on"
+    if kind in ("dst_rank", "link_peer", "root_server"):
+        return "unreachable"
+    if kind == "peer":
+        return "cqe" if "CQE" in line or "cqe" in line else "unreachable"
+    if kind == "missing_rank":
+        return "missing"
+    return None
+
+
 def peer_of(hint: Hint) -> tuple[str, str] | None:
     """(rank, address) a hint blames, either may be ""; None when it names no peer."""
     kind, value = hint.kind, hint.value
@@ -117,12 +144,23 @@ def peer_of(hint: Hint) -> tuple[str, str] | None:
     return (rank, address) if rank or address else None
 
 
+@dataclass(frozen=True)
+class _Blamed:
+    """A peer one line blames: how, its rank and/or address, when (the line's time, else read time)."""
+
+    how: str
+    rank: str
+    address: str
+    at: float
+    dated: bool
+
+
 @dataclass
 class _Stream:
     """What one log file said recently: failures to tie hints to, hints still waiting, ranks by pid."""
 
     failures: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=_STREAM_FAILURES))
-    hints: deque[tuple[Hint, float]] = field(default_factory=lambda: deque(maxlen=_STREAM_HINTS))
+    hints: deque[_Blamed] = field(default_factory=lambda: deque(maxlen=_STREAM_HINTS))
     pid_ranks: dict[tuple[int | None, str], tuple[int, int | None]] = field(default_factory=dict)
 
 
@@ -143,15 +181,17 @@ class IncidentWindow:
         self.sizes: dict[str, int] = {}
         # (comm, rank) -> (npu, last failure at)
         self.timeouts: dict[tuple[str, str], tuple[str, float]] = {}
-        # (comm, hint, rank, address) -> last blamed at
+        # (comm, how, rank, address) -> last blamed at
         self.blamed: dict[tuple[str, str, str, str], float] = {}
         self.dropped: dict[str, int] = dict.fromkeys(DROP_SERIES, 0)
         self._streams: dict[str, _Stream] = {}
 
     # ------------------------------------------------------------ feeding
 
-    def feed(self, stream_key: str, facts: Sequence[Fact], hints: Sequence[Hint], read_at: float) -> None:
-        """The facts and hints one chunk of one file gave (in line order), read at ``read_at``."""
+    def feed(self, stream_key: str, facts: Sequence[Fact], hints: Sequence[tuple[Hint, str]],
+             read_at: float) -> None:
+        """The facts and (hint, its line) pairs one chunk of one file gave, in line order, read at
+        ``read_at``."""
         stream = self._streams.setdefault(stream_key, _Stream())
         new_failures: list[tuple[str, float]] = []
         for fact in facts:
@@ -169,15 +209,17 @@ class IncidentWindow:
                 if failed is not None:
                     new_failures.append(failed)
         stream.failures.extend(new_failures)
-        for hint in hints:
-            if peer_of(hint) is None:
+        for hint, line in hints:
+            peer, how = peer_of(hint), blame_how(hint.kind, line)
+            if peer is None or how is None:
                 continue
+            dated = hint.timestamp is not None
+            blamed = _Blamed(how, *peer, hint.timestamp if hint.timestamp is not None else read_at, dated)
             comm = self._comm_for(stream, hint.timestamp, new_failures)
-            hint_at = hint.timestamp if hint.timestamp is not None else read_at
             if comm is not None:
-                self._blame(comm, hint, hint_at)
+                self._blame(comm, blamed)
             else:
-                stream.hints.append((hint, hint_at))
+                stream.hints.append(blamed)
         if new_failures:
             self._claim_waiting_hints(stream)
 
@@ -219,7 +261,7 @@ class IncidentWindow:
             npu = _npu(fact.device) or self.ranks.get((comm, str(fact.rank)), ("", 0.0))[0]
             self._timeout(comm, str(fact.rank), npu, at)
         if fact.remote_rank is not None:
-            self._blame(comm, Hint("remote_rank", str(fact.remote_rank), at), at)
+            self._blame(comm, _Blamed("waited_on", str(fact.remote_rank), "", at, True))
         return comm, at
 
     def _init_timeout(self, stream: _Stream, fact: InitTimeout, at: float) -> tuple[str, float] | None:
@@ -232,7 +274,7 @@ class IncidentWindow:
             rank, device = own
             self._timeout(comm, str(rank), _npu(device), at)
         for rank in fact.missing or ():
-            self._blame(comm, Hint("missing_rank", str(rank), at), at)
+            self._blame(comm, _Blamed("missing", str(rank), "", at, True))
         return comm, at
 
     def _timeout(self, comm: str, rank: str, npu: str, at: float) -> None:
@@ -242,12 +284,9 @@ class IncidentWindow:
             npu, at = npu or previous[0], max(at, previous[1])
         self._put(self.timeouts, key, (npu, at), "timeout", MAX_TIMEOUTS)
 
-    def _blame(self, comm: str, hint: Hint, at: float) -> None:
-        peer = peer_of(hint)
-        if peer is None:
-            return
-        key = (comm, hint.kind, *peer)
-        self._put(self.blamed, key, max(at, self.blamed.get(key, at)), "blamed_peer", MAX_BLAMED)
+    def _blame(self, comm: str, blamed: _Blamed) -> None:
+        key = (comm, blamed.how, blamed.rank, blamed.address)
+        self._put(self.blamed, key, max(blamed.at, self.blamed.get(key, blamed.at)), "blamed_peer", MAX_BLAMED)
 
     def _comm_for(self, stream: _Stream, at: float | None,
                   new_failures: Sequence[tuple[str, float]]) -> str | None:
@@ -260,12 +299,12 @@ class IncidentWindow:
 
     def _claim_waiting_hints(self, stream: _Stream) -> None:
         waiting, stream.hints = stream.hints, deque(maxlen=_STREAM_HINTS)
-        for hint, at in waiting:
-            comm = self._comm_for(stream, at, ())
+        for blamed in waiting:
+            comm = self._comm_for(stream, blamed.at if blamed.dated else None, ())
             if comm is not None:
-                self._blame(comm, hint, at)
+                self._blame(comm, blamed)
             else:
-                stream.hints.append((hint, at))
+                stream.hints.append(blamed)
 
     # ------------------------------------------------------------ bounds
 
@@ -317,7 +356,7 @@ class IncidentWindow:
         self.sizes = {comm: size for comm, size in self.sizes.items() if comm in live}
         for stream in self._streams.values():
             cutoff = horizon - LINK_WINDOW_S
-            while stream.hints and stream.hints[0][1] < cutoff:
+            while stream.hints and stream.hints[0].at < cutoff:
                 stream.hints.popleft()
 
     # ------------------------------------------------------------ exporting
@@ -332,8 +371,8 @@ class IncidentWindow:
         out += [Sample("npu_hccl_rank_timeout_timestamp_seconds", label_pairs(comm=comm, rank=rank, npu=npu), at)
                 for (comm, rank), (npu, at) in sorted(self.timeouts.items())]
         out += [Sample("npu_hccl_peer_blamed_timestamp_seconds",
-                       label_pairs(comm=comm, hint=hint, rank=rank, address=address), at)
-                for (comm, hint, rank, address), at in sorted(self.blamed.items())]
+                       label_pairs(comm=comm, how=how, rank=rank, address=address), at)
+                for (comm, how, rank, address), at in sorted(self.blamed.items())]
         out += [Sample("npuwatch_hccl_incident_dropped_total", label_pairs(series=series), float(count))
                 for series, count in sorted(self.dropped.items())]
         return out

@@ -216,10 +216,16 @@ class HcclLogCollector:
         now = self.clock()
         for chunk in self.tailer.poll():
             stream = self._stream(chunk.key, chunk.path, chunk.ref_time, chunk.restarted)
-            events, hints = stream.feed_lines(chunk.lines)
+            events: list[Event] = []
+            hints: list[tuple[Hint, str]] = []  # with the line that printed each: it says how it blames
+            for line in chunk.lines:
+                new_events, new_hints = stream.feed(line)
+                events.extend(new_events)
+                hints.extend((hint, line) for hint in new_hints)
+            events.extend(stream.flush())
             for event in events:
                 self._record(event, now)
-            self._hints.extend((now, hint) for hint in hints)
+            self._hints.extend((now, hint) for hint, _ in hints)
             # Blocks are joined within a chunk, as the classifier flushes its own at a chunk's end.
             parser = self._comm_parser(chunk.key, chunk.ref_time, chunk.restarted)
             facts = parser.feed_lines(chunk.lines)

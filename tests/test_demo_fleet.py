@@ -65,7 +65,7 @@ def test_the_hang_logs_every_victim_blaming_the_silent_culprit(tmp_path: Path,
     assert ("node-3", "5", "1") in seen  # the culprit's init line names its rank and NPU
     assert len(seen) == 8
     # one series per node (its victims all blame the same peer)
-    assert blamed == [{"comm": comm, "hint": "exception_location", "rank": "5", "address": "29.3.1.11"}] * 4
+    assert blamed == [{"comm": comm, "how": "lost", "rank": "5", "address": "29.3.1.11"}] * 4
 
     culprit = DemoNode(dirs[2]).read()
     assert culprit.chip_fault(1, "link_down") is not None

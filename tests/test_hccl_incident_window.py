@@ -14,12 +14,14 @@ from collectors.base import Sample
 from collectors.hccl_classify import Hint
 from collectors.hccl_comm import CollectiveFailure, InitTimeout, RankIdentity
 from collectors.hccl_incident_window import (
+    BLAME_HOWS,
     LINK_WINDOW_S,
     MAX_BLAMED,
     MAX_COMM_LABEL,
     MAX_COMMS,
     RANK_RETENTION_S,
     IncidentWindow,
+    blame_how,
     comm_label,
     peer_of,
 )
@@ -70,7 +72,7 @@ def test_a_timeout_block_exports_the_rank_its_communicator_and_the_blamed_peer(t
         labels(comm=GROUP, rank="2", npu="1"): pytest.approx(T0, abs=1e-3)}
     # the heartbeat line is printed 60 s before the block, names the peer as IP/rank
     assert series(out, "npu_hccl_peer_blamed_timestamp_seconds") == {
-        labels(comm=GROUP, hint="exception_location", rank="5", address="29.3.1.11"): pytest.approx(T0 - 60, abs=1e-3)}
+        labels(comm=GROUP, how="lost", rank="5", address="29.3.1.11"): pytest.approx(T0 - 60, abs=1e-3)}
     assert series(out, "npuwatch_hccl_incident_dropped_total") == {
         labels(series="blamed_peer"): 0.0, labels(series="rank"): 0.0, labels(series="timeout"): 0.0}
 
@@ -123,7 +125,7 @@ def test_a_hint_in_a_later_chunk_joins_the_failure_of_its_file(tmp_path: Path) -
     assert series(logs.collect(), "npu_hccl_peer_blamed_timestamp_seconds") == {}
     append_plog(tmp_path, 100, T0, lines[:1])  # then the heartbeat summary
     assert set(series(logs.collect(), "npu_hccl_peer_blamed_timestamp_seconds")) == {
-        labels(comm=GROUP, hint="exception_location", rank="5", address="29.3.1.11")}
+        labels(comm=GROUP, how="lost", rank="5", address="29.3.1.11")}
 
 
 def test_a_hint_read_before_its_failure_waits_for_it(tmp_path: Path) -> None:
@@ -134,7 +136,7 @@ def test_a_hint_read_before_its_failure_waits_for_it(tmp_path: Path) -> None:
     assert series(logs.collect(), "npu_hccl_peer_blamed_timestamp_seconds") == {}
     append_plog(tmp_path, 100, T0, lines[1:])  # then the block
     assert set(series(logs.collect(), "npu_hccl_peer_blamed_timestamp_seconds")) == {
-        labels(comm=GROUP, hint="exception_location", rank="5", address="29.3.1.11")}
+        labels(comm=GROUP, how="lost", rank="5", address="29.3.1.11")}
 
 
 def test_a_hint_far_from_any_failure_of_its_file_blames_nobody(tmp_path: Path) -> None:
@@ -167,7 +169,7 @@ def test_a_rendezvous_timeout_blames_the_missing_ranks_and_times_out_the_process
     out = window.samples(T0 + 1)
     assert series(out, "npu_hccl_rank_timeout_timestamp_seconds") == {labels(comm=GROUP, rank="0", npu="0"): T0}
     assert set(series(out, "npu_hccl_peer_blamed_timestamp_seconds")) == {
-        labels(comm=GROUP, hint="missing_rank", rank=str(rank), address="") for rank in (1, 3, 5, 7)}
+        labels(comm=GROUP, how="missing", rank=str(rank), address="") for rank in (1, 3, 5, 7)}
 
 
 def test_a_failure_names_its_remote_rank_and_takes_the_device_of_its_rank() -> None:
@@ -177,18 +179,18 @@ def test_a_failure_names_its_remote_rank_and_takes_the_device_of_its_rank() -> N
     out = window.samples(T0 + 1)
     assert series(out, "npu_hccl_rank_timeout_timestamp_seconds") == {labels(comm=GROUP, rank="3", npu="6"): T0}
     assert series(out, "npu_hccl_peer_blamed_timestamp_seconds") == {
-        labels(comm=GROUP, hint="remote_rank", rank="4", address=""): T0}
+        labels(comm=GROUP, how="waited_on", rank="4", address=""): T0}
 
 
 def test_a_failure_without_a_group_or_rank_exports_no_timeout() -> None:
     window = IncidentWindow()
     window.feed("f", [CollectiveFailure(None, None, 3, T0), CollectiveFailure(GROUP, None, None, T0)],
-                [Hint("remote_rank", "1", T0)], T0)
+                [(Hint("remote_rank", "1", T0), "remote rank:[1]")], T0)
     out = window.samples(T0 + 1)
     assert series(out, "npu_hccl_rank_timeout_timestamp_seconds") == {}
     # the hint is near the grouped failure, so it is still tied to that communicator
     assert set(series(out, "npu_hccl_peer_blamed_timestamp_seconds")) == {
-        labels(comm=GROUP, hint="remote_rank", rank="1", address="")}
+        labels(comm=GROUP, how="waited_on", rank="1", address="")}
 
 
 @pytest.mark.parametrize(("kind", "value", "peer"), [
@@ -212,6 +214,35 @@ def test_peer_of_each_hint_kind(kind: str, value: str, peer: tuple[str, str] | N
     assert peer_of(Hint(kind, value)) == peer
 
 
+@pytest.mark.parametrize(("kind", "line", "how"), [
+    ("crimer_rank", "local rank [127.10.0.1/1]: crimer rank [127.10.0.2/2] status[LOST] by informer", "lost"),
+    ("crimer_rank", "crimer rank [127.10.0.2/2] status[STUCK]", "stuck"),
+    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[Heartbeat Lost Occurred]",
+     "lost"),
+    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[Stuck Occurred]", "stuck"),
+    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[Error CQE Occurred]",
+     "cqe"),
+    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1]", "waited_on"),
+    ("remote_rank", "remote rank:[0]", "waited_on"),
+    ("dst_rank", "fails to connect to dstRank (server 1.2.3.4, device ID 0)", "unreachable"),
+    ("link_peer", "| 1.2.3.4(3) |", "unreachable"),
+    ("root_server", "connect server[1.2.3.4 : 60000] failed", "unreachable"),
+    ("peer", "[ROCE CQE ERROR]cqe error status[12], remoteIP{server[1.2.3.4]", "cqe"),
+    ("peer", "Peer information: server 1.2.3.4, device ID 1", "unreachable"),
+    ("missing_rank", "Failed to connect agent[1,3,]", "missing"),
+    ("device", "Heartbeat lost! (device=3", None),
+])
+def test_how_a_line_blames_its_peer(kind: str, line: str, how: str | None) -> None:
+    assert blame_how(kind, line) == how
+    assert how is None or how in BLAME_HOWS
+
+
+def test_the_blame_words_are_the_triage_engines() -> None:
+    from agent.triage.evidence import BLAME_HOWS as ENGINE_HOWS
+
+    assert BLAME_HOWS == ENGINE_HOWS
+
+
 def test_a_long_group_tag_is_cut_with_a_stable_hash() -> None:
     short = "g" * MAX_COMM_LABEL
     assert comm_label(short) == short
@@ -223,7 +254,8 @@ def test_a_long_group_tag_is_cut_with_a_stable_hash() -> None:
 
 
 def _blame(window: IncidentWindow, comm: str, rank: int, at: float) -> None:
-    window.feed(comm, [CollectiveFailure(comm, "AllReduce", None, at)], [Hint("remote_rank", str(rank), at)], at)
+    window.feed(comm, [CollectiveFailure(comm, "AllReduce", None, at)],
+                [(Hint("remote_rank", str(rank), at), f"remote rank:[{rank}]")], at)
 
 
 def test_blamed_peers_past_the_bound_are_counted_as_dropped_and_the_newest_stay() -> None:
