@@ -165,6 +165,27 @@ def _culprit_queries() -> list[Query]:
     ]
 
 
+def _incident_queries() -> list[Query]:
+    """One row per communicator with an incident in the agents' window, and its suspected culprit.
+
+    The culprit column is the core of HCCLCulpritSuspected (alerts/triage.rules.yml) in plain
+    PromQL: the newest owner of a rank that peers' logs blame and that did not report the failure.
+    """
+    timeouts = sel("npu_hccl_rank_timeout_timestamp_seconds")
+    reporting = f"count by (comm) ({timeouts})"
+    size = f"max by (comm) ({sel('npu_hccl_comm_ranks')})"
+    owner = f"topk by (comm, rank) (1, {sel('npu_hccl_rank_last_seen_timestamp_seconds')})"
+    blamed = sel("npu_hccl_peer_blamed_timestamp_seconds", 'rank!=""')
+    return [
+        Query(f"{size} and on(comm) {reporting}"),
+        Query(reporting),
+        Query(f"{size} - on(comm) {reporting}"),
+        Query(f"min by (comm) ({timeouts}) * 1000"),
+        Query(f"count by (comm, node, npu) (({owner} unless on(comm, rank) {timeouts}) "
+              f"* on(comm, rank) group_right(node, npu) {blamed})"),
+    ]
+
+
 def _hccl_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
     errors = sel("npu_hccl_errors_total")
     last_error = sel("npu_hccl_last_error_timestamp_seconds")
@@ -203,6 +224,23 @@ def _hccl_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
                 Column("RoCE error counters", "short", ZERO_IS_GOOD),
                 Column("Unhealthy chips", "short", ZERO_IS_GOOD),
                 Column("HCCS unhealthy chips", "short", ZERO_IS_GOOD),
+            ]))
+        .with_panel(table(
+            "HCCL incidents and culprits",
+            "Communicators whose ranks reported a failed collective within the agents' incident window "
+            "(collectors.hccl_logs.incident_window, 1h): ranks, how many reported, how many stayed silent, "
+            "when the first report came; and the suspected culprit, the node and NPU of a silent rank that "
+            "the reporting ranks' logs blame (heartbeat lost or stuck, waited on, missing), with how many "
+            "blame series name it. HCCLCulpritSuspected pages on that node; `npuwatch triage --prometheus` "
+            "ranks every suspect with its evidence.",
+            unit="short", thresholds=INFO, width=24, height=8, sort_by="First report", link_to_node=True,
+            queries=_incident_queries(),
+            columns=[
+                Column("Ranks", "short"),
+                Column("Reporting ranks", "short"),
+                Column("Silent ranks", "short", steps("green", (1, "red"))),
+                Column("First report", "dateTimeAsIso"),
+                Column("Blames on culprit", "short", steps("blue", (1, "red"))),
             ]))
     )
 

@@ -108,6 +108,8 @@ NO_DATA_PANELS: dict[str, str] = {
     "Probe duration and age": "probes off",
     # 910B chips have no device DDR: npu-smi prints "0 / 0" and no sample is exported.
     "Device DDR used": "no device DDR on 910B",
+    # A cluster hang (one communicator over several nodes) is tests/test_triage_online.py's subject.
+    "HCCL incidents and culprits": "no multi-node HCCL incident here",
 }
 # Panels that are empty only for the single chip picked in the $npu variant of a dashboard.
 NO_DATA_FOR_CHIP: dict[tuple[str, str], str] = {
