@@ -30,7 +30,8 @@ def fleet(*args: str) -> int:
 
 
 def scan(directory: Path, now: float) -> list[Sample]:
-    logs = HcclLogCollector(paths=[directory / "log"], globs=list(DEFAULT_GLOBS),
+    """What the demo agent's scanner exports for the node: the CANN layout and the job's stderr log."""
+    logs = HcclLogCollector(paths=[directory / "log"], globs=[*DEFAULT_GLOBS, "job/*.log"],
                             state_file=directory / "scan-state.json", clock=lambda: now)
     return logs.collect()
 
@@ -49,8 +50,10 @@ def test_the_hang_logs_every_victim_blaming_the_silent_culprit(tmp_path: Path,
     assert summary["culprit"] == {"dir": str(dirs[2]), "node": "node-3", "npu": 1, "rank": 5,
                                   "device_ip": "29.3.1.11", "fault": "link_down"}
     assert [node["timed_out_ranks"] for node in summary["nodes"]] == [[0, 1], [2, 3], [4], [6, 7]]
+    assert [node["job_log"] for node in summary["nodes"]] == [str(d / "log" / "job" / "train.log") for d in dirs]
 
     timeouts, blamed, seen = [], [], []
+    codes: dict[str, int] = {}
     for directory in dirs:
         out = scan(directory, T0 + 5)
         timeouts += [(directory.name, r["rank"], r["npu"])
@@ -59,13 +62,20 @@ def test_the_hang_logs_every_victim_blaming_the_silent_culprit(tmp_path: Path,
         seen += [(directory.name, r["rank"], r["npu"])
                  for r in rows(out, "npu_hccl_rank_last_seen_timestamp_seconds")]
         assert {r["comm"] for r in rows(out, "npu_hccl_rank_timeout_timestamp_seconds")} == {comm}
+        for sample in out:
+            labels = dict(sample.labels)
+            if sample.metric == "npu_hccl_errors_total" and sample.value and labels["category"] == "exec_timeout":
+                codes[labels["code"]] = codes.get(labels["code"], 0) + int(sample.value)
     assert sorted(timeouts) == [("node-1", "0", "0"), ("node-1", "1", "1"), ("node-2", "2", "0"),
                                 ("node-2", "3", "1"), ("node-3", "4", "0"), ("node-4", "6", "0"),
                                 ("node-4", "7", "1")]
     assert ("node-3", "5", "1") in seen  # the culprit's init line names its rank and NPU
     assert len(seen) == 8
-    # one series per node (its victims all blame the same peer)
-    assert blamed == [{"comm": comm, "how": "lost", "rank": "5", "address": "29.3.1.11"}] * 4
+    # one series per node and way of blaming (its victims all blame the same peer): the heartbeat
+    # summary in the plogs and in the job log, the "remote rank" of the job log's EI0002 block
+    assert sorted((b["how"], b["rank"], b["address"], b["comm"]) for b in blamed) == (
+        [("lost", "5", "29.3.1.11", comm)] * 4 + [("waited_on", "5", "", comm)] * 4)
+    assert codes == {"EI0002": 4, "task_exec_timeout": 7}  # once per file: a job log per node, a plog per rank
 
     culprit = DemoNode(dirs[2]).read()
     assert culprit.chip_fault(1, "link_down") is not None

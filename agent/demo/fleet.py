@@ -4,10 +4,11 @@
 its own ``npuwatch run --demo``): one job holds every NPU of every node in one communicator
 (rank = the node's position times its chips, plus the NPU id). On the culprit node one NPU's RoCE
 link goes down (the ``link_down`` chip fault) and its rank logs nothing more; every other rank
-logs, at the same moment, an EI0002 ``Task run failed`` block after a heartbeat line that names
-the culprit as ``<device IP>/<rank>`` (``Cluster Exception Location``, ``Heartbeat Lost
-Occurred``). An hour before, every rank (the culprit too) logged its communicator init line in its
-run plog, as HCCL does when a job starts.
+logs, at the same moment, an EI0002 ``Task run failed`` block in its plog after a heartbeat line
+that names the culprit as ``<device IP>/<rank>`` (``Cluster Exception Location``, ``Heartbeat Lost
+Occurred``), and prints the EI0002 error block (remote rank, abnormal device) to the job's stderr
+log (``<log>/job/train.log``, read by the demo agent). An hour before, every rank (the culprit
+too) logged its communicator init line in its run plog, as HCCL does when a job starts.
 
 Nodes are named after their directories; when no directory is called ``--culprit``, ``node-K``
 names the K-th directory. Each node gets its own RoCE subnet first (``29.<K>.<npu>.<10 + npu>``),
@@ -22,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.demo.node import DemoNode, NoDemoNode
-from agent.demo.plog import HcclTimeout, append_plog, comm_init_line, hccl_timeout_lines
+from agent.demo.plog import (
+    HcclTimeout,
+    append_job_log,
+    append_plog,
+    comm_init_line,
+    ei0002_screen_lines,
+    hccl_timeout_lines,
+)
 from agent.demo.render_model import device_ip
 from agent.demo.render_npu_smi import processes_of
 from agent.demo.state import DemoState, demo_now
@@ -83,7 +91,7 @@ def hccl_hang(directories: Sequence[Path], culprit: str, npu: int, *, at: float 
     culprit_ip = device_ip(states[index], npu)
     summary_nodes = []
     for position, node in enumerate(nodes):
-        state, ranks = states[position], []
+        state, ranks, screen = states[position], [], []
         for chip in range(state.chips):
             rank, pid = first_rank[position] + chip, _pid(state, chip)
             started = when - JOB_STARTED_BEFORE_S + rank * _RANK_SKEW_S
@@ -93,12 +101,15 @@ def hccl_hang(directories: Sequence[Path], culprit: str, npu: int, *, at: float 
             if (position, chip) == (index, npu):
                 continue  # the culprit: its link is down and it logs nothing more
             ranks.append(rank)
-            append_plog(node.log_root, pid, when, hccl_timeout_lines(HcclTimeout(
+            timeout = HcclTimeout(
                 group=group, rank=rank, rank_size=rank_size, device=chip, at=when + rank * _RANK_SKEW_S,
                 pid=pid, local_ip=device_ip(state, chip), peer_ips=(culprit_ip,), peer_ranks=(culprit_rank,),
-                peer_state=peer_state)))
+                peer_state=peer_state)
+            append_plog(node.log_root, pid, when, hccl_timeout_lines(timeout))
+            screen += ei0002_screen_lines(timeout)
+        job_log = append_job_log(node.log_root, screen) if screen else None
         summary_nodes.append({"dir": str(node.directory), "node": Path(directories[position]).name,
-                              "timed_out_ranks": ranks})
+                              "timed_out_ranks": ranks, "job_log": None if job_log is None else str(job_log)})
     nodes[index].set_fault("link_down", chip=npu)
     return {
         "scenario": "hccl-hang",

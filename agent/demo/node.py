@@ -314,12 +314,16 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
     run under this interpreter. Logs one line for each of the two.
     """
     log_root = str(demo_dir / "log")
+    job_logs = str(demo_dir / "log" / "job" / "*.log")
+    globs = [str(pattern) for pattern in config.collectors.hccl_logs.globs]
     configured = [str(path) for path in config.collectors.hccl_logs.paths]
     overrides: dict[str, Any] = {
         "collectors.npu_smi.path": str(bin_dir / "npu-smi"),
         "collectors.hccn_tool.path": str(bin_dir / "hccn_tool"),
         "collectors.ascend_dmi.path": str(bin_dir / "ascend-dmi"),
         "collectors.hccl_logs.paths": configured if log_root in configured else [*configured, log_root],
+        # the demo job's stderr (agent.demo.fleet writes its EI0002 blocks there)
+        "collectors.hccl_logs.globs": globs if job_logs in globs else [*globs, job_logs],
         "state_dir": str(demo_dir / "state"),
         "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
         # The demo's probes run on the CPU, under the demo's probe interpreter (this Python, with

@@ -28,8 +28,10 @@ from typing import Any
 __all__ = [
     "HcclTimeout",
     "RoceCqe",
+    "append_job_log",
     "append_plog",
     "comm_init_line",
+    "ei0002_screen_lines",
     "hccl_timeout_lines",
     "plog_timestamp",
     "roce_cqe_lines",
@@ -143,6 +145,43 @@ def roce_cqe_lines(event: RoceCqe) -> list[str]:
               f"deviceIp[{event.local_ip}]}}, remoteIP{{server[{event.peer_ip}],deviceId[{event.peer_device}],"
               f"deviceIp[{event.peer_ip}]}}", **who),
     ]
+
+
+def ei0002_screen_lines(event: HcclTimeout) -> list[str]:
+    """What the rank's training process prints to stderr for the same timeout (torch_npu layout, each
+    line with torchrun's ``[rankN]:`` prefix): the EI0002 block with the tag, the peer it waited for
+    and the heartbeat's verdict on it."""
+    ranks = list(event.peer_ranks) or list(range(len(event.peer_ips)))
+    waited = str(ranks[0]) if ranks else "unknown"
+    arrival = time.asctime(time.localtime(event.at - 62))
+    exception = "Heartbeat Lost Occurred" if event.peer_state == "lost" else "Stuck Occurred"
+    prefix = f"[rank{event.rank}]:"
+    lines = [
+        f"{prefix}EI0002: [PID: {event.pid}] {plog_timestamp(event.at)} The wait execution of the Notify register "
+        f"times out. Reason: The Notify register has not received the Notify record from remote rank [{waited}]."
+        f"base information: [streamID:[{event.stream_id}], taskID[{event.task_id}], tag[{event.op}_{event.group}], "
+        "AlgType(level 0-1-2):[fullmesh-ring-NHR].] task information: [",
+        f"{prefix}there are(is) {len(event.peer_ips)} abnormal device(s):",
+    ]
+    lines += [f"{prefix}    Cluster Exception Location[IP/ID]:[{ip}/{ranks[offset]}], Arrival Time:[{arrival}], "
+              f"Discoverer:[{event.local_ip}/{event.rank}], ExceptionType:[{exception}], Possible Reason:1. Process "
+              "has exited, 2. Network Disconnected" for offset, ip in enumerate(event.peer_ips)]
+    lines += [f"{prefix}]",
+              f"{prefix}        Possible Cause: 1. An exception occurs during the execution on some NPUs in the "
+              "cluster. As a result, collective communication operation failed."]
+    return lines
+
+
+def append_job_log(log_root: Path, lines: Sequence[str], name: str = "train.log") -> Path:
+    """Append ``lines`` to the training job's stderr log ``<log_root>/job/<name>`` (one write)."""
+    job_dir = Path(log_root) / "job"
+    job_dir.mkdir(parents=True, exist_ok=True)
+    path = job_dir / name
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return path
 
 
 def comm_init_line(group: str, *, rank: int, rank_size: int, device: int, pid: int, at: float, root_ip: str,
