@@ -38,6 +38,7 @@ examples:
   npuwatch check-config /etc/npuwatch/config.yaml
   npuwatch scan-logs ~/ascend/log --json
   npuwatch diagnose
+  npuwatch bundle --since 2h           then, on any machine: npuwatch triage *.tar.gz
   npuwatch probe gemm --backend cpu
 """
 
@@ -98,6 +99,36 @@ def build_parser() -> argparse.ArgumentParser:
                           help="gap between the two optics/counter samples (default 3)")
     diagnose.add_argument("--window", type=float, metavar="SECONDS",
                           help="how far back logs and link flaps count (default 7200)")
+
+    bundle = sub.add_parser(
+        "bundle", help="write one tar.gz of this node's recent HCCL logs, dumps and tool readings for triage",
+        description="Collect what `npuwatch triage` needs from this node into one tar.gz (path on stdout).")
+    _common(bundle)
+    bundle.add_argument("--since", default="2h", metavar="DURATION", help="logs and dumps modified this recently "
+                        "(default 2h)")
+    bundle.add_argument("-o", "--output", metavar="FILE", help="where to write (default: "
+                        "./npuwatch-bundle-<node>-<time>.tar.gz)")
+    bundle.add_argument("--node", metavar="NAME", help="node name (default: labels.node, else the hostname)")
+    bundle.add_argument("--max-log-bytes", dest="max_log_bytes", default="512MiB", metavar="SIZE",
+                        help="log bytes at most, newest first (default 512MiB)")
+    bundle.add_argument("--log-path", dest="log_path", action="append", metavar="DIR",
+                        help="another CANN log root (repeatable)")
+    bundle.add_argument("--dump-path", dest="dump_path", action="append", metavar="DIR|PREFIX",
+                        help="where the job writes flight-recorder dumps, if not a default (repeatable)")
+    bundle.add_argument("--rank-table", dest="rank_table", metavar="FILE",
+                        help="the job's rank table (default: $RANK_TABLE_FILE)")
+
+    triage = sub.add_parser(
+        "triage", help="find the rank, node and cause behind an HCCL timeout from bundles or log directories "
+        "(exit 0 none, 1 culprit named, 2 culprit unknown, 3 unreadable)",
+        description="Read bundles (npuwatch bundle) or directories (one node each), group ranks by communicator "
+                    "and name the culprit of each HCCL incident with its evidence.")
+    triage.add_argument("paths", nargs="+", metavar="PATH", help="bundles or directories")
+    triage.add_argument("--rank-table", dest="rank_table", metavar="FILE", help="the job's rank table (hccl.json)")
+    triage.add_argument("--since", metavar="TIME", help="from this time (2h, 2025-10-24 10:00, epoch seconds)")
+    triage.add_argument("--until", metavar="TIME", help="up to this time")
+    triage.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    triage.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPUs, at most one per input)")
 
     probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent.probes import cli as probe_cli
@@ -306,6 +337,18 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return diagnose.main(args, _load(args), _demo_dir(args))
 
 
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from agent.triage import bundle
+
+    return bundle.main(args, _load(args), _demo_dir(args))
+
+
+def cmd_triage(args: argparse.Namespace) -> int:
+    from agent.triage import command as triage
+
+    return triage.main(args)
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from agent.probes import cli as probe_cli
 
@@ -324,6 +367,8 @@ COMMANDS = {
     "check-config": cmd_check_config,
     "scan-logs": cmd_scan_logs,
     "diagnose": cmd_diagnose,
+    "bundle": cmd_bundle,
+    "triage": cmd_triage,
     "probe": cmd_probe,
     "demo": cmd_demo,
 }

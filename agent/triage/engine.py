@@ -89,8 +89,8 @@ _HOW_PHRASES = {
     "missing": "never heard from it at the rendezvous",
 }
 _CAUSE_PHRASES = {
-    "process_hang": "its process hung (no hardware fault found)",
-    "process_exit": "its process exited or lost its network (heartbeat lost, no hardware fault found)",
+    "process_hang": "its process stopped issuing collectives (hung)",
+    "process_exit": "its process exited or lost its network (heartbeat lost)",
     "desync": "it called a different collective than its peers (desync)",
     "unknown": "blamed, cause not found in the inputs",
 }
@@ -623,12 +623,18 @@ class _Judge:
         named = top is not None and top.score >= NAMED_SCORE and (
             top.node != "unknown" or top.rank is not None or top.ip is not None)
         comm = self.draft.comm or (self.draft.finding.label if self.draft.finding is not None else "")
+        if self.draft.comm:
+            title = f"communicator {self.draft.comm}"
+        elif self.draft.finding is not None:
+            title = self.draft.finding.label
+        else:
+            title = "communicator not named in the logs"
         nodes = tuple(sorted(self.draft.nodes))
         verdict = self._verdict(top if named else None, comm)
         return Incident(comm=comm, start=self.start, end=self.end, codes=tuple(self.codes), rank_size=self.rank_size,
                         reporting_ranks=self.reporting, silent_ranks=self.silent, culprits=tuple(culprits),
                         op=self.op, reporters=self.reporters, nodes=nodes, notes=tuple(self._notes()), named=named,
-                        verdict=verdict)
+                        verdict=verdict, title=title)
 
     def _notes(self) -> list[str]:
         notes = []
@@ -646,18 +652,20 @@ class _Judge:
         size = f" of {self.rank_size}" if self.rank_size else ""
         codes = f" ({', '.join(self.codes[:3])})" if self.codes else ""
         finding = self.draft.finding
+        when = stamp(self.start)
         if self.draft.failures or finding is None:
-            reported = f"{len(self.reporting) or self.reporters}{size} ranks of {what} timed out{codes}"
+            reported = f"{len(self.reporting) or self.reporters}{size} ranks of {what} timed out{codes} at {when}"
         elif finding.kind == "hang":
+            stopped = [rank for rank in finding.expected if rank not in finding.reached]
             reported = (f"{len(finding.reached)}{size} ranks of {what} entered {finding.op or 'collective'} "
-                        f"#{finding.seq}, the others never did")
+                        f"#{finding.seq} at {when}, rank{'s' if len(stopped) > 1 else ''} {rank_ranges(stopped)} "
+                        "never did")
         else:
-            reported = f"ranks of {what} called different collectives at #{finding.seq}"
+            reported = f"ranks of {what} called different collectives at #{finding.seq} ({when})"
         if top is None:
-            return f"{reported} at {stamp(self.start)}; culprit unknown"
-        label = _CAUSE_LABELS.get(top.cause)
-        cause = _CAUSE_PHRASES.get(top.cause) or (label or top.cause)
-        return f"{top.where}: {cause}; {reported} at {stamp(self.start)}"
+            return f"{reported}; culprit unknown"
+        cause = _CAUSE_PHRASES.get(top.cause) or _CAUSE_LABELS.get(top.cause, top.cause)
+        return f"{top.where}: {cause}; {reported}"
 
 
 _CAUSE_LABELS: dict[str, str] = {

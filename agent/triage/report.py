@@ -66,6 +66,7 @@ class Incident:
     notes: tuple[str, ...] = ()  # what the incident lacks (missing bundles, unmapped addresses)
     named: bool = False  # a culprit is named with enough evidence
     verdict: str = ""
+    title: str = ""  # "communicator <tag>", "process group 0 (default_pg)"
 
     def to_dict(self) -> dict[str, Any]:
         return {"comm": self.comm, "start": self.start, "end": self.end, "codes": list(self.codes),

@@ -1,0 +1,501 @@
+"""``npuwatch bundle [--since 2h] [-o FILE]``: one tar.gz with what triage needs from this node.
+
+Members, under one top directory ``<node>-<YYYYmmdd-HHMMSS>/``:
+
+- ``logs/<absolute path>``: CANN/HCCL logs modified within the window, found as the agent finds
+  them (``collectors.hccl_logs`` paths and globs, the kernel log; ``--log-path`` adds roots), never
+  through a symlink out of a root. Newest first up to ``--max-log-bytes``; a file that does not fit
+  whole keeps its newest part (from a line start); the manifest lists what was cut or left out.
+- ``fr/<n>/<file>``: flight-recorder dumps modified within the window, from the prefixes in
+  ``TORCH_FR_DUMP_TEMP_FILE``, ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, ``TORCH_HCCL_DEBUG_INFO_TEMP_FILE``
+  (torch_npu), their defaults (``/tmp/nccl_trace_rank_``, ``/tmp/hccl_trace_rank_``) and
+  ``--dump-path`` (a directory or a prefix). The training job's environment is not this command's:
+  pass the job's dump prefix with ``--dump-path`` when it is not a default.
+- ``tools/npu-smi/info.txt``, ``info-m.txt``, ``<npu>-<chip>/health.txt``, ``<npu>-<chip>/ecc.txt``,
+  ``tools/hccn_tool/<device>/{link,link_stat,net_health,optical,stat,ip}.txt`` and
+  ``tools/chips.json`` (npu, chip -> device id): every call through ``agent.core.tool_runner``
+  with the configured timeout; a tool that hangs once is not called again.
+- ``etc/hccn.conf``, ``ranktable/<file>`` (``--rank-table`` or ``$RANK_TABLE_FILE``),
+  ``metrics.prom`` (the running agent's ``/metrics``, 2 s timeout; absent is fine),
+  ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files);
+- ``manifest.json`` last: node, host addresses, creation time, window, and what was included, cut
+  and failed.
+
+Safe while the agent runs: files are only read, each copied up to the size it had when listed (a
+file that shrinks meanwhile is padded with newlines, and says so). The archive is written to a
+temporary name next to the output and renamed when complete. Progress goes to stderr on a
+terminal; the archive's path is printed on stdout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+import agent
+from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from collectors import npu_smi_info, npu_smi_mapping
+from collectors.base import ChipRef, ParseError
+from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer
+from collectors.hccn_ip import parse_hccn_conf
+from collectors.hccn_link import device_id
+from collectors.npu_smi_kv import chip_argv
+
+__all__ = ["DUMP_ENV_VARS", "BundleOptions", "main", "write_bundle"]
+
+DUMP_ENV_VARS = {  # variable -> its default prefix
+    "TORCH_FR_DUMP_TEMP_FILE": "/tmp/nccl_trace_rank_",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/nccl_trace_rank_",
+    "TORCH_HCCL_DEBUG_INFO_TEMP_FILE": "/tmp/hccl_trace_rank_",
+}
+HCCN_COMMANDS = ("link", "link_stat", "net_health", "optical", "stat", "ip")
+MAX_DUMP_BYTES = 64 << 20
+MAX_SMALL_FILE = 64 << 20
+MAX_METRICS_BYTES = 16 << 20
+MIN_TAIL_BYTES = 1 << 20
+VERSION_FILES = ("/usr/local/Ascend/driver/version.info", "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
+                 "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info",
+                 "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info")
+TOOL_PARALLEL = 2
+
+
+@dataclass
+class BundleOptions:
+    since_s: float = 7200.0
+    output: Path | None = None
+    node: str | None = None
+    max_log_bytes: int = 512 << 20
+    log_paths: Sequence[str] = ()
+    dump_paths: Sequence[str] = ()
+    rank_table: str | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    tool_env: Mapping[str, str] | None = None  # the demo's fake tools
+    metrics: bool = True
+
+
+@dataclass
+class _Manifest:
+    node: str
+    created: float
+    since: float
+    included: list[dict[str, Any]] = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    addresses: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        body = {"npuwatch_version": agent.__version__, "node": self.node, "created": self.created,
+                "window": {"since": self.since, "until": self.created}, "addresses": self.addresses,
+                "env": self.env, "included": self.included, "cut": self.cut, "failed": self.failed,
+                "tools": self.tools}
+        return json.dumps(body, indent=2).encode()
+
+
+class _Progress:
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+
+    def __call__(self, text: str) -> None:
+        if self.enabled:
+            self.stream.write(f"bundle: {text}\n")
+            self.stream.flush()
+
+
+class _Writer:
+    """Adds members under the bundle's top directory."""
+
+    def __init__(self, tar: tarfile.TarFile, prefix: str, created: float, manifest: _Manifest) -> None:
+        self.tar = tar
+        self.prefix = prefix
+        self.created = created
+        self.manifest = manifest
+
+    def _info(self, name: str, size: int, mtime: float | None = None) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(f"{self.prefix}/{name}")
+        info.size = size
+        info.mtime = int(mtime if mtime is not None else self.created)
+        info.mode = 0o644
+        return info
+
+    def add_bytes(self, name: str, data: bytes, source: str = "", mtime: float | None = None) -> None:
+        self.tar.addfile(self._info(name, len(data), mtime), io.BytesIO(data))
+        self.manifest.included.append({"file": name, "source": source or name, "bytes": len(data)})
+
+    def add_file(self, name: str, path: str, start: int, length: int, mtime: float) -> None:
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            reader = _Exact(handle, length, skip_partial_line=start > 0)
+            self.tar.addfile(self._info(name, length, mtime), cast(IO[bytes], reader))
+        if reader.padded:
+            self.manifest.cut.append(f"{path}: shrank while copied; padded with {reader.padded} newlines")
+        self.manifest.included.append({"file": name, "source": path, "bytes": length,
+                                       **({"from_byte": start} if start else {})})
+
+
+class _Exact:
+    """Reads exactly ``length`` bytes: a file that shrank is padded with newlines; a copy that
+    starts mid-file blanks the partial first line (so the member keeps its size)."""
+
+    def __init__(self, handle: IO[bytes], length: int, skip_partial_line: bool) -> None:
+        self.handle = handle
+        self.left = length
+        self.padded = 0
+        self.skip = skip_partial_line
+
+    def read(self, size: int = -1) -> bytes:
+        want = self.left if size < 0 else min(size, self.left)
+        if want <= 0:
+            return b""
+        data = self.handle.read(want)
+        if self.skip:
+            self.skip = False
+            newline = data.find(b"\n")
+            cut = newline + 1 if newline >= 0 else len(data)
+            data = b" " * (cut - 1) + b"\n" + data[cut:] if cut > 0 else data
+        if len(data) < want:
+            self.padded += want - len(data)
+            data += b"\n" * (want - len(data))
+        self.left -= len(data)
+        return data
+
+
+# ----------------------------------------------------------------------------- tools
+
+
+class _Tools:
+    """npu-smi / hccn_tool calls with the configured timeouts; a tool that hung is skipped after."""
+
+    def __init__(self, config: Any, env: Mapping[str, str] | None) -> None:
+        collectors = config.collectors
+        self.settings = {"npu-smi": (collectors.npu_smi.path, float(collectors.npu_smi.timeout)),
+                         "hccn_tool": (collectors.hccn_tool.path, float(collectors.hccn_tool.timeout))}
+        self.env = dict(env) if env else None
+        self.broken: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def run(self, tool: str, args: Sequence[str]) -> tuple[str | None, str | None, float]:
+        """(stdout, why it failed, seconds)."""
+        started = time.monotonic()
+        shown = " ".join([tool, *args])
+        with self.lock:
+            broken = self.broken.get(tool)
+        if broken is not None:
+            return None, f"{shown}: skipped, {broken}", 0.0
+        configured, timeout = self.settings[tool]
+        try:
+            path = resolve_tool(tool, configured)
+            result = run_tool([path, *args], timeout, env=self.env)
+            return result.stdout, None, time.monotonic() - started
+        except ToolMissing:
+            with self.lock:
+                self.broken.setdefault(tool, f"{tool} not found")
+            return None, f"{shown}: {tool} not found", time.monotonic() - started
+        except ToolTimeout:
+            with self.lock:
+                self.broken.setdefault(tool, f"{tool} hung earlier ({shown})")
+            return None, f"{shown}: no answer within {timeout:g}s (killed)", time.monotonic() - started
+        except ToolFailed as exc:
+            return None, f"{shown}: {exc}", time.monotonic() - started
+
+
+def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
+    tools = _Tools(config, options.tool_env)
+    manifest = writer.manifest
+
+    def record(name: str, argv: Sequence[str], result: tuple[str | None, str | None, float]) -> None:
+        output, error, seconds = result
+        manifest.tools.append({"file": name, "argv": list(argv), "ok": error is None, "seconds": round(seconds, 3)})
+        if error is not None:
+            manifest.failed.append(error)
+        elif output is not None:
+            writer.add_bytes(name, output.encode(), " ".join(argv))
+
+    result = tools.run("npu-smi", ["info"])
+    record("tools/npu-smi/info.txt", ["npu-smi", "info"], result)
+    info = result[0]
+    chips: list[ChipRef] = []
+    if info is not None:
+        result = tools.run("npu-smi", ["info", "-m"])
+        record("tools/npu-smi/info-m.txt", ["npu-smi", "info", "-m"], result)
+        mapping_text = result[0]
+        try:
+            table = npu_smi_info.parse(info)
+            mapping = npu_smi_mapping.parse(mapping_text) if mapping_text else None
+            chips = npu_smi_info.chip_refs(table, mapping)
+        except (ParseError, ValueError) as exc:
+            manifest.failed.append(f"npu-smi info: unreadable: {exc}")
+    devices = sorted({device_id(ref) for ref in chips}) or _conf_devices(config)
+    writer.add_bytes("tools/chips.json", json.dumps(
+        [{"npu": ref.npu, "chip": ref.chip, "device": device_id(ref)} for ref in chips]).encode(), "npu-smi info")
+    calls: list[tuple[str, str, list[str]]] = []
+    for ref in chips:
+        for kind in ("health", "ecc"):
+            calls.append((f"tools/npu-smi/{ref.npu}-{ref.chip}/{kind}.txt", "npu-smi", chip_argv(kind, ref)))
+    for device in devices:
+        for command in HCCN_COMMANDS:
+            calls.append((f"tools/hccn_tool/{device}/{command}.txt", "hccn_tool",
+                          ["-i", str(device), f"-{command}", "-g"]))
+    with ThreadPoolExecutor(max_workers=TOOL_PARALLEL * 2, thread_name_prefix="bundle") as pool:
+        futures = [(name, tool, args, pool.submit(tools.run, tool, args)) for name, tool, args in calls]
+        for name, tool, args, future in futures:
+            record(name, [tool, *args], future.result())
+    say(f"{len(calls) + 1 + bool(chips)} tool calls, {len(chips)} chips, {len(devices)} RoCE ports"
+             + (f"; {len(tools.broken)} tool(s) skipped: {', '.join(tools.broken.values())}" if tools.broken else ""))
+
+
+def _conf_devices(config: Any) -> list[int]:
+    try:
+        text = Path(config.collectors.hccn_tool.hccn_conf).read_text(encoding="utf-8", errors="replace")
+        return sorted(parse_hccn_conf(text))
+    except (OSError, ParseError):
+        return []
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _small_file(writer: _Writer, name: str, path: str, limit: int = MAX_SMALL_FILE) -> None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+            mtime = os.fstat(handle.fileno()).st_mtime
+    except FileNotFoundError:
+        writer.manifest.failed.append(f"{path}: not found")
+        return
+    except OSError as exc:
+        writer.manifest.failed.append(f"{path}: {exc.strerror or exc}")
+        return
+    if len(data) > limit:
+        writer.manifest.cut.append(f"{path}: over {limit} bytes, left out")
+        return
+    writer.add_bytes(name, data, path, mtime)
+
+
+def _dump_candidates(options: BundleOptions) -> list[str]:
+    """Prefixes and directories where flight-recorder dumps may be."""
+    places: list[str] = []
+    for variable, default in DUMP_ENV_VARS.items():
+        value = options.environ.get(variable) or default
+        if value not in places:
+            places.append(value)
+    places.extend(p for p in options.dump_paths if p not in places)
+    return places
+
+
+def _dump_files(place: str, since: float) -> list[tuple[str, os.stat_result]]:
+    """Regular files (no symlinks) named ``<prefix>*`` or inside the directory ``place``."""
+    if os.path.isdir(place):
+        directory, prefix = place, ""
+    else:
+        directory, prefix = os.path.dirname(place) or ".", os.path.basename(place)
+    found: list[tuple[str, os.stat_result]] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.name.startswith(prefix) or entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                if info.st_mtime >= since:
+                    found.append((entry.path, info))
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def _dumps(writer: _Writer, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
+    count = 0
+    for index, place in enumerate(_dump_candidates(options)):
+        for path, info in _dump_files(place, since):
+            if info.st_size > MAX_DUMP_BYTES:
+                writer.manifest.cut.append(f"{path}: dump over {MAX_DUMP_BYTES} bytes, left out")
+                continue
+            _small_file(writer, f"fr/{index}/{os.path.basename(path)}", path, MAX_DUMP_BYTES)
+            count += 1
+    say(f"{count} flight-recorder dumps")
+
+
+def _logs(writer: _Writer, config: Any, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
+    logs = config.collectors.hccl_logs
+    paths = [*map(str, logs.paths), *options.log_paths]
+    tailer = LogTailer(paths, tuple(logs.globs) or DEFAULT_GLOBS, logs.kernel_log, None)
+    recent: list[tuple[float, int, str, str]] = []
+    for path, real in tailer.discover():
+        try:
+            info = os.stat(real)
+        except OSError as exc:
+            writer.manifest.failed.append(f"{path}: {exc.strerror or exc}")
+            continue
+        if info.st_mtime >= since:
+            recent.append((info.st_mtime, info.st_size, path, real))
+    for problem in tailer.read_errors:
+        writer.manifest.failed.append(problem)
+    if tailer.discovery_capped:
+        writer.manifest.cut.append(tailer.discovery_capped)
+    budget = options.max_log_bytes
+    taken = 0
+    for mtime, size, path, real in sorted(recent, reverse=True):
+        if size <= budget:
+            start, length = 0, size
+        elif budget >= MIN_TAIL_BYTES:
+            start, length = size - budget, budget
+            writer.manifest.cut.append(f"{path}: kept the newest {length} of {size} bytes")
+        else:
+            writer.manifest.cut.append(f"{path}: left out ({size} bytes; --max-log-bytes spent)")
+            continue
+        try:
+            writer.add_file("logs/" + path.lstrip("/"), real, start, length, mtime)
+        except OSError as exc:
+            writer.manifest.failed.append(f"{path}: {exc.strerror or exc}")
+            continue
+        budget -= length
+        taken += 1
+    say(f"{taken} log files ({options.max_log_bytes - budget} bytes) of {len(recent)} modified in the window")
+
+
+def _metrics(writer: _Writer, config: Any) -> None:
+    host = config.web.listen_address
+    host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host  # noqa: S104 - the agent's own wildcard bind
+    url = f"http://{host}:{int(config.web.port)}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as response:
+            data = response.read(MAX_METRICS_BYTES + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        writer.manifest.failed.append(f"{url}: {getattr(exc, 'reason', exc)} (is the agent running?)")
+        return
+    if len(data) > MAX_METRICS_BYTES:
+        writer.manifest.cut.append(f"{url}: over {MAX_METRICS_BYTES} bytes, left out")
+        return
+    writer.add_bytes("metrics.prom", data, url)
+
+
+def _versions() -> bytes:
+    lines = [f"npuwatch {agent.__version__}", f"python {platform.python_version()}",
+             f"platform {platform.platform()}", f"hostname {socket.gethostname()}"]
+    for path in VERSION_FILES:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(65536).decode("utf-8", "replace")
+        except OSError:
+            continue
+        lines.append(f"== {path}")
+        lines.append(text.rstrip())
+    return ("\n".join(lines) + "\n").encode()
+
+
+def host_addresses() -> list[str]:
+    """This node's IPv4 addresses, loopback left out (how peers' logs may name it)."""
+    try:
+        import psutil
+
+        found = {address.address for addresses in psutil.net_if_addrs().values() for address in addresses
+                 if address.family == socket.AF_INET}
+    except (ImportError, OSError):
+        found = set()
+    return sorted(address for address in found if not address.startswith("127."))
+
+
+# ----------------------------------------------------------------------------- the bundle
+
+
+def _node_name(config: Any, options: BundleOptions) -> str:
+    return options.node or str(config.labels.get("node") or "") or socket.gethostname()
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "node"
+
+
+def write_bundle(config: Any, options: BundleOptions, progress: Callable[[str], None] | None = None) -> Path:
+    """Write the bundle; returns its path. Tool and file problems go to the manifest, never raise."""
+    say = progress or (lambda text: None)
+    now = time.time()
+    node = _node_name(config, options)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    prefix = f"{_safe(node)}-{stamp}"
+    output = options.output or Path(f"npuwatch-bundle-{prefix}.tar.gz")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    since = now - options.since_s
+    manifest = _Manifest(node, now, since, addresses=host_addresses())
+    manifest.env = {key: options.environ[key] for key in (*DUMP_ENV_VARS, "RANK_TABLE_FILE",
+                                                           "ASCEND_PROCESS_LOG_PATH") if options.environ.get(key)}
+    handle, temporary = tempfile.mkstemp(prefix=f".{output.name}.", dir=str(output.parent))
+    os.close(handle)
+    try:
+        with tarfile.open(temporary, "w:gz", compresslevel=6) as tar:
+            writer = _Writer(tar, prefix, now, manifest)
+            _snapshot_tools(config, options, writer, say)
+            _small_file(writer, "etc/hccn.conf", str(config.collectors.hccn_tool.hccn_conf), 1 << 20)
+            table = options.rank_table or options.environ.get("RANK_TABLE_FILE")
+            if table:
+                _small_file(writer, f"ranktable/{os.path.basename(table)}", table)
+            _dumps(writer, options, since, say)
+            _logs(writer, config, options, since, say)
+            if options.metrics:
+                _metrics(writer, config)
+            writer.add_bytes("versions.txt", _versions())
+            data = manifest.to_json()
+            tar.addfile(writer._info("manifest.json", len(data)), io.BytesIO(data))
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, output)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    say(f"wrote {output} ({output.stat().st_size} bytes; {len(manifest.cut)} cut, {len(manifest.failed)} failed)")
+    return output
+
+
+def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
+    """Point the tools and the logs at the demo node (created when absent), as diagnose does."""
+    from agent.core.config import apply_overrides
+    from agent.demo.node import DemoNode, demo_overrides
+
+    demo = DemoNode(demo_dir).open(chips=chips)
+    (demo_dir / "log").mkdir(parents=True, exist_ok=True)
+    return apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config)), demo.env()
+
+
+def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,
+         err: IO[str] | None = None) -> int:
+    from agent.core.config_values import parse_duration, parse_size
+
+    stream = out if out is not None else sys.stdout
+    errors = err if err is not None else sys.stderr
+    try:
+        since_s = parse_duration(getattr(args, "since", None) or "2h")
+        max_bytes = parse_size(getattr(args, "max_log_bytes", None) or "512MiB")
+    except ValueError as exc:
+        errors.write(f"npuwatch bundle: bad value {exc}\n")
+        return 2
+    tool_env = None
+    node = getattr(args, "node", None)
+    if demo_dir is not None:
+        config, tool_env = _demo_setup(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
+        node = node or Path(demo_dir).resolve().name
+    output = getattr(args, "output", None)
+    options = BundleOptions(since_s=since_s, output=Path(output) if output else None, node=node,
+                            max_log_bytes=max_bytes, log_paths=tuple(getattr(args, "log_path", None) or ()),
+                            dump_paths=tuple(getattr(args, "dump_path", None) or ()),
+                            rank_table=getattr(args, "rank_table", None), tool_env=tool_env)
+    progress = _Progress(errors)
+    path = write_bundle(config, options, progress)
+    stream.write(f"{path}\n")
+    stream.flush()
+    return 0

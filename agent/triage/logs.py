@@ -1,0 +1,431 @@
+"""Evidence from one log stream (a plog, a device log, a job's stdout, a kernel log).
+
+Two parsers read the same lines: ``collectors.hccl_comm`` (who is which rank of which
+communicator, what each rank was running when it failed, rendezvous timeouts, torch_npu watchdog)
+and ``collectors.hccl_classify`` (error codes and culprit hints). This module joins what they say
+into records (``agent.triage.evidence``):
+
+- ``RankSeen`` for every rank identity (init lines, failure blocks);
+- ``RankFailure`` for every failure block (group, rank, operation, index) with the Ascend code
+  printed near it, and for timeout-like errors with no block, placed by the process's identity;
+- ``Blame`` for every peer a line names, with ``how`` read from the line (heartbeat lost or stuck,
+  remote rank waited on, link peer, CQE peer, missing from the rendezvous), and the reporter
+  (communicator and rank) of the same process nearest in time;
+- ``LocalFault`` for RoCE completion errors (on the logging device) and for the kernel's
+  ``Heartbeat lost! (device=N)``;
+- ``OpProgress`` per process and communicator from HCCL_ENTRY_LOG_ENABLE entry lines.
+
+**Speed.** ``candidate_lines`` is a prefilter on raw bytes: plog ``[INFO]``/``[DEBUG]``/
+``[EVENT]``/``[TRACE]`` lines (almost all of a log) are skipped by one regular expression that
+finds only the starts of other lines, plus ``bytes.find`` for the four tokens an INFO line may
+carry a fact in (``Entry-Hccl``, ``ankNum[``, ``Key Info]``, ``crimer``). Line numbers stay exact
+(newlines are counted in C), so both parsers join blocks as if they had read every line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress, RankFailure, RankSeen
+from collectors.hccl_classify import Event, Hint, StreamClassifier, parse_timestamp
+from collectors.hccl_comm import (
+    CollectiveFailure,
+    CollectiveOp,
+    CommFactParser,
+    Fact,
+    InitTimeout,
+    RankIdentity,
+    WatchdogTimeout,
+)
+
+__all__ = ["CHUNK_BYTES", "MAX_LINE", "LogReader", "candidate_lines", "read_stream"]
+
+CHUNK_BYTES = 4 << 20
+MAX_LINE = 64 << 10
+INCIDENT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
+                                 "stream_sync_timeout", "sdma", "desync"})
+CODE_NEAR_S = 120.0  # an error code printed this close to a failure block belongs to it
+CODE_NEAR_LINES = 64
+REPORTER_NEAR_S = 900.0  # a hint line belongs to the nearest failure of its process within this
+
+_QUIET = (b"[INFO]", b"[DEBUG]", b"[EVENT]", b"[TRACE]")
+_RARE_TOKENS = (b"Entry-Hccl", b"ankNum[", b"Key Info]", b"crimer")
+_NOT_QUIET_START = re.compile(rb"\n(?!\[(?:INFO|DEBUG|EVENT|TRACE)\])")
+_PID_RE = re.compile(r"[A-Z][A-Z0-9_]*\((\d+),[^)]*\):|\[PID: (\d+)\]")
+_LOCAL_DEVICE_RE = re.compile(r"localInfo\{server\[[^\]]*\],deviceId\[(\d+)\]")
+_IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+def candidate_lines(data: bytes, first_line_no: int) -> tuple[list[tuple[int, bytes]], int]:
+    """The lines of ``data`` (whole lines) that may say something, with their 1-based numbers,
+    and how many lines ``data`` holds."""
+    starts: list[int] = []
+    if data and not data.startswith(_QUIET):
+        starts.append(0)
+    size = len(data)
+    starts.extend(match.end() for match in _NOT_QUIET_START.finditer(data) if match.end() < size)
+    extra = False
+    for token in _RARE_TOKENS:
+        at = data.find(token)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            if data.startswith(_QUIET, start):
+                starts.append(start)
+                extra = True
+            end = data.find(b"\n", at)
+            if end < 0:
+                break
+            at = data.find(token, end)
+    if extra:
+        starts = sorted(set(starts))
+    lines: list[tuple[int, bytes]] = []
+    line_no = first_line_no
+    previous = 0
+    for start in starts:
+        line_no += data.count(b"\n", previous, start)
+        previous = start
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = size
+        if end > start:
+            lines.append((line_no, data[start:min(end, start + MAX_LINE)]))
+    total = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+    return lines, total
+
+
+def read_stream(read: Callable[[int], bytes], reader: LogReader, limit: int | None = None) -> int:
+    """Feed every candidate line of a binary stream to ``reader``; returns the bytes read.
+
+    ``limit`` stops after that many bytes (the rest of the stream is not read).
+    """
+    carry = b""
+    line_no = 1
+    total = 0
+    first: bytes | None = None
+    last = b""
+    while True:
+        want = CHUNK_BYTES if limit is None else min(CHUNK_BYTES, limit - total)
+        data = read(want) if want > 0 else b""
+        if not data:
+            break
+        total += len(data)
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            carry = buf if len(buf) < MAX_LINE else b""
+            continue
+        whole, carry = buf[:cut + 1], buf[cut + 1:]
+        if first is None:
+            first = whole[:whole.find(b"\n")][:512]
+        last = whole[whole.rfind(b"\n", 0, len(whole) - 1) + 1:][:512]
+        lines, count = candidate_lines(whole, line_no)
+        line_no += count
+        for number, raw in lines:
+            reader.feed(number, raw.decode("utf-8", "replace").rstrip("\r"))
+    if carry:
+        if first is None:
+            first = carry[:512]
+        last = carry[:512]
+        lines, _ = candidate_lines(carry, line_no)
+        for number, raw in lines:
+            reader.feed(number, raw.decode("utf-8", "replace").rstrip("\r"))
+    for edge in (first, last):
+        if edge:
+            reader.saw(parse_timestamp(edge.decode("utf-8", "replace"), reader.ref_time))
+    return total
+
+
+def _line_pid(line: str) -> int | None:
+    match = _PID_RE.search(line)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
+
+
+def _how(kind: str, line: str) -> str | None:
+    if kind == "crimer_rank":
+        return "lost" if "LOST" in line else "stuck"
+    if kind == "exception_location":
+        if "Lost" in line or "LOST" in line:
+            return "lost"
+        return "stuck" if "Stuck" in line else "waited_on"
+    if kind == "remote_rank":
+        return "waited_on"
+    if kind in ("dst_rank", "link_peer", "root_server"):
+        return "unreachable"
+    if kind == "peer":
+        return "cqe" if "CQE" in line or "cqe" in line else "unreachable"
+    if kind == "missing_rank":
+        return "missing"
+    return None
+
+
+def _int(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def _ip(text: str) -> str | None:
+    text = text.strip()
+    return text if _IPV4_RE.match(text) else None
+
+
+def _target(kind: str, value: str) -> tuple[int | None, str | None, int | None]:
+    """(rank, ip, device) a hint value names."""
+    if kind == "root_server":
+        return None, _ip(value.rsplit(":", 1)[0]), None
+    if "/" in value:
+        left, _, right = value.partition("/")
+        ip = _ip(left)
+        number = _int(right)
+        if kind in ("dst_rank", "peer") or (kind == "exception_location" and ip is None):
+            return None, ip if ip is not None else left.strip() or None, number  # server IP / device id
+        return number, ip, None
+    ip = _ip(value)
+    if ip is not None:
+        return None, ip, None
+    return _int(value), None, None
+
+
+@dataclass
+class _HintSeen:
+    hint: Hint
+    how: str
+    pid: int | None
+    line_no: int
+
+
+@dataclass
+class _Cqe:
+    at: float | None
+    pid: int | None
+    device: int | None
+    peer: str | None
+    line_no: int
+
+
+@dataclass
+class _Ops:
+    count: int = 0
+    last_op: str | None = None
+    last_at: float | None = None
+    rank: int | None = None
+
+
+@dataclass
+class LogReader:
+    """Reads one stream's candidate lines (``feed``) and turns them into evidence (``finish``)."""
+
+    node: str
+    source: str
+    ref_time: float | None = None
+    facts: list[Fact] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    hints: list[_HintSeen] = field(default_factory=list)
+    cqes: list[_Cqe] = field(default_factory=list)
+    lost_devices: list[tuple[int | None, float | None, int]] = field(default_factory=list)
+    ops: dict[tuple[str, int | None], _Ops] = field(default_factory=dict)
+    first_at: float | None = None
+    last_at: float | None = None
+
+    def __post_init__(self) -> None:
+        self._comm = CommFactParser(self.ref_time)
+        self._classifier = StreamClassifier(source=self.source, ref_time=self.ref_time)
+
+    def saw(self, at: float | None) -> None:
+        if at is None:
+            return
+        self.first_at = at if self.first_at is None else min(self.first_at, at)
+        self.last_at = at if self.last_at is None else max(self.last_at, at)
+
+    def feed(self, line_no: int, line: str) -> None:
+        self._comm.line_no = line_no - 1
+        for fact in self._comm.feed(line):
+            self._fact(fact)
+        self._classifier.line_no = line_no - 1
+        events, hints = self._classifier.feed(line)
+        if events:
+            self.events.extend(events)
+        if hints:
+            self._hints(line, line_no, hints)
+
+    def _hints(self, line: str, line_no: int, hints: list[Hint]) -> None:
+        pid = _line_pid(line)
+        for hint in hints:
+            if hint.kind == "device":  # the kernel's "Heartbeat lost! (device=N"
+                self.lost_devices.append((_int(hint.value), hint.timestamp, line_no))
+                continue
+            how = _how(hint.kind, line)
+            if how is None:
+                continue
+            self.hints.append(_HintSeen(hint, how, pid, line_no))
+            if how == "cqe":
+                local = _LOCAL_DEVICE_RE.search(line)
+                _, peer, _ = _target(hint.kind, hint.value)
+                self.cqes.append(_Cqe(hint.timestamp, pid, int(local.group(1)) if local else None, peer, line_no))
+
+    def _fact(self, fact: Fact) -> None:
+        if isinstance(fact, CollectiveOp):
+            if fact.group is None:
+                return
+            ops = self.ops.setdefault((fact.group, fact.pid), _Ops())
+            ops.count += 1
+            ops.last_op = fact.op
+            ops.last_at = fact.timestamp
+            ops.rank = fact.rank if fact.rank is not None else ops.rank
+            return
+        self.facts.append(fact)
+
+    # ------------------------------------------------------------------ finish
+
+    def finish(self) -> Evidence:
+        for fact in self._comm.finish():
+            self._fact(fact)
+        self.events.extend(self._classifier.flush())
+        evidence = Evidence()
+        identities = [f for f in self.facts if isinstance(f, RankIdentity)]
+        failures = [f for f in self.facts if isinstance(f, CollectiveFailure)]
+        by_pid: dict[int | None, list[RankIdentity]] = {}
+        for identity in identities:
+            by_pid.setdefault(identity.pid, []).append(identity)
+            if identity.group is not None:
+                evidence.ranks.append(RankSeen(identity.group, identity.rank, self.node, identity.rank_size,
+                                               identity.device, identity.pid, identity.device_ip, identity.server,
+                                               identity.timestamp, f"{self.source}:{identity.line_no}"))
+            self.saw(identity.timestamp)
+        used: set[int] = set()
+        for failure in failures:
+            evidence.failures.append(self._failure(failure, by_pid, used))
+        for index, event in enumerate(self.events):
+            self.saw(event.timestamp)
+            if index in used or event.category not in INCIDENT_CATEGORIES:
+                continue
+            pid = _line_pid(event.text)
+            group, rank, size, device = self._identity(pid, by_pid, event.timestamp)
+            evidence.failures.append(RankFailure(self.node, event.timestamp, event.code, event.category, group, rank,
+                                                 size, device, pid=pid, source=f"{self.source}:{event.line_no}"))
+        for fact in self.facts:
+            if isinstance(fact, InitTimeout):
+                self._init_timeout(fact, by_pid, evidence)
+            elif isinstance(fact, WatchdogTimeout):
+                evidence.failures.append(RankFailure(self.node, fact.timestamp, "watchdog", "watchdog_timeout", None,
+                                                     fact.rank, None, None, fact.op, fact.seq,
+                                                     source=f"{self.source}:{fact.line_no}"))
+        reports = [(f.pid, f.at, f.comm, f.rank) for f in evidence.failures]
+        for seen in self.hints:
+            comm, reporter = self._reporter(seen.pid, seen.hint.timestamp, reports, by_pid)
+            rank, ip, device = _target(seen.hint.kind, seen.hint.value)
+            if rank is None and ip is None:
+                continue
+            evidence.blames.append(Blame(self.node, seen.hint.timestamp, seen.how, comm, reporter, rank, ip, device,
+                                         seen.pid, f"{self.source}:{seen.line_no}"))
+        evidence.faults.extend(self._cqe_faults(by_pid))
+        for device, at, line_no in self.lost_devices:
+            evidence.faults.append(LocalFault(self.node, device, "device_lost",
+                                              f"kernel log: Heartbeat lost! (device={device})", at=at,
+                                              source=f"{self.source}:{line_no}"))
+        for (group, pid), ops in self.ops.items():
+            rank = ops.rank
+            if rank is None:
+                rank = next((i.rank for i in by_pid.get(pid, []) if i.group == group), None)
+            evidence.progress.append(OpProgress(self.node, group, rank, ops.count, ops.last_op, ops.last_at, pid,
+                                                self.source))
+        for at in [f.at for f in evidence.failures] + [b.at for b in evidence.blames]:
+            self.saw(at)
+        return evidence
+
+    def _failure(self, failure: CollectiveFailure, by_pid: dict[int | None, list[RankIdentity]],
+                 used: set[int]) -> RankFailure:
+        code, category = "task_exec_timeout", "exec_timeout"
+        best: tuple[float, int] | None = None
+        for index, event in enumerate(self.events):
+            if event.category not in INCIDENT_CATEGORIES:
+                continue
+            if failure.pid is not None and _line_pid(event.text) not in (None, failure.pid):
+                continue
+            if failure.timestamp is not None and event.timestamp is not None:
+                distance = abs(event.timestamp - failure.timestamp)
+                near = distance <= CODE_NEAR_S
+            else:
+                distance = float(abs(event.line_no - failure.line_no))
+                near = distance <= CODE_NEAR_LINES
+            if not near:
+                continue
+            ascend = event.code[:2] in ("EI", "EE", "EJ") or event.code.isdigit()
+            rank_key = (0.0 if ascend else 1.0, index)
+            if best is None or rank_key < best:
+                best = rank_key
+                code, category = event.code, event.category
+            used.add(index)
+        group, rank, size, device = failure.group, failure.rank, failure.rank_size, failure.device
+        if group is None or rank is None:
+            known_group, known_rank, known_size, known_device = self._identity(failure.pid, by_pid, failure.timestamp)
+            group = group or known_group
+            rank = rank if rank is not None else known_rank
+            size = size if size is not None else known_size
+            device = device if device is not None else known_device
+        if device is None and group is not None:
+            device = next((i.device for i in by_pid.get(failure.pid, []) if i.group == group and i.rank == rank
+                           and i.device is not None), None)
+        return RankFailure(self.node, failure.timestamp, code, category, group, rank, size, device, failure.op,
+                           failure.index, failure.pid, f"{self.source}:{failure.line_no}")
+
+    def _identity(self, pid: int | None, by_pid: dict[int | None, list[RankIdentity]], at: float | None
+                  ) -> tuple[str | None, int | None, int | None, int | None]:
+        """(group, rank, size, device) of a process when its identities name one communicator."""
+        known = by_pid.get(pid) if pid is not None else [i for items in by_pid.values() for i in items]
+        places = {(i.group, i.rank) for i in known or [] if i.group is not None}
+        if len(places) != 1:
+            return None, None, None, None
+        group, rank = places.pop()
+        sizes = [i.rank_size for i in known or [] if i.rank_size is not None]
+        devices = [i.device for i in known or [] if i.device is not None]
+        return group, rank, max(sizes) if sizes else None, devices[0] if devices else None
+
+    def _reporter(self, pid: int | None, at: float | None, reports: list[tuple[int | None, float | None, str | None,
+                                                                              int | None]],
+                  by_pid: dict[int | None, list[RankIdentity]]) -> tuple[str | None, int | None]:
+        best: tuple[float, str | None, int | None] | None = None
+        for report_pid, report_at, comm, rank in reports:
+            if comm is None or (pid is not None and report_pid is not None and report_pid != pid):
+                continue
+            distance = abs(report_at - at) if report_at is not None and at is not None else REPORTER_NEAR_S
+            if distance <= REPORTER_NEAR_S and (best is None or distance < best[0]):
+                best = (distance, comm, rank)
+        if best is not None:
+            return best[1], best[2]
+        group, rank, _, _ = self._identity(pid, by_pid, at)
+        return group, rank
+
+    def _init_timeout(self, fact: InitTimeout, by_pid: dict[int | None, list[RankIdentity]],
+                      evidence: Evidence) -> None:
+        group, rank, size, device = self._identity(fact.pid, by_pid, fact.timestamp)
+        group = fact.group or group
+        source = f"{self.source}:{fact.line_no}"
+        evidence.failures.append(RankFailure(self.node, fact.timestamp, "EI0015", "rendezvous_timeout", group, rank,
+                                             fact.expected or size, device, pid=fact.pid, source=source))
+        for missing in fact.missing or ():
+            evidence.blames.append(Blame(self.node, fact.timestamp, "missing", group, rank, missing, pid=fact.pid,
+                                         source=source))
+        if fact.role == "agent" and fact.root is not None:
+            evidence.blames.append(Blame(self.node, fact.timestamp, "unreachable", group, rank,
+                                         ip=_ip(fact.root.rsplit(":", 1)[0]), pid=fact.pid, source=source))
+
+    def _cqe_faults(self, by_pid: dict[int | None, list[RankIdentity]]) -> list[LocalFault]:
+        """One fault per device: the first CQE error, how many, towards whom, until the last."""
+        grouped: dict[int | None, list[_Cqe]] = {}
+        for cqe in self.cqes:
+            device = cqe.device if cqe.device is not None else self._identity(cqe.pid, by_pid, cqe.at)[3]
+            grouped.setdefault(device, []).append(cqe)
+        faults = []
+        for device, items in grouped.items():
+            times = [c.at for c in items if c.at is not None]
+            peers = sorted({c.peer for c in items if c.peer})
+            towards = f" towards {', '.join(peers[:3])}" if peers else ""
+            count = f"{len(items)} RoCE CQE error lines" if len(items) > 1 else "a RoCE CQE error"
+            faults.append(LocalFault(self.node, device, "roce_cqe", f"{count}{towards} ({self.source})",
+                                     at=min(times) if times else None, until=max(times) if times else None,
+                                     source=f"{self.source}:{items[0].line_no}"))
+        return faults
