@@ -123,12 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 0 none, 1 culprit named, 2 culprit unknown, 3 unreadable)",
         description="Read bundles (npuwatch bundle) or directories (one node each), group ranks by communicator "
                     "and name the culprit of each HCCL incident with its evidence.")
-    triage.add_argument("paths", nargs="+", metavar="PATH", help="bundles or directories")
+    triage.add_argument("paths", nargs="*", metavar="PATH", help="bundles or directories")
     triage.add_argument("--rank-table", dest="rank_table", metavar="FILE", help="the job's rank table (hccl.json)")
     triage.add_argument("--since", metavar="TIME", help="from this time (2h, 2025-10-24 10:00, epoch seconds)")
     triage.add_argument("--until", metavar="TIME", help="up to this time")
     triage.add_argument("--json", action="store_true", help="one JSON object on stdout")
     triage.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPUs, at most one per input)")
+    from agent.triage import prometheus as triage_prometheus
+
+    triage_prometheus.add_arguments(triage)
 
     probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent.probes import cli as probe_cli

@@ -9,7 +9,8 @@ goes silent, the seven other ranks log EI0002 blocks naming its device IP and ra
   scrape + evaluation cycles (plus dispatch slack) of the scans that read the logs;
 - through Alertmanager with alerts/alertmanager.hccl-routing.example.yml, the incident is one
   notification to its receiver that holds the culprit and the victims' HCCLTimeout alerts;
-- the dashboard's "HCCL incidents and culprits" queries answer with the incident and the culprit.
+- the dashboard's "HCCL incidents and culprits" queries answer with the incident and the culprit;
+- ``npuwatch triage --prometheus URL --json`` names the same culprit (and its cause, the link).
 
 What differs from production (CI time): every ``for:`` becomes ``for: 1s``; the Alertmanager
 example's ``group_wait`` becomes 4 s and its receivers the test's webhook; scrape and evaluation
@@ -72,7 +73,8 @@ SLACK_S = 5.0
 
 NPU_SMI_OFF = ["npu_smi_usages", "npu_smi_common", "npu_smi_ecc", "npu_smi_health", "npu_smi_memory",
                "npu_smi_board", "npu_smi_hccs", "npu_smi_hccs_bw"]
-HCCN_OFF = ["hccn_link_stat", "hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed"]
+# link_stat stays on: its change records date the link-down for `npuwatch triage --prometheus`
+HCCN_OFF = ["hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed"]
 
 
 def node_config(name: str) -> dict[str, Any]:
@@ -288,3 +290,26 @@ def test_the_culprit_is_named_online_within_two_cycles(online: Online) -> None:
     assert (ranks, reporting, silent) == (8.0, 7.0, 1.0)
     culprit_rows = [(row["metric"].get("node"), row["metric"].get("npu")) for row in answers[4]]
     assert culprit_rows == [(CULPRIT, str(CULPRIT_NPU))]
+
+    # npuwatch triage --prometheus runs the offline engine on the same series and agrees
+    report, code = triage_online(prom.url)
+    assert code == 1, report["verdict"]
+    assert len(report["incidents"]) == 1, report["incidents"]
+    incident = report["incidents"][0]
+    assert incident["comm"] == summary["comm"]
+    assert incident["rank_size"] == CHIPS * len(NODES)
+    assert incident["reporting_ranks"] == [0, 1, 2, 3, 4, 6, 7]
+    assert incident["silent_ranks"] == [CULPRIT_RANK]
+    assert "EI0002" in incident["codes"]
+    best = incident["culprits"][0]
+    assert (best["node"], best["npu"], best["rank"], best["cause"]) == (CULPRIT, CULPRIT_NPU, CULPRIT_RANK,
+                                                                        "link_down")
+    assert all(c["score"] < best["score"] for c in incident["culprits"][1:])
+    assert any("RoCE link down on node-3 NPU 1" in line for line in best["evidence"]), best["evidence"]
+
+
+def triage_online(url: str) -> tuple[dict[str, Any], int]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = npuwatch(["triage", "--prometheus", url, "--since", "1h", "--json"])
+    return dict(json.loads(out.getvalue())), code

@@ -40,6 +40,7 @@ __all__ = ["SCENARIOS", "culprit_index", "hccl_hang"]
 SCENARIOS = ("hccl-hang",)
 JOB_STARTED_BEFORE_S = 3600.0  # the init lines: the job started an hour before it hung
 _RANK_SKEW_S = 0.003  # ranks print their blocks a few milliseconds apart
+LINK_DOWN_BEFORE_S = 62.0
 _NODE_INDEX_RE = re.compile(r"node-(\d+)")
 
 
@@ -110,7 +111,8 @@ def hccl_hang(directories: Sequence[Path], culprit: str, npu: int, *, at: float 
         job_log = append_job_log(node.log_root, screen) if screen else None
         summary_nodes.append({"dir": str(node.directory), "node": Path(directories[position]).name,
                               "timed_out_ranks": ranks, "job_log": None if job_log is None else str(job_log)})
-    nodes[index].set_fault("link_down", chip=npu)
+    # the link died just before the peers' heartbeats noticed (hccl_timeout_lines: 62 s before the timeout)
+    nodes[index].set_fault("link_down", chip=npu, since=when - LINK_DOWN_BEFORE_S)
     return {
         "scenario": "hccl-hang",
         "comm": group,

@@ -1,4 +1,6 @@
-"""``npuwatch triage PATH... [--rank-table FILE] [--since T] [--until T] [--json] [--jobs N]``.
+"""``npuwatch triage PATH... [--rank-table FILE] [--since T] [--until T] [--json] [--jobs N]``, or
+``npuwatch triage --prometheus URL [--since 1h]`` (``agent.triage.prometheus``: the same analysis
+from the fleet's series; PATHs given too are read beside it).
 
 PATH: bundles written by ``npuwatch bundle`` or plain directories (one node each; bundles found
 inside a directory are inputs of their own). ``--since``/``--until`` take a duration back from
@@ -79,8 +81,27 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
     except ValueError as exc:
         errors.write(f"npuwatch triage: {exc}\n")
         return EXIT_BAD_OPTION
-    jobs = getattr(args, "jobs", None) or min(len(args.paths), os.cpu_count() or 1)
-    evidence = read_inputs(list(args.paths), jobs=jobs, progress=_Progress(errors, len(args.paths)))
+    prometheus = getattr(args, "prometheus", None)
+    if not args.paths and not prometheus:
+        errors.write("npuwatch triage: give bundles or directories (PATH...), or --prometheus URL\n")
+        return EXIT_BAD_OPTION
+    evidence = Evidence()
+    if args.paths:
+        jobs = getattr(args, "jobs", None) or min(len(args.paths), os.cpu_count() or 1)
+        evidence = read_inputs(list(args.paths), jobs=jobs, progress=_Progress(errors, len(args.paths)))
+    if prometheus:
+        from agent.triage import prometheus as online
+
+        try:
+            source = online.source_from_args(args)
+            window = online.closed_window(window, time.time())
+        except ValueError as exc:
+            errors.write(f"npuwatch triage: {exc}\n")
+            return EXIT_BAD_OPTION
+        try:
+            evidence.extend(online.read_evidence(online.PrometheusClient(source), window))
+        except online.PrometheusError as exc:
+            evidence.problems.append(str(exc))
     if getattr(args, "rank_table", None):
         addresses, problems = read_rank_table(args.rank_table)
         evidence.addresses.extend(addresses)
