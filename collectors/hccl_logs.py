@@ -218,10 +218,13 @@ class HcclLogCollector:
             stream = self._stream(chunk.key, chunk.path, chunk.ref_time, chunk.restarted)
             events: list[Event] = []
             hints: list[tuple[Hint, str]] = []  # with the line that printed each: it says how it blames
+            feed = stream.feed
             for line in chunk.lines:
-                new_events, new_hints = stream.feed(line)
-                events.extend(new_events)
-                hints.extend((hint, line) for hint in new_hints)
+                new_events, new_hints = feed(line)
+                if new_events:
+                    events.extend(new_events)
+                if new_hints:
+                    hints.extend((hint, line) for hint in new_hints)
             events.extend(stream.flush())
             for event in events:
                 self._record(event, now)

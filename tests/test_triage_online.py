@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -313,3 +315,15 @@ def triage_online(url: str) -> tuple[dict[str, Any], int]:
     with redirect_stdout(out):
         code = npuwatch(["triage", "--prometheus", url, "--since", "1h", "--json"])
     return dict(json.loads(out.getvalue())), code
+
+
+def test_the_online_benchmark_names_the_culprit_of_its_synthetic_fleet() -> None:
+    """bench/triage_online.py --quick: backfill, a real Prometheus, the command; every row ok."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "triage_online.py"), "--quick"], cwd=REPO,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("|")[0].strip(): [cell.strip() for cell in line.split("|")]
+            for line in result.stdout.splitlines() if "|" in line}
+    assert rows["culprit named"][3] == "yes", result.stdout
+    assert rows["npuwatch triage --prometheus (new process)"][3] == "yes", result.stdout
+    assert "hccl:culprit:info at the end: [('node-004', '5')]" in result.stdout
