@@ -425,7 +425,8 @@ class LogReader:
             peers = sorted({c.peer for c in items if c.peer})
             towards = f" towards {', '.join(peers[:3])}" if peers else ""
             count = f"{len(items)} RoCE CQE error lines" if len(items) > 1 else "a RoCE CQE error"
-            faults.append(LocalFault(self.node, device, "roce_cqe", f"{count}{towards} ({self.source})",
+            where = self.source.rsplit("/", 1)[-1]
+            faults.append(LocalFault(self.node, device, "roce_cqe", f"{count}{towards} ({where})",
                                      at=min(times) if times else None, until=max(times) if times else None,
                                      source=f"{self.source}:{items[0].line_no}"))
         return faults
