@@ -242,3 +242,25 @@ def test_size_caps_stop_a_gzip_bomb(tmp_path: Path) -> None:
     assert coverage.bytes <= 10 << 20
     assert any("only the first" in p for p in coverage.problems)
     assert any("byte limit" in p or "stopped after" in p for p in coverage.problems)
+
+
+def test_node_and_cluster_verdicts_agree(tmp_path: Path) -> None:
+    """diagnose on a node and triage on its bundle put the same fault first (one scoring)."""
+    node = DemoNode(tmp_path / "node-a").create(chips=4, seed=0)
+    now = time.time()
+    node.set_fault("health", chip=1, state="Alarm", codes=["80E18005"])
+    node.set_fault("hbm_dbe", chip=0)
+    node.set_fault("link_down", chip=3, since=now - 900)
+    for chip in (0, 2):
+        node.set_fault("hccl_timeout", chip=chip, group=GROUP, rank=chip, rank_size=4, time=now - 600 + chip)
+    diagnosed = cli("diagnose", "--demo", "--demo-dir", str(tmp_path / "node-a"), "--json",
+                    env={"NPUWATCH_DIAGNOSE_SAMPLE_GAP": "0.2"})
+    verdict = json.loads(diagnosed.stdout)["verdict"]
+    assert (verdict["cause"], verdict["device"]) == ("link_down", 3)
+    bundled = cli("bundle", "--demo", "--demo-dir", str(tmp_path / "node-a"), "-o", str(tmp_path / "a.tar.gz"))
+    assert bundled.returncode == 0, bundled.stderr
+    done = cli("triage", "--json", str(tmp_path / "a.tar.gz"))
+    culprits = json.loads(done.stdout)["incidents"][0]["culprits"]
+    assert (culprits[0]["node"], culprits[0]["npu"], culprits[0]["cause"]) == ("node-a", 3, "link_down")
+    order = [(c["npu"], c["cause"]) for c in culprits]
+    assert order.index((0, "hbm_ecc")) > 0 and order.index((1, "chip_fault")) > 0

@@ -455,7 +455,6 @@ class _Judge:
             return
         members = self._member_places()
         member_nodes = {node for node, _ in members}
-        placed_nodes = {node for node, npu in members if npu is not None}
         for fault in relevant:
             for candidate in list(self.cands.items.values()):
                 if candidate.node == fault.node and (candidate.npu is None or fault.npu is None
@@ -463,8 +462,9 @@ class _Judge:
                     candidate.faults.append(fault)
             if fault.node not in member_nodes:
                 continue
-            if fault.npu is not None and fault.node in placed_nodes and (fault.node, fault.npu) not in members:
-                continue  # that NPU runs no rank of this communicator
+            if fault.npu is not None and (fault.node, fault.npu) not in members and (
+                    self.locator.comms_at(fault.node, fault.npu) - {self.draft.comm}):
+                continue  # the logs place another communicator's rank, not one of this, on that NPU
             candidate = self.cands.get(node=fault.node, npu=fault.npu)
             if fault not in candidate.faults:
                 candidate.faults.append(fault)
