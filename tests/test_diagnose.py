@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,9 @@ import pytest
 from agent.core.config import build_config
 from agent.demo.node import DemoNode
 from agent.diagnose import engine as diagnose
-from agent.diagnose.checks_logs import remote_culprit
+from agent.diagnose.evidence import remote_culprit
+from agent.triage.engine import analyze
+from agent.triage.evidence import Address, Blame, Evidence, NodeCoverage, RankFailure
 
 REPO = Path(__file__).resolve().parents[1]
 GAP_S = 0.2
@@ -218,11 +219,23 @@ def test_old_log_errors_are_outside_the_window(node: DemoNode, tmp_path: Path,
 
 
 def test_remote_culprit_ignores_this_nodes_addresses() -> None:
-    hints = Counter({("exception_location", "29.1.3.13/3"): 3, ("peer", "29.7.0.15/1"): 1,
-                     ("remote_rank", "unknown"): 2, ("remote_rank", "12"): 1})
-    assert remote_culprit(hints, local_ips=["29.1.3.13"]) == ("12", "29.7.0.15")
-    assert remote_culprit(hints) == ("12", "29.1.3.13")
-    assert remote_culprit(Counter()) == (None, None)
+    """The triage engine's best culprit off this node: a blamed local address places a local NPU."""
+    def report(local: bool) -> Any:
+        evidence = Evidence()
+        evidence.coverage("here")
+        evidence.failures.append(RankFailure("here", 1000.0, "EI0002", "exec_timeout", "G", 0, 16, 0))
+        for peer in range(3):
+            evidence.blames.append(Blame("here", 990.0 + peer, "waited_on", "G", 0, 3, "29.1.3.13", pid=peer))
+        evidence.blames.append(Blame("here", 995.0, "lost", "G", 0, 12, "29.7.0.15"))
+        if local:
+            evidence.addresses.append(Address("29.1.3.13", "here", 3))
+        return analyze(evidence)
+
+    culprit = remote_culprit(report(local=True), "here")
+    assert culprit is not None and (culprit.rank, culprit.ip) == (12, "29.7.0.15")
+    culprit = remote_culprit(report(local=False), "here")
+    assert culprit is not None and (culprit.rank, culprit.ip) == (3, "29.1.3.13")
+    assert remote_culprit(analyze(Evidence(nodes={"here": NodeCoverage("here")})), "here") is None
 
 
 def test_hccn_conf_mismatch(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

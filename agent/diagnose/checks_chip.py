@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from agent.diagnose.judging import DeviceResult, aggregate, device_finding, no_chips, unknown_result
+from agent.diagnose.judging import DeviceResult, aggregate, fault_result, no_chips, unknown_result
 from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import (
     FAIL,
     PASS,
-    WARN,
     Check,
     Finding,
     Reading,
 )
-from collectors import (
-    npu_smi_info,
-)
+from agent.triage.snapshots import ecc_fault, health_fault
 from collectors.npu_smi_kv import chip_argv
 
 
@@ -31,15 +28,13 @@ def check_chips(readings: NodeReadings, expected_chips: int = 0) -> Check:
         printed = record.health if record is not None else None
         word = printed or table[(ref.npu, ref.chip)].health
         codes = list(record.error_codes) if record is not None else []
-        state = npu_smi_info.health_state(word)
         detail = f"npu-smi says {word}" + (f", error codes {' '.join(codes)}" if codes else "")
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
-        if state == "ok" and not codes:
+        fault = health_fault(readings.node, ref.npu, said, word, codes=tuple(codes))
+        if fault is None:
             results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: OK"))
-        elif state in ("ok", "warning"):
-            results.append(device_finding(readings, ref, "chip_warning", WARN, said, text=detail))
         else:
-            results.append(device_finding(readings, ref, "chip_unhealthy", FAIL, said, text=detail))
+            results.append(fault_result(readings, ref, fault, text=detail))
     ok_text = f"{len(readings.chips)} chips OK, no error codes"
     if expected_chips and len(readings.chips) < expected_chips:
         text = f"npu-smi lists {len(readings.chips)} of {expected_chips} expected chips"
@@ -59,17 +54,9 @@ def check_ecc(readings: NodeReadings) -> Check:
         if not reading.ok:
             results.append(unknown_result(readings, ref, reading))
             continue
-        hbm = reading.value.hbm
-        double = hbm.double_bit_errors or 0
-        double_pages = hbm.double_bit_isolated_pages or 0
-        single_pages = hbm.single_bit_isolated_pages or 0
-        if double > 0:
-            detail = (f"npu-smi -t ecc: {int(double)} HBM double-bit errors, "
-                      f"{int(double_pages)} pages isolated")
-            results.append(device_finding(readings, ref, "ecc_double_bit", FAIL, detail))
-        elif double_pages > 0 or single_pages > 0:
-            detail = f"npu-smi -t ecc: {int(double_pages + single_pages)} HBM pages isolated"
-            results.append(device_finding(readings, ref, "ecc_history", WARN, detail))
+        fault = ecc_fault(readings.node, ref.npu, reading.value)
+        if fault is not None:
+            results.append(fault_result(readings, ref, fault))
         else:
             results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no double-bit errors"))
     return aggregate(name, results, f"no HBM double-bit errors or isolated pages on {len(results)} chips",

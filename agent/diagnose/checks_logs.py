@@ -1,14 +1,12 @@
-"""The log check of ``npuwatch diagnose``: recent HCCL/CANN errors and the remote ranks they blame."""
+"""The log check of ``npuwatch diagnose``: recent HCCL/CANN errors, read the way ``npuwatch triage`` reads them."""
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
+import io
 import os
-import re
 import time
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from agent.diagnose.readings import LogScan
 from agent.diagnose.results import (
@@ -22,21 +20,20 @@ from agent.diagnose.results import (
     Finding,
     window_text,
 )
-from collectors.hccl_classify import StreamClassifier
-from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer, split_complete_lines
-
-_IPV4_RE = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
-_RANK_KINDS = ("remote_rank", "crimer_rank", "dst_rank", "missing_rank")
-_IP_KINDS = ("exception_location", "dst_rank", "link_peer", "peer", "root_server")
+from agent.triage.logs import LogReader, read_stream
+from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer
 
 
 def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None, *,
                      window_s: float = DEFAULT_WINDOW_S, byte_budget: int = 64 << 20,
-                     per_file_bytes: int = DEFAULT_LOG_TAIL_BYTES, now: float | None = None) -> LogScan:
-    """Classify the tail of every log file written within ``window_s`` (newest files first).
+                     per_file_bytes: int = DEFAULT_LOG_TAIL_BYTES, now: float | None = None,
+                     node: str = "this node") -> LogScan:
+    """Read the tail of every log file written within ``window_s`` (newest files first).
 
     At most ``per_file_bytes`` from the end of each file and ``byte_budget`` in all; events
-    and hints older than the window (by their own timestamps) are dropped.
+    and hints older than the window (by their own timestamps) are dropped. Each file goes through
+    triage's log reader (``agent.triage.logs``), so ``scan.evidence`` holds the same records
+    ``npuwatch triage`` would read from these files.
     """
     now = time.time() if now is None else now
     cutoff = now - window_s
@@ -54,21 +51,25 @@ def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str
             scan.errors.append(f"byte budget spent; {path} and older files not read")
             break
         try:
-            lines, used = _tail_lines(path, min(per_file_bytes, budget))
+            data = _tail(path, min(per_file_bytes, budget))
         except OSError as exc:
             scan.errors.append(f"{path}: {exc.strerror or exc}")
             continue
-        budget -= used
+        budget -= len(data)
         scan.files += 1
-        scan.bytes_read += used
-        classifier = StreamClassifier(source=path, ref_time=mtime)
-        events, hints = classifier.feed_lines(lines)
-        scan.events.extend(e for e in events if e.timestamp is None or e.timestamp >= cutoff)
-        scan.hints.update((h.kind, h.value) for h in hints if h.timestamp is None or h.timestamp >= cutoff)
+        scan.bytes_read += len(data)
+        reader = LogReader(node, path, mtime, keep_hints=True)
+        read_stream(io.BytesIO(data).read, reader)
+        evidence = reader.finish()
+        scan.evidence.extend(evidence)
+        scan.events.extend(e for e in reader.events if e.timestamp is None or e.timestamp >= cutoff)
+        scan.hints.update((h.kind, h.value) for h in reader.raw_hints if h.timestamp is None or h.timestamp >= cutoff)
+    scan.evidence.coverage(node).inputs.extend(str(p) for p in paths)
     return scan
 
 
-def _tail_lines(path: str, limit: int) -> tuple[list[str], int]:
+def _tail(path: str, limit: int) -> bytes:
+    """The last ``limit`` bytes of a file, from a line start (a fragment at the cut is dropped)."""
     with open(path, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
         start = max(0, size - limit)
@@ -77,31 +78,7 @@ def _tail_lines(path: str, limit: int) -> tuple[list[str], int]:
     if start > 0:  # began mid-line: drop the fragment
         newline = data.find(b"\n")
         data = data[newline + 1:] if newline >= 0 else b""
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    lines, _ = split_complete_lines(data, 64 << 10)
-    return lines, len(data)
-
-
-def remote_culprit(hints: Counter[tuple[str, str]],
-                   local_ips: Iterable[str] = ()) -> tuple[str | None, str | None]:
-    """(remote rank, remote IP) the logs blame most often; local addresses are not culprits."""
-    local = set(local_ips)
-    ranked = hints.most_common()
-    rank = next((value for (kind, value), _ in ranked if kind in _RANK_KINDS and value.isdigit()), None)
-    address = None
-    for (kind, value), _ in hints.most_common():
-        if kind not in _IP_KINDS:
-            continue
-        for candidate in _IPV4_RE.findall(value):
-            with contextlib.suppress(ValueError):
-                ipaddress.ip_address(candidate)
-                if candidate not in local:
-                    address = candidate
-                    break
-        if address is not None:
-            break
-    return rank, address
+    return data
 
 
 _CATEGORY_HINTS = {

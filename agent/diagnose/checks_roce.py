@@ -8,12 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from agent.diagnose.judging import DeviceResult, aggregate, device_finding, no_chips, unknown_result
+from agent.diagnose.judging import DeviceResult, aggregate, device_finding, fault_result, no_chips, unknown_result
 from agent.diagnose.readings import NodeReadings, RoceReadings
 from agent.diagnose.results import (
     FAIL,
-    FLAP_DOWNS,
-    NO_LIGHT_WATTS,
     PASS,
     UNKNOWN,
     WARN,
@@ -21,12 +19,12 @@ from agent.diagnose.results import (
     Reading,
     window_text,
 )
+from agent.triage.snapshots import flap_fault, link_fault, net_health_fault, optics_fault, rising_counters_fault
 from collectors import (
     hccn_ip,
     hccn_link_stat,
     hccn_net_health,
     hccn_optical,
-    hccn_stat,
 )
 from collectors.base import ChipRef, ParseError
 from collectors.hccn_link import device_id
@@ -53,10 +51,10 @@ def check_link(readings: NodeReadings) -> Check:
     def judge(ref: ChipRef, roce: RoceReadings) -> DeviceResult:
         if not roce.link.ok:
             return unknown_result(readings, ref, roce.link)
-        if roce.link.value.up:
+        fault = link_fault(readings.node, ref.npu, device_id(ref), roce.link.value)
+        if fault is None:
             return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: UP")
-        return device_finding(readings, ref, "link_down", FAIL, f"{_hccn(ref, 'link')} says {roce.link.value.state}",
-                      text="link DOWN")
+        return fault_result(readings, ref, fault, text="link DOWN")
 
     results = _roce_results(readings, judge)
     return aggregate(name, results, f"{len(results)} ports UP", _HCCN_HINT)
@@ -72,17 +70,12 @@ def check_flaps(readings: NodeReadings, window_s: float) -> Check:
     def judge(ref: ChipRef, roce: RoceReadings) -> DeviceResult:
         if not roce.link_stat.ok:
             return unknown_result(readings, ref, roce.link_stat)
-        changes = hccn_link_stat.changes_within(roce.link_stat.value, window_s)
-        downs = sum(change.state == hccn_link_stat.LINK_DOWN for change in changes)
         up_now = roce.link.ok and roce.link.value.up
-        if downs >= FLAP_DOWNS:
-            detail = (f"{_hccn(ref, 'link_stat')} shows {downs} link-down events in the last {window}"
-                      f" ({len(changes)} changes)")
-            return device_finding(readings, ref, "link_flapping", FAIL, detail)
-        if downs == 1 and up_now:
-            when = next(c.at for c in changes if c.state == hccn_link_stat.LINK_DOWN)
-            detail = f"{_hccn(ref, 'link_stat')} shows the link went down at {when:%Y-%m-%d %H:%M:%S}"
-            return device_finding(readings, ref, "link_down_recently", WARN, detail)
+        fault = flap_fault(readings.node, ref.npu, device_id(ref), roce.link_stat.value, window_s=window_s,
+                           up_now=up_now, window_text=window)
+        if fault is not None:
+            return fault_result(readings, ref, fault)
+        changes = hccn_link_stat.changes_within(roce.link_stat.value, window_s)
         return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {len(changes)} changes")
 
     results = _roce_results(readings, judge)
@@ -109,19 +102,9 @@ def check_optics(readings: NodeReadings) -> Check:
             return unknown_result(readings, ref, reading)
         record: hccn_optical.OpticalRecord = reading.value
         rx = record.rx_power_watts
-        low = record.thresholds.get("rxpower_low_watts")
-        dark = bool(rx) and all(watts < NO_LIGHT_WATTS for watts in rx.values())
-        if record.signal_lost or dark:
-            flags = [key for key, value in record.flags.items() if value and key.startswith("rx")]
-            rx_text = ", ".join(f"{watts * 1e3:.4f}" for _, watts in sorted(rx.items()))
-            detail = f"{_hccn(ref, 'optical')}: rx power [{rx_text}] mW" + (
-                f", {' '.join(flags)} set" if flags else "")
-            return device_finding(readings, ref, "optics_no_light", FAIL, detail)
-        weak = sorted(lane for lane, watts in rx.items() if low is not None and watts < low)
-        if weak:
-            assert low is not None
-            detail = f"{_hccn(ref, 'optical')}: rx power below {low * 1e3:.4f} mW on lanes {', '.join(weak)}"
-            return device_finding(readings, ref, "optics_weak", WARN, detail)
+        fault = optics_fault(readings.node, ref.npu, device_id(ref), record)
+        if fault is not None:
+            return fault_result(readings, ref, fault)
         if not rx:
             return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no rx power readings")
         return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: rx min {min(rx.values()) * 1e3:.3f} mW")
@@ -142,15 +125,11 @@ def check_packet_errors(readings: NodeReadings) -> Check:
             if failed is None:
                 return DeviceResult(ref.npu, UNKNOWN, f"{readings.label(ref)}: only one sample")
             return unknown_result(readings, ref, failed)
-        before, after = roce.stat[0].value.counters, roce.stat[1].value.counters
         seconds = max(1e-3, roce.stat[1].at - roce.stat[0].at)
-        rising = {key: after[key] - before[key] for key in after
-                  if key in before and hccn_stat.is_error_counter(key) and after[key] > before[key]}
-        if rising:
-            top = sorted(rising.items(), key=lambda item: -item[1])[:3]
-            detail = (f"{_hccn(ref, 'stat')}: " + ", ".join(f"{key} +{delta}" for key, delta in top)
-                      + f" in {seconds:.1f}s")
-            return device_finding(readings, ref, "packet_errors", WARN, detail)
+        fault = rising_counters_fault(readings.node, ref.npu, device_id(ref), roce.stat[0].value,
+                                      after=roce.stat[1].value, seconds=seconds)
+        if fault is not None:
+            return fault_result(readings, ref, fault)
         return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no error counter rose")
 
     results = _roce_results(readings, judge)
@@ -167,12 +146,10 @@ def check_net_health(readings: NodeReadings) -> Check:
         if not roce.net_health.ok:
             return unknown_result(readings, ref, roce.net_health)
         record: hccn_net_health.NetHealthRecord = roce.net_health.value
-        if record.healthy:
+        fault = net_health_fault(readings.node, ref.npu, device_id(ref), record)
+        if fault is None:
             return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: Success")
-        detail = f"{_hccn(ref, 'net_health')} says {record.state}"
-        if record.state.casefold() == "init":
-            return device_finding(readings, ref, "net_health_init", WARN, detail)
-        return device_finding(readings, ref, "net_health", FAIL, detail)
+        return fault_result(readings, ref, fault)
 
     results = _roce_results(readings, judge)
     return aggregate(name, results, f"{len(results)} ports report Success", _HCCN_HINT)

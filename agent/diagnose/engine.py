@@ -3,9 +3,11 @@
 Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose.readings``), judges
 each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with one verdict that
 names the most likely cause and the device. A local hardware fault explains a timeout better than
-the log symptom, in this order: link down, flapping link, optics without light, failing
-net_health, HBM double-bit ECC errors, unhealthy chip (``agent.diagnose.results.CAUSES``). When the logs
-blame a remote rank and nothing local is wrong, the verdict points there.
+the log symptom, ordered by the weights ``npuwatch triage`` uses (``agent.triage.faults``): link
+down, flapping link, optics without light, failing net_health, HBM double-bit ECC errors,
+unhealthy chip... The checks judge each reading with the same functions triage applies to a
+bundle (``agent.triage.snapshots``), and the logs are read by triage's reader; when nothing local
+is wrong, the triage engine's best culprit off this node is where the verdict points.
 
 Exit status: 0 ok, 1 warn, 2 fail, 3 could not check (npu-smi unusable, nothing checkable).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agent.diagnose.checks_chip import check_chips, check_ecc
-from agent.diagnose.checks_logs import check_logs, remote_culprit, scan_recent_logs
+from agent.diagnose.checks_logs import check_logs, scan_recent_logs
 from agent.diagnose.checks_roce import (
     check_flaps,
     check_ip_config,
@@ -40,6 +43,7 @@ from agent.diagnose.checks_roce import (
     check_optics,
     check_packet_errors,
 )
+from agent.diagnose.evidence import remote_culprit, triage_node
 from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
 from agent.diagnose.results import (
     CAUSES,
@@ -52,6 +56,7 @@ from agent.diagnose.results import (
     Check,
     Finding,
 )
+from agent.triage.report import Culprit
 
 __all__ = [
     "EXIT_CODES",
@@ -135,13 +140,14 @@ def _with_others(best: Finding, others: Sequence[Finding]) -> str:
     return text
 
 
-def decide(checks: Sequence[Check], scan: LogScan | None, local_ips: Sequence[str] = (),
+def decide(checks: Sequence[Check], scan: LogScan | None, remote: Culprit | None = None,
            chip_list_error: str | None = None, hung_tools: Sequence[str] = ()) -> Verdict:
     """The one most likely cause (see the module docstring for the order).
 
-    Any FAIL finding wins; then "could not check" when npu-smi gave no chip list or a tool
-    hung (a hung tool may be the symptom itself, so the node is not called ok); then WARN
-    findings; then the peers the logs blame; else ok.
+    Any FAIL finding wins (the most convincing by ``agent.triage.faults``' weights); then "could
+    not check" when npu-smi gave no chip list or a tool hung (a hung tool may be the symptom
+    itself, so the node is not called ok); then WARN findings; then ``remote``, the culprit off
+    this node that the triage engine names from the logs; else ok.
     """
     findings = sorted((f for check in checks for f in check.findings), key=lambda f: f.rank)
     fails = [f for f in findings if f.status == FAIL]
@@ -161,9 +167,10 @@ def decide(checks: Sequence[Check], scan: LogScan | None, local_ips: Sequence[st
     if scan is not None and scan.events:
         codes = ", ".join(f"{code} x{count}" for code, count in scan.by_code().most_common(3))
         window = _window(scan.window_s)
-        rank, address = remote_culprit(scan.hints, local_ips)
-        if rank is not None or address is not None:
-            parts = (f"remote rank {rank}" if rank else "", f"IP {address}" if address else "")
+        if remote is not None:
+            parts = (f"node {remote.node}" if remote.node != "unknown" else "",
+                     f"remote rank {remote.rank}" if remote.rank is not None else "",
+                     f"IP {remote.ip}" if remote.ip else "")
             who = " / ".join(part for part in parts if part)
             return Verdict("warn", "remote_peer", None,
                            f"look at {who}, not this node ({codes} in the last {window}; "
@@ -245,11 +252,14 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     logs = config.collectors.hccl_logs
     tools = ToolBox(config, tool_env)
 
+    node = str(config.labels.get("node") or "") or socket.gethostname()
+
     def scan() -> LogScan:
         return scan_recent_logs(list(logs.paths), list(logs.globs), logs.kernel_log,
-                                window_s=options.window_s, byte_budget=int(logs.byte_budget))
+                                window_s=options.window_s, byte_budget=int(logs.byte_budget), node=node)
 
     readings: NodeReadings = read_node(tools, options.sample_gap_s, scan)
+    readings.node = node
     assert readings.logs is not None
     checks = [
         check_logs(readings.logs),
@@ -264,8 +274,8 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     ]
     if options.probes:
         checks.extend(probe_checks(config))
-    local_ips = [roce.ip.value.address for roce in readings.roce.values() if roce.ip.ok]
-    verdict = decide(checks, readings.logs, local_ips, None if readings.table.ok else readings.table.error,
+    remote = remote_culprit(triage_node(readings, checks, options.window_s), readings.node)
+    verdict = decide(checks, readings.logs, remote, None if readings.table.ok else readings.table.error,
                      tools.hung())
     return Report(tuple(checks), verdict, len(readings.chips))
 

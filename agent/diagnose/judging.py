@@ -6,10 +6,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.diagnose.readings import NodeReadings
-from agent.diagnose.results import CAUSES, PASS, SEVERITY, UNKNOWN, Check, Finding, Reading, worst
+from agent.diagnose.results import (
+    CAUSES,
+    FAIL,
+    KIND_CAUSES,
+    PASS,
+    SEVERITY,
+    UNKNOWN,
+    WARN,
+    Check,
+    Finding,
+    Reading,
+    worst,
+)
+from agent.triage.evidence import LocalFault
+from agent.triage.faults import is_failure
 from collectors.base import ChipRef
 
-__all__ = ["DeviceResult", "aggregate", "device_finding", "no_chips", "unknown_result"]
+__all__ = ["DeviceResult", "aggregate", "device_finding", "fault_result", "no_chips", "unknown_result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +39,12 @@ def device_finding(readings: NodeReadings, ref: ChipRef, cause: str, status: str
     label = readings.label(ref)
     finding = Finding(cause, status, ref.npu, label, detail)
     return DeviceResult(ref.npu, status, f"{label}: {text or detail}", finding)
+
+
+def fault_result(readings: NodeReadings, ref: ChipRef, fault: LocalFault, *, text: str | None = None) -> DeviceResult:
+    """A fault judged by ``agent.triage.snapshots`` as this check's result: FAIL or WARN by its kind."""
+    status = FAIL if is_failure(fault.kind) else WARN
+    return device_finding(readings, ref, KIND_CAUSES[fault.kind], status, fault.detail, text=text)
 
 
 def aggregate(name: str, results: Sequence[DeviceResult], ok_text: str, default_hint: str = "") -> Check:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from agent.diagnose.results import HCCN_PARALLEL, TIMEOUT_CATEGORIES, Reading
+from agent.triage.evidence import Evidence
 from collectors import (
     hccn_ip,
     hccn_link,
@@ -123,6 +124,7 @@ class LogScan:
     events: list[Event] = field(default_factory=list)
     hints: Counter[tuple[str, str]] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    evidence: Evidence = field(default_factory=Evidence)  # the same records triage reads (agent.triage)
 
     def by_category(self) -> Counter[str]:
         return Counter(event.category for event in self.events)
@@ -155,6 +157,7 @@ class NodeReadings:
     ecc: dict[ChipRef, Reading] = field(default_factory=dict)
     roce: dict[ChipRef, RoceReadings] = field(default_factory=dict)
     logs: LogScan | None = None
+    node: str = "this node"  # how the shared fault records name this node
 
     def multi_chip(self) -> bool:
         return any(ref.chip != 0 for ref in self.chips)

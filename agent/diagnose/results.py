@@ -1,4 +1,9 @@
-"""What diagnose's checks return: statuses, local causes, ``Check``/``Finding``, per-device aggregation."""
+"""What diagnose's checks return: statuses, local causes, ``Check``/``Finding``, per-device aggregation.
+
+Which local cause outranks which is not decided here: each cause is a fault kind of
+``agent.triage.faults`` (``CAUSE_KINDS``), whose weights order the node view and the cluster view
+(``npuwatch triage``) alike.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agent.triage.faults import fault_kind
+
 PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
 SEVERITY = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
 
-# Local causes, most convincing explanation of an HCCL timeout first (the verdict's order),
-# each with what it is called in the verdict and what to do about it.
+# Local causes, each with what it is called in the verdict and what to do about it (listed most
+# convincing first, as agent.triage.faults weighs them).
 CAUSES: dict[str, tuple[str, str]] = {
     "link_down": ("RoCE link down",
                   "check the cable or optical module and the switch port of this NPU "
@@ -52,13 +59,31 @@ CAUSES: dict[str, tuple[str, str]] = {
                      "look up the error codes (npu-smi info -t health -i N); usually not fatal"),
     "probe_degraded": ("probe below its warning threshold", "compare with a healthy node of the same model"),
 }
-CAUSE_ORDER = {name: index for index, name in enumerate(CAUSES)}
+# Each cause as the shared fault vocabulary names it (agent.triage.faults.FAULT_KINDS).
+CAUSE_KINDS: dict[str, str] = {
+    "link_down": "link_down",
+    "link_flapping": "link_flap",
+    "optics_no_light": "optics_dark",
+    "net_health": "net_health",
+    "ecc_double_bit": "hbm_dbe",
+    "chip_unhealthy": "chip_unhealthy",
+    "chip_missing": "chip_missing",
+    "heartbeat_lost": "device_lost",
+    "ip_mismatch": "ip_mismatch",
+    "probe_failed": "probe_failed",
+    "packet_errors": "roce_errors_rising",
+    "optics_weak": "optics_weak",
+    "link_down_recently": "link_down_once",
+    "net_health_init": "net_health_init",
+    "ecc_history": "hbm_pages_isolated",
+    "chip_warning": "chip_warning",
+    "probe_degraded": "probe_slow",
+}
+KIND_CAUSES: dict[str, str] = {kind: cause for cause, kind in CAUSE_KINDS.items()}
 
 DEFAULT_WINDOW_S = 7200.0
 DEFAULT_SAMPLE_GAP_S = 3.0
 DEFAULT_LOG_TAIL_BYTES = 8 << 20  # per file: a few hours of a busy plog
-NO_LIGHT_WATTS = 1e-5  # 0.01 mW (-20 dBm): below any receiver's sensitivity
-FLAP_DOWNS = 2  # link-down events in the window that make a port "flapping"
 HCCN_PARALLEL = 4
 # Log categories that can stop a collective (what the log check counts as HCCL timeouts).
 TIMEOUT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
@@ -80,8 +105,9 @@ class Finding:
     detail: str  # "hccn_tool -i 3 -link -g says DOWN"
 
     @property
-    def rank(self) -> int:
-        return CAUSE_ORDER[self.cause]
+    def rank(self) -> float:
+        """Sort key: the more convincing the cause, the lower (minus its fault kind's weight)."""
+        return -fault_kind(CAUSE_KINDS[self.cause]).weight
 
 
 @dataclass(frozen=True, slots=True)

@@ -455,7 +455,6 @@ class _Judge:
             return
         members = self._member_places()
         member_nodes = {node for node, _ in members}
-        placed_nodes = {node for node, npu in members if npu is not None}
         for fault in relevant:
             for candidate in list(self.cands.items.values()):
                 if candidate.node == fault.node and (candidate.npu is None or fault.npu is None
@@ -463,8 +462,9 @@ class _Judge:
                     candidate.faults.append(fault)
             if fault.node not in member_nodes:
                 continue
-            if fault.npu is not None and fault.node in placed_nodes and (fault.node, fault.npu) not in members:
-                continue  # that NPU runs no rank of this communicator
+            if fault.npu is not None and (fault.node, fault.npu) not in members and (
+                    self.locator.comms_at(fault.node, fault.npu) - {self.draft.comm}):
+                continue  # the logs place another communicator's rank, not one of this, on that NPU
             candidate = self.cands.get(node=fault.node, npu=fault.npu)
             if fault not in candidate.faults:
                 candidate.faults.append(fault)
@@ -593,9 +593,9 @@ class _Judge:
         if best is not None:
             for fault in rank_faults(candidate.faults)[:3]:
                 if candidate.npu is None or fault.npu in (None, candidate.npu):
-                    when = f" at {clock(fault.at, ref)}" if fault.at is not None else ""
-                    lines.append(f"{fault.node}{'' if fault.npu is None else f' NPU {fault.npu}'}: "
-                                 f"{fault.detail}{when}")
+                    when = f"{clock(fault.at, ref)} " if fault.at is not None else ""
+                    lines.append(f"{when}{fault.node}{'' if fault.npu is None else f' NPU {fault.npu}'}: "
+                                 f"{fault.detail}")
             if candidate.member and not candidate.pointed:
                 lines.append("no log names it: it runs a rank of this communicator")
         lines.extend(f.text for f in candidate.flights)
@@ -633,11 +633,19 @@ class _Judge:
         verdict = self._verdict(top if named else None, comm)
         return Incident(comm=comm, start=self.start, end=self.end, codes=tuple(self.codes), rank_size=self.rank_size,
                         reporting_ranks=self.reporting, silent_ranks=self.silent, culprits=tuple(culprits),
-                        op=self.op, reporters=self.reporters, nodes=nodes, notes=tuple(self._notes()), named=named,
+                        op=self.op, reporters=self.reporters, nodes=nodes, notes=tuple(self._notes(named)), named=named,
                         verdict=verdict, title=title)
 
-    def _notes(self) -> list[str]:
+    def _notes(self, named: bool) -> list[str]:
         notes = []
+        if not named and self.draft.failures:
+            if not self.silent and self.rank_size:
+                notes.append("every rank reported: what stopped first is not in these inputs (a rank of another "
+                             "communicator, the fabric); flight-recorder dumps or HCCL_ENTRY_LOG_ENABLE=1 entry logs "
+                             "would show who fell behind")
+            elif self.silent:
+                notes.append(f"the silent {'rank has' if len(self.silent) == 1 else 'ranks have'} no evidence here: "
+                             "add the bundles of their nodes, or a rank table to place them")
         read = set(self.evidence.nodes)
         unread = sorted({p.node for p in self.locator.ranks_of(self.draft.comm).values() if p.node and
                          p.node not in read}) if self.draft.comm else []

@@ -21,7 +21,8 @@ an HCCL timeout on the ranks that use that NPU or node, most convincing first:
    non-zero since boot.
 
 A fault with no date (a state seen in a snapshot, such as an ECC count) weighs ``UNDATED_FACTOR``
-of its weight: it may predate the incident or have nothing to do with it.
+of its weight: it may predate the incident or have nothing to do with it. Kinds weighing at least
+``FAIL_WEIGHT`` are failures on a node's own report (``npuwatch diagnose`` FAIL), the rest warnings.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from agent.triage.evidence import LocalFault
 
 __all__ = [
     "CAUSES",
+    "FAIL_WEIGHT",
     "FAULT_KINDS",
     "UNDATED_FACTOR",
     "FaultKind",
     "best_fault",
     "fault_kind",
     "fault_weight",
+    "is_failure",
     "rank_faults",
 ]
 
@@ -46,6 +49,7 @@ __all__ = [
 CAUSES = ("link_down", "link_flap", "roce_errors", "optics", "chip_fault", "hbm_ecc", "process_hang",
           "process_exit", "desync", "slow_chip", "unknown")
 UNDATED_FACTOR = 0.6
+FAIL_WEIGHT = 3.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,11 @@ def fault_kind(name: str) -> FaultKind:
         return FAULT_KINDS[name]
     except KeyError:
         raise ValueError(f"unknown fault kind {name!r}; one of {', '.join(FAULT_KINDS)}") from None
+
+
+def is_failure(kind: str) -> bool:
+    """Whether a fault of this kind fails a node's check (else it warns)."""
+    return fault_kind(kind).weight >= FAIL_WEIGHT
 
 
 def fault_weight(fault: LocalFault) -> float:

@@ -71,6 +71,10 @@ class Locator:
     def comm_size(self, comm: str | None) -> int | None:
         return self._sizes.get(comm) if comm is not None else None
 
+    def comms_at(self, node: str, npu: int) -> set[str]:
+        """The communicators whose ranks the logs place on this NPU."""
+        return {comm for (comm, _), place in self._ranks.items() if (place.node, place.npu) == (node, npu)}
+
     def ranks_of(self, comm: str) -> dict[int, Place]:
         return {rank: place for (c, rank), place in self._ranks.items() if c == comm}
 

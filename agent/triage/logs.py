@@ -229,6 +229,8 @@ class LogReader:
     ops: dict[tuple[str, int | None], _Ops] = field(default_factory=dict)
     first_at: float | None = None
     last_at: float | None = None
+    keep_hints: bool = False  # also keep every hint as the classifier gave it (``raw_hints``)
+    raw_hints: list[Hint] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._comm = CommFactParser(self.ref_time)
@@ -250,6 +252,8 @@ class LogReader:
             self.events.extend(events)
         if hints:
             self._hints(line, line_no, hints)
+            if self.keep_hints:
+                self.raw_hints.extend(hints)
 
     def _hints(self, line: str, line_no: int, hints: list[Hint]) -> None:
         pid = _line_pid(line)
@@ -425,7 +429,8 @@ class LogReader:
             peers = sorted({c.peer for c in items if c.peer})
             towards = f" towards {', '.join(peers[:3])}" if peers else ""
             count = f"{len(items)} RoCE CQE error lines" if len(items) > 1 else "a RoCE CQE error"
-            faults.append(LocalFault(self.node, device, "roce_cqe", f"{count}{towards} ({self.source})",
+            where = self.source.rsplit("/", 1)[-1]
+            faults.append(LocalFault(self.node, device, "roce_cqe", f"{count}{towards} ({where})",
                                      at=min(times) if times else None, until=max(times) if times else None,
                                      source=f"{self.source}:{items[0].line_no}"))
         return faults

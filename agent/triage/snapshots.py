@@ -162,11 +162,12 @@ def net_health_fault(node: str, npu: int | None, device: int, record: NetHealthR
 
 def health_fault(node: str, npu: int | None, said: str, word: str | None, *, codes: tuple[str, ...] = (),
                  seen_at: float | None = None) -> LocalFault | None:
-    """``said``: the command and what it printed. OK without codes is healthy; OK with codes or Warning warns."""
-    state = (word or "").strip().casefold()
-    if state == "ok" and not codes:
+    """``said``: the command and what it printed. OK without codes is healthy; OK with codes or Warning warns;
+    anything else (Alarm, Critical, an unknown word) is unhealthy."""
+    if not word:
         return None
-    if not state:
+    state = npu_smi_info.health_state(word)
+    if state == "ok" and not codes:
         return None
     kind = "chip_warning" if state in ("ok", "warning") else "chip_unhealthy"
     return LocalFault(node, npu, kind, said, seen_at=seen_at)

@@ -1,0 +1,55 @@
+"""Diagnose's readings as triage evidence, and the remote rank the shared engine blames.
+
+One code path: the log scan already produced triage's records (``LogScan.evidence``); each
+finding of the checks becomes the ``LocalFault`` of its fault kind (``results.CAUSE_KINDS``); the
+node's live RoCE addresses place its own NPUs. ``agent.triage.engine.analyze`` then scores the
+incidents in the window exactly as ``npuwatch triage`` would with this node's bundle, and
+``remote_culprit`` takes the best culprit that is not on this node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from agent.diagnose.readings import NodeReadings
+from agent.diagnose.results import CAUSE_KINDS, Check
+from agent.triage.engine import NAMED_SCORE, analyze
+from agent.triage.evidence import Address, Evidence, LocalFault, Window
+from agent.triage.report import Culprit, TriageReport
+from collectors.hccn_link import device_id
+
+__all__ = ["node_evidence", "remote_culprit", "triage_node"]
+
+
+def node_evidence(readings: NodeReadings, checks: Sequence[Check], now: float | None = None) -> Evidence:
+    node = readings.node
+    seen = time.time() if now is None else now
+    evidence = Evidence()
+    evidence.coverage(node)
+    if readings.logs is not None:
+        evidence.extend(readings.logs.evidence)
+    for check in checks:
+        for finding in check.findings:
+            evidence.faults.append(LocalFault(node, finding.npu, CAUSE_KINDS[finding.cause], finding.detail,
+                                              seen_at=seen, source=check.name))
+    for ref, roce in readings.roce.items():
+        if roce.ip.ok:
+            evidence.addresses.append(Address(roce.ip.value.address, node, device_id(ref), source="hccn_tool -ip"))
+    return evidence
+
+
+def triage_node(readings: NodeReadings, checks: Sequence[Check], window_s: float,
+                now: float | None = None) -> TriageReport:
+    now = time.time() if now is None else now
+    return analyze(node_evidence(readings, checks, now), Window(now - window_s, None))
+
+
+def remote_culprit(report: TriageReport, node: str) -> Culprit | None:
+    """The best named culprit off this node, newest incident first."""
+    for incident in reversed(report.incidents):
+        for culprit in incident.culprits:
+            identified = culprit.node != "unknown" or culprit.rank is not None or culprit.ip is not None
+            if culprit.node != node and culprit.score >= NAMED_SCORE and identified:
+                return culprit
+    return None
