@@ -194,8 +194,13 @@ def test_truncated_table_keeps_what_it_can(tmp_path: Path) -> None:
     bundle.agent.collect_group("info")
     snap = bundle.agent.store.get("npu_smi_info")
     assert snap is not None
-    # Either some chips were parsed (partial table) or a parse error was counted: never a crash.
-    assert snap.ok or snap.errors["parse"] == 1
+    values = _values(bundle.agent.cache.render().body)
+    if snap.ok:  # the chips before the cut are kept and counted as they are
+        chips = _get(values, "npu_chips")
+        assert chips is not None and 0 < chips < 8
+        assert _get(values, "npu_healthy", npu="0", chip="0") == 1
+    else:
+        assert snap.errors["parse"] == 1 and _get(values, "npu_chips") is None
     bundle.agent.stop()
 
 
