@@ -11,6 +11,7 @@ from collectors.base import ParseError, ToolError
 __all__ = [
     "MIB",
     "USED_TOTAL_RE",
+    "column_labels",
     "number",
     "percent_ratio",
     "raise_unparsed",
@@ -21,6 +22,7 @@ __all__ = [
 MIB = 1 << 20  # npu-smi's "MB" is 2^20 bytes
 
 _ABSENT = frozenset({"", "NA", "N/A", "-", "--", "null", "None", "unknown", "Unknown"})
+_NOT_LABEL_CHAR_RE = re.compile(r"[^A-Za-z\- ]")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 USED_TOTAL_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
 
@@ -57,6 +59,25 @@ def used_total(cell: str | None) -> tuple[float, float] | None:
     if match is None:
         return None
     return float(match.group(1)), float(match.group(2))
+
+
+def column_labels(text: str) -> list[str]:
+    """Header labels with a unit in parentheses, as printed: ``"Power(W)   Temp(C)"`` -> ``["Power(W)", "Temp(C)"]``.
+
+    A label is the run of letters, dashes and spaces (starting with a letter) just
+    before a ``(...)`` group. Worked out piece by piece between parentheses, so the
+    time stays linear in the line length whatever the line holds (a backtracking
+    regex over a long run of letters would be quadratic).
+    """
+    labels: list[str] = []
+    for piece in text.split(")")[:-1]:
+        head, sep, unit = piece.rpartition("(")
+        if not sep:
+            continue
+        name = _NOT_LABEL_CHAR_RE.split(head)[-1].lstrip(" -")
+        if name:
+            labels.append(f"{name}({unit})")
+    return labels
 
 
 def split_key_value(line: str) -> tuple[str, str] | None:
