@@ -12,6 +12,7 @@ __all__ = [
     "MIB",
     "USED_TOTAL_RE",
     "column_labels",
+    "is_absent",
     "number",
     "percent_ratio",
     "raise_unparsed",
@@ -21,7 +22,8 @@ __all__ = [
 
 MIB = 1 << 20  # npu-smi's "MB" is 2^20 bytes
 
-_ABSENT = frozenset({"", "NA", "N/A", "-", "--", "null", "None", "unknown", "Unknown"})
+# "Failed" is what npu-smi prints for a sensor it could not read (TEMP_VALUE_INVALID).
+_ABSENT = frozenset({"", "NA", "N/A", "-", "--", "null", "None", "unknown", "Unknown", "Failed"})
 _NOT_LABEL_CHAR_RE = re.compile(r"[^A-Za-z\- ]")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 USED_TOTAL_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
@@ -41,6 +43,11 @@ def number(cell: str | None) -> float | None:
     if not math.isfinite(value):
         return None
     return value
+
+
+def is_absent(cell: str | None) -> bool:
+    """True for the cells npu-smi prints instead of a value (``NA``, ``-``, blank, ``Failed``...)."""
+    return cell is None or cell.strip() in _ABSENT
 
 
 def percent_ratio(cell: str | None) -> float | None:
