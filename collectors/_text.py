@@ -7,6 +7,7 @@ import re
 from typing import NoReturn
 
 from collectors.base import ParseError, ToolError
+from collectors.bounds import Rejects
 
 __all__ = [
     "MIB",
@@ -99,11 +100,16 @@ def split_key_value(line: str) -> tuple[str, str] | None:
 TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 
-def raise_unparsed(text: str, what: str, message: str) -> NoReturn:
-    """Explain output a parser found nothing in: empty, a tool error (ToolError), or unknown (ParseError)."""
+def raise_unparsed(text: str, what: str, message: str, rejects: Rejects | None = None) -> NoReturn:
+    """Explain output a parser found nothing in: empty, a tool error (ToolError), or unknown (ParseError).
+
+    With ``rejects`` holding the lines the parser refused, the ParseError names the first of them.
+    """
     lines = [(number_, line.strip()) for number_, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise ParseError(f"empty {what} output")
     if any(marker in text.lower() for marker in TOOL_ERROR_MARKERS):
         raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
+    if rejects is not None and len(rejects):
+        raise rejects.error(message)
     raise ParseError(message, lines[0][0], lines[0][1][:200])

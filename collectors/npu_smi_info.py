@@ -501,9 +501,7 @@ def parse(text: str, max_chips: int = DEFAULT_MAX_CHIPS) -> InfoTable:
         _handle_line(state, line_no, line)
     _flush_pending(state)
     if not state.chips:
-        if len(state.rejects):
-            raise state.rejects.error("no valid chip row in npu-smi info output")
-        raise_unparsed(text, "npu-smi info", "no chip rows in npu-smi info output")
+        raise_unparsed(text, "npu-smi info", "no valid chip row in npu-smi info output", state.rejects)
     if state.first_over_cap is not None:
         over = state.first_over_cap
         raise ParseError(f"{len(state.chips)} chips, more than max_chips={max_chips}", over.number, over.text)
