@@ -108,8 +108,15 @@ _LABEL_RE = re.compile(r"[\x20-\x7e]*")
 
 
 def clip(line: str, limit: int = _LINE_CLIP) -> str:
-    """``line`` cut to ``limit`` characters (marked with ``...``) for error messages."""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    """``line`` cut to ``limit`` characters (marked with ``...``), control characters escaped (``\\x1b``).
+
+    Rejected lines end up in logs and in ``npuwatch diagnose`` output: a hostile
+    tool must not reach the reader's terminal through them.
+    """
+    head = line[: limit + 1]
+    if _CONTROL_RE.search(head):
+        head = _CONTROL_RE.sub(lambda match: ascii(match.group())[1:-1], head)
+    return head if len(head) <= limit and len(line) <= limit else head[: limit - 3] + "..."
 
 
 def has_control_chars(text: str) -> bool:

@@ -97,7 +97,11 @@ def test_control_chars_allow_tab_but_nothing_else() -> None:
 
 def test_clip() -> None:
     assert clip("abc") == "abc"
+    assert clip("a" * 80) == "a" * 80
     assert clip("a" * 81) == "a" * 77 + "..."
+    assert clip("910\x1b[2J\x00") == "910\\x1b[2J\\x00"  # no raw control character reaches a terminal
+    assert clip("\x00" * 100) == "\\x00" * 19 + "\\..."
+    assert clip("a\u2028b") == "a\\u2028b"
 
 
 def test_rejections_are_found_in_any_record_shape() -> None:

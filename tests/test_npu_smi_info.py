@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from collectors import npu_smi_info
 from collectors._text import MIB
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
+from collectors.bounds import clip
 from collectors.catalogue import CATALOGUE
 from collectors.npu_smi_info import HEALTH_STATES, InfoTable, chip_refs, health_state, parse, samples
 from collectors.npu_smi_mapping import MappingRow
@@ -479,7 +480,8 @@ def test_a_row_off_the_layout_is_dropped_and_reported_with_its_line(rows: str, r
     assert reason in rejection.reason
     assert rejection.line_no in (bad_first_line, bad_first_line + 1)
     bad_line = _table(rows).splitlines()[rejection.line_no - 1].strip()
-    assert rejection.line == bad_line[:77] + "..." if len(bad_line) > 80 else rejection.line == bad_line
+    assert rejection.line == clip(bad_line)  # at most 80 characters, control characters escaped
+    assert len(rejection.line) <= 80 and rejection.line.isprintable()
     out = samples(table, None, CollectContext())
     assert {dict(s.labels).get("npu") for s in out if s.labels} == {"1"}
 
