@@ -58,10 +58,15 @@ class ChipRef:
         return (("npu", str(self.npu)), ("chip", str(self.chip)))
 
 
+_LINE_CLIP = 80
+
+
 class ParseError(ValueError):
-    """Tool output that could not be understood. Carries the offending line when known."""
+    """Tool output that could not be understood. Carries the offending line (clipped to 80 chars) when known."""
 
     def __init__(self, message: str, line_no: int | None = None, line: str | None = None) -> None:
+        if line is not None and len(line) > _LINE_CLIP:
+            line = line[: _LINE_CLIP - 3] + "..."  # a hostile tool's 4 MiB line must not become the message
         detail = message
         if line_no is not None:
             detail = f"{message} (line {line_no}: {line!r})"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, label_pairs
+from collectors.bounds import BOUNDS
 from collectors.hccn_link import clean_lines, hccn_source, raise_unparsable
 
 __all__ = [
@@ -110,6 +111,8 @@ def _table_row(line: str, line_no: int) -> LinkChange | None:
 def _count(value: str, line_no: int, line: str) -> int:
     if not (value.isascii() and value.isdigit()):
         raise ParseError("link count is not a number", line_no, line)
+    if len(value) > 20 or not BOUNDS["counter"].contains(int(value)):
+        raise ParseError("link count beyond a 64-bit counter", line_no, line)
     return int(value)
 
 

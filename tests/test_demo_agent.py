@@ -247,6 +247,6 @@ def test_probe_slow_scales_the_measured_speed(tmp_path: Path) -> None:
     node = DemoNode(tmp_path / "demo").create(chips=2)
     settings = probe_settings(node)
     healthy = max(run_gemm(settings).gemm[0].flops for _ in range(2))
-    node.set_fault("probe_slow", factor=0.1)
+    node.set_fault("probe_slow", factor=0.01)  # 100x: no load swing on a shared machine hides it
     slow = run_gemm(settings)
     assert slow.gemm[0].flops < 0.4 * healthy, (slow.gemm[0].flops, healthy)
