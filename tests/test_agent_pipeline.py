@@ -354,3 +354,36 @@ def test_reload_reschedules_probe_jobs(tmp_path: Path) -> None:
         assert probe_jobs() == {"timed:probe:gemm": 600.0, "timed:probe:allreduce": 6 * 3600.0}
     finally:
         agent.stop()
+
+
+def test_a_run_with_too_many_series_exports_nothing(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"max_series_per_source": 100}, chips=16)
+    bundle.agent.collect_once()
+    values = _values(bundle.agent.cache.render().body)
+    # A 16-chip info table makes ~190 series: over the cap, refused whole; a small source still exports.
+    assert _get(values, "npu_chips") is None
+    assert _get(values, "npuwatch_collector_down_reason", collector="npu_smi_info", reason="parse") == 1
+    assert _get(values, "npuwatch_collector_up", collector="npu_smi_mapping") == 1
+    bundle.agent.stop()
+
+
+def test_more_chips_than_max_chips_is_refused(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"max_chips": 4}}})
+    bundle.agent.collect_group("info")
+    snap = bundle.agent.store.get("npu_smi_info")
+    assert snap is not None and not snap.ok and snap.errors["parse"] == 1
+    assert "more than max_chips=4" in (snap.error or "")
+    bundle.agent.stop()
+
+
+def test_refused_values_are_counted_and_the_rest_exported(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    bundle.agent.collect_once()
+    bundle.demo.set_fault("hot", chip=2, celsius=400)  # no chip runs at 400 C: a broken sensor reading
+    bundle.agent.collect_group("info")
+    values = _values(bundle.agent.cache.render().body)
+    assert _get(values, "npu_temperature_celsius", npu="2", chip="0") is None
+    assert _get(values, "npu_power_watts", npu="2", chip="0") is not None
+    assert (_get(values, "npuwatch_parse_rejections_total", collector="npu_smi_info") or 0) >= 1
+    assert _get(values, "npuwatch_collector_up", collector="npu_smi_info") == 1
+    bundle.agent.stop()

@@ -119,6 +119,7 @@ def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int
         for reason in ERROR_REASONS:
             out.append(Sample("npuwatch_collector_errors_total", (*collector, ("reason", reason)),
                               float(snap.errors.get(reason, 0))))
+        out.append(Sample("npuwatch_parse_rejections_total", collector, float(snap.rejections)))
     return out
 
 
@@ -140,6 +141,7 @@ class SnapshotRenderer:
         "npuwatch_collector_duration_seconds",
         "npuwatch_collector_last_success_timestamp_seconds",
         "npuwatch_collector_errors_total",
+        "npuwatch_parse_rejections_total",
     )
 
     def __init__(self, store: SnapshotStore, const_labels: Mapping[str, str], expected_chips: int) -> None:

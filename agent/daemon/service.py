@@ -26,6 +26,7 @@ from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
 from agent.web.server import AgentHTTPServer, ServerLimits, make_server
+from collectors import npu_smi_info
 from collectors import sources as source_registry
 from collectors.base import ChipRef, CollectContext, NoData, Source
 
@@ -65,7 +66,10 @@ def enabled_sources(config: Config) -> list[Source]:
         enabled, disabled, opted_in = by_tool.get(source.tool, (False, set(), set()))
         wanted = source.default_enabled or source.name in opted_in
         if enabled and wanted and source.name not in disabled:
-            chosen.append(source)
+            if source.name == "npu_smi_info":
+                chosen.append(npu_smi_info.make_source(max_chips=collectors.npu_smi.max_chips))
+            else:
+                chosen.append(source)
     return chosen
 
 
@@ -122,6 +126,7 @@ class Agent:
             self._pools,
             self._context,
             self._tool_env,
+            max_series=config.max_series_per_source,
         )
         wanted = {source.name for source in self.sources} | {job.name for job in self._internal}
         for snap in self.store.all():
