@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -22,6 +23,7 @@ log = logging.getLogger("npuwatch")
 EXIT_OK = 0
 EXIT_COLLECT_FAILED = 1  # once: a collector failed (the exposition is still printed)
 EXIT_CONFIG = 2
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE, as a shell reports it
 
 DESCRIPTION = """\
 npuwatch watches Huawei Ascend NPU nodes: it reads npu-smi, hccn_tool and
@@ -340,3 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `npuwatch ... | head`: the reader is gone. Point stdout at /dev/null so the interpreter's
+        # final flush cannot raise again, and exit as a shell expects after SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
