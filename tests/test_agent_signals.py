@@ -115,20 +115,29 @@ def test_sigterm_during_a_probe_leaves_no_child(tmp_path: Path) -> None:
     running = Daemon(tmp_path, config, env={"NPUWATCH_PROBE_STALL": "exec"})
     try:
         def probe_workers() -> list[psutil.Process]:
+            """This daemon's GEMM ranks only: other test runs may share the machine."""
             found = []
-            for proc in psutil.process_iter(["cmdline"]):
+            for proc in psutil.process_iter(["cmdline", "ppid"]):
                 try:
-                    if any("collectors/probes/gemm.py" in part for part in proc.info["cmdline"] or []):
+                    if proc.info["ppid"] == running.proc.pid and any(
+                            "collectors/probes/gemm.py" in part for part in proc.info["cmdline"] or []):
                         found.append(proc)
                 except psutil.Error:
                     continue
             return found
 
+        def gone(proc: psutil.Process) -> bool:
+            try:
+                return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                return True
+
         assert wait_for(lambda: bool(probe_workers()), timeout=60), running.log_text()
+        workers = probe_workers()
         started = time.monotonic()
         running.proc.send_signal(signal.SIGTERM)
         assert running.proc.wait(10) == 0, running.log_text()
         assert time.monotonic() - started < 5
-        assert wait_for(lambda: not probe_workers(), timeout=3)
+        assert wait_for(lambda: all(gone(proc) for proc in workers), timeout=3)
     finally:
         running.stop()
