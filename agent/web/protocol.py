@@ -26,7 +26,8 @@ What the endpoints answer, beyond what h11 enforces (all of these close the conn
   keeps a smuggled second request from hiding in one;
 - request line beyond ``max_header_bytes``: **414**; headers beyond it: **431**.
 
-Identical repeated ``Content-Length`` values are one value (RFC 9110 §8.6 allows either). The
+Identical repeated ``Content-Length`` values are one value (RFC 9110 §8.6 allows either), and an
+obsolete folded header line is unfolded (RFC 9112 §5.2 allows that or a 400). The
 request target may be origin-form (``/metrics``) or absolute-form
 (``http://host:9611/metrics``, RFC 9112 §3.2.2: a server MUST accept it; the Host header is
 then ignored); authority- and asterisk-form only go with CONNECT and OPTIONS, which get 405,
@@ -73,6 +74,15 @@ class Refusal:
 
 def status_text(status: HTTPStatus) -> bytes:
     return f"{status.value} {status.phrase}\n".encode()
+
+
+def _versionless_request_line(buffered: bytes) -> bool:
+    """Whether the first complete line of ``buffered`` is a request line without a version."""
+    line, found, _rest = buffered.lstrip(b"\r\n").partition(b"\n")
+    if not found:
+        return False
+    parts = line.rstrip(b"\r").split(b" ")
+    return len(parts) < 3 or not parts[-1].startswith(b"HTTP/")
 
 
 def _path_of(target: bytes) -> str | None:
@@ -122,6 +132,9 @@ class Connection:
             event = self._h11.next_event()
             if event is not h11.NEED_DATA:
                 return event
+            if self._h11.their_state is h11.IDLE and _versionless_request_line(self._h11.trailing_data[0]):
+                # HTTP/0.9 sends no headers, so it would wait out the head timeout: refuse at once.
+                raise h11.RemoteProtocolError("request line without an HTTP version")
             data = self._recv()
             if data is None:
                 return None
