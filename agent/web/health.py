@@ -26,9 +26,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.core.snapshot import SnapshotStore, SourceSnapshot
+if TYPE_CHECKING:  # annotations only: this module imports on Python 3.9 whatever the store needs
+    from agent.core.snapshot import SnapshotStore, SourceSnapshot
 
 __all__ = ["CHIP_LIST_SOURCE", "Heartbeat", "collector_state", "liveness", "readiness"]
 

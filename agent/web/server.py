@@ -28,10 +28,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.core.config import ConfigError
-from agent.core.exporter import ExpositionCache
 from agent.web.auth import Auth, BasicAuth, BcryptVerifier, CredentialCache
 from agent.web.config import WebConfig, load_web_config
 from agent.web.connections import ConnectionTable, Slot
@@ -39,6 +38,9 @@ from agent.web.protocol import Connection, Refusal, Request, canned_response, st
 from agent.web.security import RateLimiter, ServerLimits
 from agent.web.settings import WebSettings, files_stamp, watched_files, weakening
 from agent.web.tls import peer_san_allowed
+
+if TYPE_CHECKING:
+    from agent.core.exporter import ExpositionCache
 
 __all__ = ["AgentHTTPServer", "HealthCheck", "ReadyCheck", "ServerLimits", "make_server"]
 
