@@ -205,10 +205,11 @@ class Connection:
             if self._h11.our_state is h11.SEND_RESPONSE:
                 head = self._h11.send(h11.Response(status_code=status, headers=fields,
                                                    reason=HTTPStatus(status).phrase.encode()))
-                self._sock.sendall(head or b"")
-                if body and not head_only:
-                    self._sock.sendall(self._h11.send(h11.Data(data=body)) or b"")
+                payload = self._h11.send(h11.Data(data=body)) if body and not head_only else b""
                 self._h11.send(h11.EndOfMessage())
+                # One write: each blocking call hands the GIL over, and getting it back costs up to
+                # a switch interval (5 ms) while a collector thread is busy in Python.
+                self._sock.sendall((head or b"") + (payload or b""))
             else:  # the request never parsed: no h11 state to follow, so write it out and close
                 self._sock.sendall(_raw_response(status, body, fields))
                 return False

@@ -172,7 +172,9 @@ class AgentHTTPServer(socketserver.TCPServer):
     def _reload(self, why: str) -> bool:
         with self._reload_lock:
             path = self._web_config_file
-            source = path or "web config"
+            source = path or "(no file)"
+            if path is None and self._fixed_config is None and self.settings.config is None:
+                return True  # no web config before or after: nothing to say
             try:
                 config = load_web_config(path) if path else self._fixed_config
                 weaker = weakening(self.settings.config, config)
