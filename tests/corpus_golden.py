@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -113,7 +114,7 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if isinstance(value, (dt.datetime, dt.date)):
         return value.isoformat()
-    if isinstance(value, float) and value != value:  # NaN never leaves a parser, but say so if it does
+    if isinstance(value, float) and math.isnan(value):  # NaN never leaves a parser, but say so if it does
         return "NaN"
     return value
 
