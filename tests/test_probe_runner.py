@@ -157,6 +157,61 @@ def test_allreduce_sums_are_correct(ranks: int) -> None:
                  size_bytes=str(64 << 10)) == pytest.approx(ar.busbw_bytes_per_second)
 
 
+def assert_single_device_skip(result: ProbeResult) -> None:
+    assert result.outcome == "skipped", result.message
+    assert result.message == "1 device: an all-reduce needs at least 2"
+    assert result.allreduce is None
+    assert result.ranks == []  # no worker started
+    assert result.exit_code == 3
+    metrics = ProbeMetrics()
+    metrics.record(result)
+    bandwidths = [s for s in metrics.samples() if s.metric.startswith("npu_probe_allreduce_")]
+    assert bandwidths == []
+    assert value(metrics.samples(), "npuwatch_probe_runs_total", probe="allreduce", outcome="skipped") == 1.0
+
+
+def test_allreduce_on_one_selected_device_is_skipped_without_bandwidth() -> None:
+    assert_single_device_skip(run_allreduce(settings(devices=(0,))))
+
+
+def test_allreduce_with_one_cpu_rank_is_skipped() -> None:
+    assert_single_device_skip(run_allreduce(settings(cpu_ranks=1)))
+
+
+def test_allreduce_on_an_auto_discovered_single_gpu_is_skipped(tmp_path: Path) -> None:
+    """The node of the report: ``auto`` finds one cuda device (a stand-in torch says so)."""
+    one_gpu = ("__version__ = '0-fake'\n"
+               "class cuda:\n    is_available = staticmethod(lambda: True)\n"
+               "    device_count = staticmethod(lambda: 1)\n"
+               "    get_device_name = staticmethod(lambda index: 'NVIDIA H200')\n")
+    python = fake_python(tmp_path, {"torch": one_gpu})
+    result = run_allreduce(settings(python=python, backend="auto"))
+    assert result.backend == "cuda"
+    assert_single_device_skip(result)
+
+
+def test_cli_allreduce_on_one_device_says_skipped(capsys: pytest.CaptureFixture[str]) -> None:
+    code = probe_cli.main(parse("allreduce", "--backend", "cpu", "--devices", "0", "--no-lock", "--json"))
+    out = json.loads(capsys.readouterr().out)
+    assert (code, out["outcome"], out["allreduce"]) == (3, "skipped", None)
+    assert out["message"] == "1 device: an all-reduce needs at least 2"
+
+
+def test_allreduce_worker_refuses_a_world_of_one() -> None:
+    """Run by hand with WORLD_SIZE=1, the worker reports an error instead of a no-op "bandwidth"."""
+    import subprocess
+
+    from agent.probes.runner import _WORKER_DIR
+
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+    proc = subprocess.run([sys.executable, str(_WORKER_DIR / "allreduce.py"), "--backend", "cpu"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    result = json.loads(proc.stdout)
+    assert (proc.returncode, result["status"]) == (3, "error")
+    assert "at least 2 ranks" in result["message"]
+    assert "busbw_bytes_per_second" not in result
+
+
 @needs_torch
 @pytest.mark.slow
 def test_a_stalled_rank_is_killed_at_the_deadline_with_its_stage() -> None:

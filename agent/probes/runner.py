@@ -18,6 +18,7 @@ busy); ``error`` (could not run: torch missing, torch_npu import error, no devic
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import socket
@@ -312,6 +313,10 @@ def _run_allreduce(settings: ProbeSettings, scope: str, *, nnodes: int, node_ran
 
     local = len(devices)
     world = nnodes * local
+    if world < 2:
+        # One rank sums with nobody: the "bandwidth" would be a local no-op (busbw 0).
+        return dataclasses.replace(skipped_result("allreduce", f"{world} device: an all-reduce needs at least 2"),
+                                   started_at=started, backend=backend, scope=scope)
     env = _worker_env(settings, backend)
     if scope == "node" and backend == "cpu":
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local; don't guess an interface

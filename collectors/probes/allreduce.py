@@ -54,7 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def bus_bandwidth(algbw: float, world_size: int) -> float:
-    """nccl-tests' all-reduce bus bandwidth: algbw x 2(n-1)/n."""
+    """nccl-tests' all-reduce bus bandwidth: algbw x 2(n-1)/n (n >= 2: one rank moves nothing)."""
+    if world_size < 2:
+        raise ValueError(f"bus bandwidth needs at least 2 ranks, got {world_size}")
     return algbw * 2.0 * (world_size - 1) / world_size
 
 
@@ -151,6 +153,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         rank, world_size, local_rank, master_addr, master_port = _rendezvous()
         result.update(rank=rank, world_size=world_size, local_rank=local_rank)
+        if world_size < 2:
+            raise common.SetupError(f"WORLD_SIZE={world_size}: an all-reduce needs at least 2 ranks")
         backend = common.load_backend(args.backend)
         device_index = args.device if args.device >= 0 else local_rank
         result.update(backend=backend.name, device=device_index, torch_version=str(backend.torch.__version__),

@@ -76,13 +76,20 @@ def _host_product(torch: Any, matrix: Any, vectors: Any) -> tuple[Any, Any]:
     return product, norm.sqrt()
 
 
-def check_product(torch: Any, a: Any, b: Any, c: Any, dtype: str) -> tuple[bool, float]:
-    """Freivalds' test of c == a @ b on the host; returns (correct, worst residual / tolerance)."""
-    a_host, b_host, c_host = a.cpu(), b.cpu(), c.cpu()
-    n_cols = b_host.shape[1]
+def freivalds_vectors(torch: Any, n_cols: int) -> Any:
+    """Two random float64 columns with |x_j| in [1, 2] and random signs (torch's seeded generator)."""
     magnitude = torch.rand(n_cols, 2, dtype=torch.float64) + 1.0
     sign = torch.randint(0, 2, (n_cols, 2), dtype=torch.float64) * 2.0 - 1.0
-    x = magnitude * sign
+    return magnitude * sign
+
+
+def check_product(torch: Any, a: Any, b: Any, c: Any, dtype: str, *, vectors: Any = None) -> tuple[bool, float]:
+    """Freivalds' test of c == a @ b on the host; returns (correct, worst residual / tolerance).
+
+    ``vectors`` (n_cols x m, float64) replaces the random test vectors, for tests.
+    """
+    a_host, b_host, c_host = a.cpu(), b.cpu(), c.cpu()
+    x = freivalds_vectors(torch, b_host.shape[1]) if vectors is None else vectors
     expected = _host_product(torch, a_host, _host_product(torch, b_host, x)[0])[0]
     got, row_scale = _host_product(torch, c_host, x)
     tolerance = row_tolerance_factor(dtype, a_host.shape[1]) * row_scale + 1e-30
