@@ -77,8 +77,8 @@ def fake_python(tmp_path: Path, modules: dict[str, str]) -> str:
 def test_gemm_passes_and_exports_flops_and_correct() -> None:
     metrics = ProbeMetrics()
     events: list[dict[str, object]] = []
-    result = run_gemm(settings(peaks={"x86_64": {"fp32": 1.0}, "aarch64": {"fp32": 1.0}}),
-                      on_event=events.append)
+    probe = settings(peaks={"x86_64": {"fp32": 1.0}, "aarch64": {"fp32": 1.0}})
+    result = run_gemm(probe, on_event=events.append)
     metrics.record(result)
     assert result.outcome == "pass", result.message
     stage_events = [e for e in events if e["kind"] == "stage"]
@@ -90,6 +90,10 @@ def test_gemm_passes_and_exports_flops_and_correct() -> None:
     [m] = result.gemm
     assert (m.dtype, m.size, m.correct, m.npu, m.chip) == ("fp32", 128, True, 0, 0)
     assert m.flops > 0
+    [raw] = report.result["measurements"]  # type: ignore[index]
+    assert len(raw["loop_seconds"]) == raw["repeats"] == 3  # the worker's default: fastest of 3 loops
+    assert m.seconds == min(raw["loop_seconds"])
+    assert m.flops == pytest.approx(2 * 128**3 * 2 / m.seconds)
     samples = metrics.samples()
     assert value(samples, "npu_probe_gemm_correct", npu="0", chip="0", dtype="fp32") == 1.0
     assert value(samples, "npu_probe_gemm_flops", npu="0", chip="0", dtype="fp32") == pytest.approx(m.flops)
@@ -97,7 +101,8 @@ def test_gemm_passes_and_exports_flops_and_correct() -> None:
     assert value(samples, "npuwatch_probe_runs_total", probe="gemm", outcome="pass") == 1.0
     assert value(samples, "npuwatch_probe_last_success_timestamp_seconds", probe="gemm") == pytest.approx(
         result.started_at + result.duration_s)
-    assert not leftovers(result.ranks[0].argv[-1])
+    assert probe.tag in result.ranks[0].argv
+    assert not leftovers(probe.tag or "")
 
 
 @needs_torch
@@ -140,7 +145,8 @@ def test_gemm_below_a_measured_peak_fails_and_datasheet_peak_does_not() -> None:
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_allreduce_sums_are_correct(ranks: int) -> None:
     metrics = ProbeMetrics()
-    result = run_allreduce(settings(cpu_ranks=ranks))
+    # A timed warm-up: rank 0's clock decides when it ends, for every rank (else they deadlock).
+    result = run_allreduce(settings(cpu_ranks=ranks, warmup_s=0.3, repeats=2))
     metrics.record(result)
     assert result.outcome == "pass", result.message
     ar = result.allreduce
@@ -149,6 +155,7 @@ def test_allreduce_sums_are_correct(ranks: int) -> None:
     assert ar.algbw_bytes_per_second == pytest.approx(ar.size_bytes / ar.seconds_per_iteration)
     assert ar.busbw_bytes_per_second == pytest.approx(ar.algbw_bytes_per_second * 2 * (ranks - 1) / ranks)
     assert [r.result["status"] for r in result.ranks if r.result] == ["ok"] * ranks
+    assert [r.result["repeats"] for r in result.ranks if r.result] == [2] * ranks
     # every rank reports rank 0's timing: one consistent result
     assert len({r.result["busbw_bytes_per_second"] for r in result.ranks if r.result}) == 1
     samples = metrics.samples()

@@ -221,6 +221,59 @@ def test_reported_ratio_is_the_documented_tolerance(dtype: str, rows: int, k: in
     assert ratio == pytest.approx(expected, rel=1e-6, abs=1e-12)
 
 
+# --------------------------------------------------------------------------- timing recipe
+
+
+class _ScriptedTimer:
+    def __init__(self, durations: list[float]) -> None:
+        self._durations = durations
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> float:
+        return self._durations.pop(0)
+
+
+class _ScriptedBackend:
+    """A stand-in backend whose timed loops last the given seconds."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self._durations = list(durations)
+        self.synchronized = 0
+
+    def timer(self) -> _ScriptedTimer:
+        return _ScriptedTimer(self._durations)
+
+    def synchronize(self) -> None:
+        self.synchronized += 1
+
+
+def test_warm_up_runs_the_iterations_and_the_seconds_whichever_is_longer() -> None:
+    common = _import_worker("_common")
+    calls: list[float] = []
+    waits: list[int] = []
+    counts = common.Counts(warmup=3, warmup_seconds=0.0, iterations=1, repeats=1)
+    assert common.warm_up(lambda: calls.append(0.0), lambda: waits.append(1), counts) == 3
+    assert len(waits) == 1  # no timed part: one wait at the end
+    import time
+
+    start = time.perf_counter()
+    counts = common.Counts(warmup=2, warmup_seconds=0.3, iterations=1, repeats=1)
+    done = common.warm_up(lambda: time.sleep(0.02), lambda: waits.append(1), counts)
+    assert time.perf_counter() - start >= 0.3
+    assert done >= 10  # went on past the 2 iterations until 0.3 s had passed
+
+
+def test_best_of_reports_the_fastest_loop_and_every_loop() -> None:
+    common = _import_worker("_common")
+    backend = _ScriptedBackend([0.30, 0.10, 0.20])
+    runs: list[int] = []
+    counts = common.Counts(warmup=0, warmup_seconds=0.0, iterations=4, repeats=3)
+    assert common.best_of(backend, lambda: runs.append(1), counts) == (0.10, [0.30, 0.10, 0.20])
+    assert len(runs) == 12
+
+
 # --------------------------------------------------------------------------- protocol
 
 

@@ -96,8 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sizes.add_argument("--dtypes", type=_dtypes, metavar="LIST", help="GEMM dtypes: fp16,bf16,fp32")
     sizes.add_argument("--bytes", dest="message_bytes", type=_bytes, metavar="SIZE",
                        help="all-reduce message size (npu/cuda 256MiB, cpu 8MiB)")
-    sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations")
-    sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations")
+    sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations (at least)")
+    sizes.add_argument("--warmup-seconds", dest="warmup_s", type=float, metavar="SECONDS",
+                       help="untimed seconds (at least; npu/cuda 1 s): clocks ramp up under load")
+    sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations per loop")
+    sizes.add_argument("--repeats", type=_positive_int, metavar="N",
+                       help="timed loops; the fastest one counts (default 3)")
     sizes.add_argument("--ranks", type=_positive_int, metavar="N",
                        help="cpu backend: ranks per node (default 2)")
     limits = parser.add_argument_group("time limits and thresholds")
@@ -145,7 +149,8 @@ def _settings(args: argparse.Namespace, base: ProbeSettings) -> ProbeSettings:
     flags = {
         "backend": args.backend, "python": args.python, "model": args.model, "gemm_size": args.size,
         "gemm_dtypes": args.dtypes, "allreduce_bytes": args.message_bytes, "warmup": args.warmup,
-        "iterations": args.iterations, "deadline_s": args.deadline, "stall_s": args.stall,
+        "warmup_s": args.warmup_s, "iterations": args.iterations, "repeats": args.repeats,
+        "deadline_s": args.deadline, "stall_s": args.stall,
         "connect_timeout_s": args.connect_timeout, "exec_timeout_s": args.exec_timeout,
         "min_efficiency": args.min_efficiency, "min_busbw": args.min_busbw, "lock_path": args.lock_file,
         "cpu_ranks": args.ranks,

@@ -27,7 +27,9 @@ class ProbeSettings:
     gemm_dtypes: tuple[str, ...] | None = None
     allreduce_bytes: int | None = None
     warmup: int | None = None
+    warmup_s: float | None = None  # warm-up goes on at least this long (clocks ramp up under load)
     iterations: int | None = None
+    repeats: int | None = None  # timed loops of ``iterations``; the fastest one counts
     connect_timeout_s: float = 120.0  # HCCL_CONNECT_TIMEOUT (HCCL default 120 s; minimum 120)
     exec_timeout_s: float = 68.0  # HCCL_EXEC_TIMEOUT (HCCL default 1836 s; minimum 68)
     deadline_s: float = 300.0  # outer watchdog over the whole run

@@ -69,8 +69,12 @@ def _common_args(settings: ProbeSettings) -> list[str]:
     args = ["--tag", settings.tag or f"npuwatch-probe-{os.getpid()}-{next(_tags)}"]
     if settings.warmup is not None:
         args += ["--warmup", str(settings.warmup)]
+    if settings.warmup_s is not None:
+        args += ["--warmup-seconds", str(settings.warmup_s)]
     if settings.iterations is not None:
         args += ["--iterations", str(settings.iterations)]
+    if settings.repeats is not None:
+        args += ["--repeats", str(settings.repeats)]
     return args
 
 
