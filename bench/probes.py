@@ -1,17 +1,20 @@
-"""Does the probe measure what plain torch measures? GEMM FLOP/s and all-reduce busbw, side by side.
+"""Does each probe measure what plain torch measures? Side by side, probe against a plain loop.
 
     python bench/probes.py --backend cpu
     python bench/probes.py --backend cuda            # on a GPU box
     python bench/probes.py --backend npu --python /opt/train/bin/python
 
-For each row the probe runs through agent.probes.runner (worker processes, watchdog,
-correctness check) and a plain loop runs in the same session: ``torch.matmul`` timed in
-this process, and a bare ``torch.distributed.all_reduce`` loop in its own ranks. Both sides
-follow the same recipe, so the ratio compares measurements and not warm-up luck: a warm-up
-of ``--warmup`` iterations and at least ``--warmup-seconds`` (GPU and NPU clocks ramp up
-under load; a cold plain loop on an H200 read 683 TFLOP/s against the probe's 770), then the
-fastest of ``--repeats`` timed loops of ``--iterations``. The probe should land within 10 %
-of the plain figure.
+For each row the probe runs through agent.probes (worker processes, watchdog, correctness
+checks) and a plain loop runs in the same session: ``torch.matmul``, ``dst.copy_(src)`` on a
+device, pinned host <-> device copies and a device 0 -> 1 copy timed in this process, and a
+bare ``torch.distributed.all_reduce`` loop in its own ranks. Both sides follow the same
+recipe, so the ratio compares measurements and not warm-up luck: a warm-up of ``--warmup``
+iterations and at least ``--warmup-seconds`` (GPU and NPU clocks ramp up under load; a cold
+plain loop on an H200 read 683 TFLOP/s against the probe's 770), then the fastest of
+``--repeats`` timed loops of ``--iterations``. The sustained GEMM row compares the best
+window of a short sustained run with the plain matmul. The probe should land within 10 %
+of the plain figure. On the cpu backend the copies run on one host thread on both sides,
+as the probes do there.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.probes.records import ProbeSettings
+from agent.probes.bandwidth import run_h2d, run_membw, run_p2p
+from agent.probes.records import ProbeResult, ProbeSettings
 from agent.probes.runner import _free_port, run_allreduce, run_gemm
+from agent.probes.sustained import run_sustained_gemm
 
 TOLERANCE = 0.10
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -53,6 +58,36 @@ def _warm_up(step: Any, synchronize: Any, iterations: int, seconds: float) -> No
         step()
         synchronize()
         done += 1
+
+
+class Device:
+    """Device selection and synchronisation for the plain loops: the only backend-specific parts."""
+
+    def __init__(self, backend: str) -> None:
+        self.torch = _torch(backend)
+        self.backend = backend
+        self.module = None if backend == "cpu" else getattr(self.torch, backend)
+
+    def __call__(self, index: int) -> Any:
+        return self.torch.device("cpu") if self.module is None else self.torch.device(self.backend, index)
+
+    def synchronize(self, *indices: int) -> None:
+        if self.module is not None:
+            for index in indices or (0,):
+                self.module.synchronize(index)
+
+    def best_seconds(self, step: Any, timing: dict[str, Any], sync: tuple[int, ...] = (0,)) -> float:
+        """Warm-up, then the fastest of ``repeats`` loops of ``iterations`` steps, host-timed between syncs."""
+        _warm_up(step, lambda: self.synchronize(*sync), timing["warmup"], timing["warmup_s"])
+        best = float("inf")
+        for _ in range(timing["repeats"]):
+            self.synchronize(*sync)
+            start = time.perf_counter()
+            for _ in range(timing["iterations"]):
+                step()
+            self.synchronize(*sync)
+            best = min(best, time.perf_counter() - start)
+        return best
 
 
 def plain_matmul_flops(backend: str, size: int, dtype: str, *, warmup: int, warmup_s: float, iterations: int,
@@ -85,6 +120,28 @@ def plain_matmul_flops(backend: str, size: int, dtype: str, *, warmup: int, warm
             seconds = begin.elapsed_time(end) / 1000.0
         best = min(best, seconds)
     return 2.0 * size**3 * iterations / best
+
+
+def plain_copy_rates(backend: str, size_bytes: int, timing: dict[str, Any], devices: int) -> dict[str, float]:
+    """Bytes/s of plain copies: device memory (read + written), pinned h2d and d2h, device 0 -> 1."""
+    dev = Device(backend)
+    torch = dev.torch
+    numel = size_bytes // 4
+    src = torch.randint(0, 1 << 30, (numel,), dtype=torch.int32, device=dev(0))
+    dst = torch.zeros_like(src)
+    host = torch.zeros(numel, dtype=torch.int32, pin_memory=dev.module is not None)
+    rates = {
+        "membw": 2 * size_bytes * timing["iterations"] / dev.best_seconds(lambda: dst.copy_(src), timing),
+        "h2d": size_bytes * timing["iterations"] / dev.best_seconds(
+            lambda: dst.copy_(host, non_blocking=True), timing),
+        "d2h": size_bytes * timing["iterations"] / dev.best_seconds(
+            lambda: host.copy_(src, non_blocking=True), timing),
+    }
+    if devices >= 2 or dev.module is None:
+        other = torch.zeros(numel, dtype=torch.int32, device=dev(1))
+        rates["p2p"] = size_bytes * timing["iterations"] / dev.best_seconds(
+            lambda: other.copy_(src), timing, sync=(0, 1))
+    return rates
 
 
 def plain_allreduce_rank(backend: str, size_bytes: int, *, warmup: int, warmup_s: float, iterations: int,
@@ -147,6 +204,13 @@ def row(name: str, probe: float, plain: float, unit: float, unit_name: str) -> s
     return (f"{name:<34} {probe / unit:>12.3f} {plain / unit:>12.3f} {unit_name:<7} {ratio:>6.3f}  {verdict}")
 
 
+def _failed(name: str, result: ProbeResult) -> bool:
+    if result.outcome in ("pass", "skipped"):
+        return False
+    print(f"{name} probe {result.outcome}: {result.message}")
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,6 +219,8 @@ def main() -> int:
     parser.add_argument("--size", type=int, help="GEMM size (cpu 1024, else 8192)")
     parser.add_argument("--dtype", choices=tuple(DTYPES), help="GEMM dtype (cpu fp32, else bf16)")
     parser.add_argument("--bytes", type=int, help="all-reduce bytes (cpu 8 MiB, else 256 MiB)")
+    parser.add_argument("--copy-bytes", type=int, help="membw/h2d/p2p buffer (cpu 16 MiB, else 1 GiB)")
+    parser.add_argument("--sustained", type=float, help="sustained GEMM seconds (cpu 4, else 30)")
     parser.add_argument("--ranks", type=int, help="all-reduce ranks (cpu 2, else every device)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--warmup-seconds", type=float, help="timed warm-up (cpu 0, else 1 s)")
@@ -168,34 +234,67 @@ def main() -> int:
     size = args.size or (1024 if cpu else 8192)
     dtype = args.dtype or ("fp32" if cpu else "bf16")
     size_bytes = args.bytes or ((8 if cpu else 256) << 20)
+    copy_bytes = args.copy_bytes or ((16 << 20) if cpu else (1 << 30))
     timing = {"warmup": args.warmup, "warmup_s": args.warmup_seconds, "iterations": args.iterations,
               "repeats": args.repeats}
     if args.plain_rank:
         plain_allreduce_rank(args.backend, size_bytes, **timing)
         return 0
-    ranks = args.ranks or (2 if cpu else int(getattr(_torch(args.backend), args.backend).device_count()))
+    devices = 1 if cpu else int(getattr(_torch(args.backend), args.backend).device_count())
+    ranks = args.ranks or (2 if cpu else devices)
 
     settings = ProbeSettings(python=args.python, backend=args.backend, devices=(0,), gemm_size=size,
                              gemm_dtypes=(dtype,), use_lock=False, deadline_s=600.0, **timing)
     print(f"{'measurement':<34} {'probe':>12} {'plain':>12} {'unit':<7} {'ratio':>6}  within {TOLERANCE:.0%}")
     gemm = run_gemm(settings)
-    if gemm.outcome != "pass" or not gemm.gemm:
-        print(f"GEMM probe {gemm.outcome}: {gemm.message}")
+    if _failed("GEMM", gemm) or not gemm.gemm:
         return 1
-    plain = plain_matmul_flops(args.backend, size, dtype, **timing)
-    print(row(f"GEMM {size} {dtype} device 0", gemm.gemm[0].flops, plain, 1e12, "TFLOP/s"))
+    plain_flops = plain_matmul_flops(args.backend, size, dtype, **timing)
+    print(row(f"GEMM {size} {dtype} device 0", gemm.gemm[0].flops, plain_flops, 1e12, "TFLOP/s"))
 
     if ranks < 2:
         print(f"all-reduce: skipped, {ranks} device: an all-reduce needs at least 2")
-        return 0
-    ar_settings = dataclasses.replace(settings, devices=tuple(range(ranks)), allreduce_bytes=size_bytes)
-    allreduce = run_allreduce(ar_settings)
-    if allreduce.outcome != "pass" or allreduce.allreduce is None:
-        print(f"all-reduce probe {allreduce.outcome}: {allreduce.message}")
+    else:
+        ar_settings = dataclasses.replace(settings, devices=tuple(range(ranks)), allreduce_bytes=size_bytes)
+        allreduce = run_allreduce(ar_settings)
+        if _failed("all-reduce", allreduce) or allreduce.allreduce is None:
+            return 1
+        plain_bus = plain_allreduce_busbw(args.python, args.backend, ranks, size_bytes=size_bytes, timing=args)
+        print(row(f"all-reduce {size_bytes >> 20} MiB x {ranks} ranks busbw",
+                  allreduce.allreduce.busbw_bytes_per_second, plain_bus, 1e9, "GB/s"))
+
+    # Copies: plain loops on one host thread on cpu, as the probe workers run them there.
+    threads = _torch(args.backend).get_num_threads()
+    if cpu:
+        _torch(args.backend).set_num_threads(1)
+    plain = plain_copy_rates(args.backend, copy_bytes, timing, devices)
+    _torch(args.backend).set_num_threads(threads)
+    copy_settings = dataclasses.replace(settings, copy_bytes=copy_bytes)
+    for name, run in (("membw", run_membw), ("h2d", run_h2d)):
+        result = run(copy_settings)
+        if _failed(name, result):
+            return 1
+        for cell in result.bandwidth:
+            print(row(f"{cell.kind} {copy_bytes >> 20} MiB device 0", cell.bytes_per_second, plain[cell.kind],
+                      1e9, "GB/s"))
+    if "p2p" in plain:
+        p2p = run_p2p(dataclasses.replace(copy_settings, devices=(0, 1)))
+        if _failed("p2p", p2p):
+            return 1
+        cell = next(c for c in p2p.bandwidth if (c.device, c.peer) == (0, 1))
+        print(row(f"p2p {copy_bytes >> 20} MiB device 0 -> 1", cell.bytes_per_second, plain["p2p"], 1e9, "GB/s"))
+    else:
+        print(f"p2p: skipped, {devices} device: a device-to-device copy needs at least 2")
+
+    duration = args.sustained or (4.0 if cpu else 30.0)
+    sustained = run_sustained_gemm(dataclasses.replace(
+        settings, sustained_s=duration, window_s=duration / 4, warmup=None, iterations=None, repeats=None,
+        max_throttle_drop=1.0))
+    if _failed("sustained GEMM", sustained) or not sustained.sustained:
         return 1
-    plain_bus = plain_allreduce_busbw(args.python, args.backend, ranks, size_bytes=size_bytes, timing=args)
-    print(row(f"all-reduce {size_bytes >> 20} MiB x {ranks} ranks busbw",
-              allreduce.allreduce.busbw_bytes_per_second, plain_bus, 1e9, "GB/s"))
+    m = sustained.sustained[0]
+    print(row(f"sustained GEMM best of {len(m.windows)} windows", m.best_flops, plain_flops, 1e12, "TFLOP/s"))
+    print(f"{'':<34} sustained windows: " + " ".join(f"{w.flops / 1e12:.4g}" for w in m.windows) + " TFLOP/s")
     return 0
 
 
