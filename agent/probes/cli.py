@@ -48,6 +48,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def _ratio(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1:
@@ -80,6 +87,7 @@ def _dtypes(text: str) -> tuple[str, ...]:
 
 
 for _converter, _name in ((_positive_int, "positive integer"), (_positive_float, "positive number"),
+                          (_non_negative_float, "non-negative number"),
                           (_ratio, "ratio"), (_bytes, "size"), (_devices, "device list"),
                           (_dtypes, "dtypes")):
     _converter.__name__ = _name  # argparse quotes this name in its errors
@@ -116,7 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sizes.add_argument("--window", type=_positive_float, metavar="SECONDS",
                        help="sustained-gemm: seconds per FLOP/s window (npu/cuda 10, cpu 1)")
     sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations (at least)")
-    sizes.add_argument("--warmup-seconds", dest="warmup_s", type=float, metavar="SECONDS",
+    sizes.add_argument("--warmup-seconds", dest="warmup_s", type=_non_negative_float, metavar="SECONDS",
                        help="untimed seconds (at least; npu/cuda 1 s): clocks ramp up under load")
     sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations per loop")
     sizes.add_argument("--repeats", type=_positive_int, metavar="N",
