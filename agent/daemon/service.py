@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -102,7 +105,10 @@ class Agent:
         self._known_chips: list[ChipRef] = []
         self._last_healthy: dict[tuple[tuple[str, str], ...], float] = {}
         self.heartbeat = Heartbeat()
-        self.probe_metrics = ProbeMetrics()
+        state_dir = Path(os.path.expanduser(config.state_dir))
+        with contextlib.suppress(OSError):  # unusable: ProbeMetrics says so once and counts in memory
+            state_dir.mkdir(parents=True, exist_ok=True)
+        self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.probe_controller = ProbeController(self, self.probe_metrics)
         self._configure(config)
 
