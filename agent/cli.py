@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--window", type=float, metavar="SECONDS",
                           help="how far back logs and link flaps count (default 7200)")
 
-    probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
+    probe = sub.add_parser("probe", help="run a probe now: gemm, allreduce, membw, h2d, p2p, sustained-gemm "
+                                         "(exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent.probes import cli as probe_cli
 
     probe_cli.add_arguments(probe)
