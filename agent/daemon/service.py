@@ -390,7 +390,7 @@ class Agent:
 
 
 def _at(timestamp: float) -> Any:
-    from datetime import UTC, datetime
+    from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(timestamp, tz=UTC)
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
 
