@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, Union
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # first: bench/agent.py must not shadow the agent package
@@ -77,7 +77,8 @@ class Fleet:
 
 
 # A series' value: a constant, ("from", t, v) absent before t, or ("switch", t, before, after).
-Value = float | tuple[str, float, float] | tuple[str, float, float, float]
+# typing.Union, not "|": this alias is evaluated at run time (Python 3.9).
+Value = Union[float, tuple[str, float, float], tuple[str, float, float, float]]
 
 
 def _points(times: list[float], value: Value) -> Iterator[tuple[float, float]]:

@@ -7,13 +7,13 @@ goes silent, the seven other ranks log EI0002 blocks naming its device IP and ra
 
 - HCCLCulpritSuspected reaches the webhook for node-3 NPU 1, and for nothing else, within two
   scrape + evaluation cycles (plus dispatch slack) of the scans that read the logs;
-- through Alertmanager with alerts/alertmanager.hccl-routing.example.yml, the incident is one
-  notification to its receiver that holds the culprit and the victims' HCCLTimeout alerts;
+- through Alertmanager with alerts/alertmanager.example.yml, the incident is one notification to
+  its receiver that holds the culprit and the victims' HCCLTimeout alerts;
 - the dashboard's "HCCL incidents and culprits" queries answer with the incident and the culprit;
 - ``npuwatch triage --prometheus URL --json`` names the same culprit (and its cause, the link).
 
 What differs from production (CI time): every ``for:`` becomes ``for: 1s``; the Alertmanager
-example's ``group_wait`` becomes 4 s and its receivers the test's webhook; scrape and evaluation
+example's HCCL route waits 4 s (``group_wait``) and its receivers are the test's webhook; scrape and evaluation
 every second; agents collect from one driver thread here (logs every 1 s; npu-smi table and the
 hccn_tool link/ip sources every 2 s; the other sources off) instead of four schedulers.
 """
@@ -56,7 +56,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((REPO / "alerts").glob("*.rules.yml"))
-ROUTING_EXAMPLE = REPO / "alerts" / "alertmanager.hccl-routing.example.yml"
+ROUTING_EXAMPLE = REPO / "alerts" / "alertmanager.example.yml"
 INTERCONNECT = REPO / "dashboards" / "json" / "npu-interconnect-hccl.json"
 INCIDENT_PANEL = "HCCL incidents and culprits"
 
@@ -139,9 +139,9 @@ def start_routing_alertmanager(tmp_path: Path, webhook_url: str) -> AMProcess:
     """Alertmanager with the shipped routing example: receivers point at the webhook, group_wait shortened."""
     config = yaml.safe_load(ROUTING_EXAMPLE.read_text(encoding="utf-8"))
     for receiver in config["receivers"]:
-        receiver.pop("slack_configs", None)
         receiver["webhook_configs"] = [{"url": f"{webhook_url}?receiver={receiver['name']}", "send_resolved": True}]
-    config["route"]["routes"][0]["group_wait"] = ROUTING_GROUP_WAIT
+    [hccl] = [route for route in config["route"]["routes"] if "HCCLCulpritSuspected" in str(route["matchers"])]
+    hccl["group_wait"] = ROUTING_GROUP_WAIT
     workdir = tmp_path / "alertmanager-routing"
     workdir.mkdir(parents=True)
     config_path = workdir / "alertmanager.yml"
@@ -272,7 +272,8 @@ def test_the_culprit_is_named_online_within_two_cycles(online: Online) -> None:
                 break
         time.sleep(0.2)
     assert grouped is not None, "the routing example sent no notification with the culprit"
-    assert grouped["receiver"] == "hccl-incident"
+    assert grouped["receiver"] == "npu-pager"
+    assert grouped["groupLabels"] == {"job": "npuwatch"}
     firing = [a["labels"] for a in grouped["alerts"] if a["status"] == "firing"]
     assert culprit_alerts(firing) == [(CULPRIT, str(CULPRIT_NPU))]
     victims = {a["node"] for a in firing if a["alertname"] == "HCCLTimeout"}
@@ -287,7 +288,7 @@ def test_the_culprit_is_named_online_within_two_cycles(online: Online) -> None:
     queries = [expr for title, expr in iter_panel_queries(dashboard) if title == INCIDENT_PANEL]
     assert len(queries) == 5
     answers = [prom.query(substitute(expr, {"node": ".*", "npu": ".*"})) for expr in queries]
-    assert all(answers), [q for q, a in zip(queries, answers, strict=True) if not a]
+    assert all(answers), [queries[i] for i, answer in enumerate(answers) if not answer]
     ranks, reporting, silent = (float(answers[i][0]["value"][1]) for i in range(3))
     assert (ranks, reporting, silent) == (8.0, 7.0, 1.0)
     culprit_rows = [(row["metric"].get("node"), row["metric"].get("npu")) for row in answers[4]]
