@@ -124,3 +124,24 @@ def test_fleet_takes_no_demo_dir_and_the_node_actions_need_one(tmp_path: Path,
     assert "not --demo-dir" in capsys.readouterr().err
     assert main(["demo", "show"]) == 2
     assert "needs --demo-dir DIR" in capsys.readouterr().err
+
+
+def test_diagnose_on_a_victim_reads_the_job_log_beside_the_cann_layout(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo adds its job-log glob to the config; diagnose (like the agent) reads it in addition
+    to the CANN layout, not instead of it: EI0002 is only in the job log, task_exec_timeout only in
+    the plogs."""
+    import argparse
+
+    from agent.core.config import build_config
+    from agent.diagnose import engine as diagnose
+
+    dirs = make_fleet(tmp_path, count=2)
+    assert fleet("--culprit", "node-2", "--npu", "1", *map(str, dirs)) == 0
+    capsys.readouterr()
+    config = build_config({"collectors": {"npu_smi": {"timeout": "3s"}, "hccn_tool": {"timeout": "3s"}}})
+    args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=0.2)
+    diagnose.main(args, config, dirs[0])
+    report = json.loads(capsys.readouterr().out)
+    logs = next(check for check in report["checks"] if check["name"] == "hccl_logs")
+    assert "EI0002" in logs["evidence"] and "task_exec_timeout" in logs["evidence"], logs["evidence"]

@@ -37,7 +37,8 @@ def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str
     """
     now = time.time() if now is None else now
     cutoff = now - window_s
-    tailer = LogTailer(paths, tuple(globs) or DEFAULT_GLOBS, kernel_log, None)
+    # the CANN layout plus the operator's job-log globs, as the agent reads them
+    tailer = LogTailer(paths, (*DEFAULT_GLOBS, *globs), kernel_log, None)
     scan = LogScan(window_s=window_s, roots=[str(p) for p in paths], roots_exist=tailer.roots_exist())
     recent: list[tuple[float, str]] = []
     for path, real in tailer.discover():

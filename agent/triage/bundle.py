@@ -335,7 +335,8 @@ def _dumps(writer: _Writer, options: BundleOptions, since: float, say: Callable[
 def _logs(writer: _Writer, config: Any, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
     logs = config.collectors.hccl_logs
     paths = [*map(str, logs.paths), *options.log_paths]
-    tailer = LogTailer(paths, tuple(logs.globs) or DEFAULT_GLOBS, logs.kernel_log, None)
+    # the CANN layout plus the operator's job-log globs, as the agent reads them
+    tailer = LogTailer(paths, (*DEFAULT_GLOBS, *logs.globs), logs.kernel_log, None)
     recent: list[tuple[float, int, str, str]] = []
     for path, real in tailer.discover():
         try:
