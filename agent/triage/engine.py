@@ -149,18 +149,20 @@ def _drafts(failures: list[RankFailure]) -> list[_Draft]:
     for failure in failures:
         (by_comm[failure.comm] if failure.comm else loose).append(failure)
     drafts = [_Draft(comm, cluster) for comm, items in sorted(by_comm.items()) for cluster in _clusters(items)]
+    homes = [(draft, draft.nodes, draft.start, draft.end) for draft in drafts]
     unplaced: list[RankFailure] = []
     for failure in loose:
-        home = next((d for d in drafts if failure.node in d.nodes and _near(failure.at, d)), None)
+        home = next((draft for draft, nodes, start, end in homes
+                     if failure.node in nodes and _near(failure.at, start, end)), None)
         (home.failures if home is not None else unplaced).append(failure)
     drafts.extend(_Draft(None, cluster) for cluster in _clusters(unplaced))
     return drafts
 
 
-def _near(at: float | None, draft: _Draft) -> bool:
-    if at is None or draft.start is None or draft.end is None:
+def _near(at: float | None, start: float | None, end: float | None) -> bool:
+    if at is None or start is None or end is None:
         return True
-    return draft.start - INCIDENT_GAP_S <= at <= draft.end + INCIDENT_GAP_S
+    return start - INCIDENT_GAP_S <= at <= end + INCIDENT_GAP_S
 
 
 def _size(draft: _Draft, locator: Locator) -> int | None:
@@ -349,13 +351,14 @@ class _Judge:
         self.op = ops.most_common(1)[0][0] if ops else (finding.op if finding is not None else None)
         self.cands = _Candidates(locator, draft.comm, size)
         self.notes: list[str] = []
+        self.nodes = draft.nodes
         self.blames = [b for b in blames if self._mine(b)]
 
     def _mine(self, blame: Blame) -> bool:
         comm = self.draft.comm
         if comm is not None and blame.comm is not None and blame.comm != comm:
             return False
-        if blame.comm is None and blame.node not in self.draft.nodes:
+        if blame.comm is None and blame.node not in self.nodes:
             return False
         if comm is None and blame.comm is not None:
             return False
@@ -629,7 +632,7 @@ class _Judge:
             title = self.draft.finding.label
         else:
             title = "communicator not named in the logs"
-        nodes = tuple(sorted(self.draft.nodes))
+        nodes = tuple(sorted(self.nodes))
         verdict = self._verdict(top if named else None, comm)
         return Incident(comm=comm, start=self.start, end=self.end, codes=tuple(self.codes), rank_size=self.rank_size,
                         reporting_ranks=self.reporting, silent_ranks=self.silent, culprits=tuple(culprits),
