@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import tempfile
-import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ log = logging.getLogger("npuwatch")
 EXIT_OK = 0
 EXIT_COLLECT_FAILED = 1  # once: a collector failed (the exposition is still printed)
 EXIT_CONFIG = 2
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE, as a shell reports it
 
 DESCRIPTION = """\
 npuwatch watches Huawei Ascend NPU nodes: it reads npu-smi, hccn_tool and
@@ -128,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     triage.add_argument("--json", action="store_true", help="one JSON object on stdout")
     triage.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPUs, at most one per input)")
 
-    probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
+    probe = sub.add_parser("probe", help="run a probe now: gemm, allreduce, membw, h2d, p2p, sustained-gemm "
+                                         "(exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent.probes import cli as probe_cli
 
     probe_cli.add_arguments(probe)
@@ -265,20 +268,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bundle.demo is not None:
         log.info("demo node: %d simulated chips, state in %s (switch faults with `npuwatch demo "
                  "--demo-dir %s ...`)", args.demo_chips, demo_dir, demo_dir)
-    stop = threading.Event()
-    reload_requested = threading.Event()
+    # The handlers only append to a list: a handler runs in the main thread between bytecodes, and
+    # one that took a lock (Event.set) could interrupt the main thread holding that same lock
+    # (inside Event.wait) and deadlock the agent for good.
+    received: list[int] = []
 
-    def on_term(signum: int, _frame: Any) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
 
-    def on_hup(_signum: int, _frame: Any) -> None:
-        reload_requested.set()
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    signal.signal(signal.SIGHUP, on_hup)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     try:
         agent.start()
     except OSError as exc:
@@ -292,13 +292,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     schedule_probes(agent)
     try:
         while True:
-            stop.wait()
-            if reload_requested.is_set():
-                reload_requested.clear()
-                stop.clear()
+            time.sleep(0.1)  # how soon a signal is acted on
+            batch = received[:]
+            del received[: len(batch)]  # one step: a signal arriving meanwhile stays for the next turn
+            stops = [sig for sig in batch if sig != signal.SIGHUP]
+            if stops:
+                log.info("received %s, shutting down", signal.Signals(stops[0]).name)
+                break
+            if batch:
                 _reload(agent, args)
-                continue
-            break
     finally:
         agent.stop()
     return EXIT_OK
@@ -385,3 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `npuwatch ... | head`: the reader is gone. Point stdout at /dev/null so the interpreter's
+        # final flush cannot raise again, and exit as a shell expects after SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE

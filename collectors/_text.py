@@ -7,10 +7,13 @@ import re
 from typing import NoReturn
 
 from collectors.base import ParseError, ToolError
+from collectors.bounds import Rejects
 
 __all__ = [
     "MIB",
     "USED_TOTAL_RE",
+    "column_labels",
+    "is_absent",
     "number",
     "percent_ratio",
     "raise_unparsed",
@@ -20,7 +23,9 @@ __all__ = [
 
 MIB = 1 << 20  # npu-smi's "MB" is 2^20 bytes
 
-_ABSENT = frozenset({"", "NA", "N/A", "-", "--", "null", "None", "unknown", "Unknown"})
+# "Failed" is what npu-smi prints for a sensor it could not read (TEMP_VALUE_INVALID).
+_ABSENT = frozenset({"", "NA", "N/A", "-", "--", "null", "None", "unknown", "Unknown", "Failed"})
+_NOT_LABEL_CHAR_RE = re.compile(r"[^A-Za-z\- ]")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 USED_TOTAL_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
 
@@ -41,6 +46,11 @@ def number(cell: str | None) -> float | None:
     return value
 
 
+def is_absent(cell: str | None) -> bool:
+    """True for the cells npu-smi prints instead of a value (``NA``, ``-``, blank, ``Failed``...)."""
+    return cell is None or cell.strip() in _ABSENT
+
+
 def percent_ratio(cell: str | None) -> float | None:
     """A percentage cell as a 0..1 ratio; out-of-range values are rejected as absent."""
     value = number(cell)
@@ -59,6 +69,25 @@ def used_total(cell: str | None) -> tuple[float, float] | None:
     return float(match.group(1)), float(match.group(2))
 
 
+def column_labels(text: str) -> list[str]:
+    """Header labels with a unit in parentheses, as printed: ``"Power(W)   Temp(C)"`` -> ``["Power(W)", "Temp(C)"]``.
+
+    A label is the run of letters, dashes and spaces (starting with a letter) just
+    before a ``(...)`` group. Worked out piece by piece between parentheses, so the
+    time stays linear in the line length whatever the line holds (a backtracking
+    regex over a long run of letters would be quadratic).
+    """
+    labels: list[str] = []
+    for piece in text.split(")")[:-1]:
+        head, sep, unit = piece.rpartition("(")
+        if not sep:
+            continue
+        name = _NOT_LABEL_CHAR_RE.split(head)[-1].lstrip(" -")
+        if name:
+            labels.append(f"{name}({unit})")
+    return labels
+
+
 def split_key_value(line: str) -> tuple[str, str] | None:
     """Split ``key : value`` at the first colon, stripping both sides; None without a colon."""
     key, sep, value = line.partition(":")
@@ -71,11 +100,16 @@ def split_key_value(line: str) -> tuple[str, str] | None:
 TOOL_ERROR_MARKERS = ("invalid", "error", "usage:", "not found", "failed", "permission denied")
 
 
-def raise_unparsed(text: str, what: str, message: str) -> NoReturn:
-    """Explain output a parser found nothing in: empty, a tool error (ToolError), or unknown (ParseError)."""
+def raise_unparsed(text: str, what: str, message: str, rejects: Rejects | None = None) -> NoReturn:
+    """Explain output a parser found nothing in: empty, a tool error (ToolError), or unknown (ParseError).
+
+    With ``rejects`` holding the lines the parser refused, the ParseError names the first of them.
+    """
     lines = [(number_, line.strip()) for number_, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise ParseError(f"empty {what} output")
     if any(marker in text.lower() for marker in TOOL_ERROR_MARKERS):
         raise ToolError(f"npu-smi reported an error: {lines[0][1][:200]}")
+    if rejects is not None and len(rejects):
+        raise rejects.error(message)
     raise ParseError(message, lines[0][0], lines[0][1][:200])

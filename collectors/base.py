@@ -30,7 +30,7 @@ def label_pairs(**labels: str | int) -> LabelPairs:
     return tuple((key, str(value)) for key, value in labels.items())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Sample:
     """One exported value. ``metric`` is the full exposed name (counters end in ``_total``)."""
 
@@ -39,7 +39,7 @@ class Sample:
     value: float
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, order=True)
 class ChipRef:
     """A chip as npu-smi addresses it: ``-i npu -c chip``.
 
@@ -58,10 +58,15 @@ class ChipRef:
         return (("npu", str(self.npu)), ("chip", str(self.chip)))
 
 
+_LINE_CLIP = 80
+
+
 class ParseError(ValueError):
-    """Tool output that could not be understood. Carries the offending line when known."""
+    """Tool output that could not be understood. Carries the offending line (clipped to 80 chars) when known."""
 
     def __init__(self, message: str, line_no: int | None = None, line: str | None = None) -> None:
+        if line is not None and len(line) > _LINE_CLIP:
+            line = line[: _LINE_CLIP - 3] + "..."  # a hostile tool's 4 MiB line must not become the message
         detail = message
         if line_no is not None:
             detail = f"{message} (line {line_no}: {line!r})"
@@ -78,7 +83,7 @@ class NoData(Exception):
     """Nothing to collect on this node (tool absent, no RoCE port): not an error."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CollectContext:
     """What a ``samples`` mapper may know beyond its own output.
 
@@ -93,7 +98,7 @@ class CollectContext:
     process_owner: Callable[[int], tuple[str, str]] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Source:
     """One tool invocation the agent schedules.
 

@@ -15,7 +15,7 @@ __all__ = ["CATALOGUE", "HCCL_CATEGORIES", "MetricSpec", "spec"]
 MetricType = Literal["gauge", "counter", "info"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MetricSpec:
     name: str
     type: MetricType
@@ -181,6 +181,9 @@ _SPECS: tuple[MetricSpec, ...] = (
                "Time of the collector's last successful run.", ("collector",), "agent"),
     MetricSpec("npuwatch_collector_errors_total", "counter", "Collector failures by reason.",
                ("collector", "reason"), "agent"),
+    MetricSpec("npuwatch_parse_rejections_total", "counter",
+               "Lines or values of tool output refused as impossible or malformed (the rest of the output is kept).",
+               ("collector",), "agent"),
 )
 
 CATALOGUE: dict[str, MetricSpec] = {s.name: s for s in _SPECS}

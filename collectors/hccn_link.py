@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, ToolError, label_pairs
+from collectors.bounds import LIMITS, Rejects, has_control_chars
 
 __all__ = [
     "SOURCE",
@@ -64,11 +65,20 @@ def hccn_argv(command: str) -> Callable[[ChipRef | None], list[str]]:
     return argv
 
 
-def clean_lines(text: str) -> list[tuple[int, str]]:
-    """Non-blank lines as (1-based line number, stripped text without a ``[devid N]`` prefix)."""
+def clean_lines(text: str, rejects: Rejects | None = None) -> list[tuple[int, str]]:
+    """Non-blank lines as (1-based line number, stripped text without a ``[devid N]`` prefix).
+
+    Lines longer than ``LIMITS["line_chars"]`` or holding control characters are not
+    hccn_tool's: they are left out (so no pattern runs on them) and reported to ``rejects``.
+    """
     result: list[tuple[int, str]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = _DEVID_PREFIX_RE.sub("", raw.strip()).strip()
+        line = raw.strip()
+        if len(line) > LIMITS["line_chars"] or has_control_chars(line):
+            if rejects is not None:
+                rejects.add("line too long or with control characters", number, line)
+            continue
+        line = _DEVID_PREFIX_RE.sub("", line).strip()
         if line:
             result.append((number, line))
     return result
@@ -120,7 +130,7 @@ def hccn_source(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkRecord:
     up: bool
     state: str  # as printed: "UP" / "DOWN"

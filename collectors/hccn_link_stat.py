@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, label_pairs
+from collectors.bounds import BOUNDS
 from collectors.hccn_link import clean_lines, hccn_source, raise_unparsable
 
 __all__ = [
@@ -54,13 +55,13 @@ _STATE_CELL_RE = re.compile(r"^LINK[ _](UP|DOWN)$", re.IGNORECASE)
 _KEY_RE = re.compile(r"^(?P<key>[A-Za-z ]+?)\s*:\s*(?P<value>.*)$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkChange:
     at: datetime  # naive local wall time as printed
     state: str  # LINK_UP or LINK_DOWN constants ("LINK UP" / "LINK DOWN")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkStatRecord:
     link_up_count: int
     link_down_count: int | None
@@ -110,6 +111,8 @@ def _table_row(line: str, line_no: int) -> LinkChange | None:
 def _count(value: str, line_no: int, line: str) -> int:
     if not (value.isascii() and value.isdigit()):
         raise ParseError("link count is not a number", line_no, line)
+    if len(value) > 20 or not BOUNDS["counter"].contains(int(value)):
+        raise ParseError("link count beyond a 64-bit counter", line_no, line)
     return int(value)
 
 

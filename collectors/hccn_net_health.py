@@ -9,7 +9,8 @@ contain spaces). Only ``Success`` counts as healthy; ``Init`` (no detection
 target configured yet) is exported as unhealthy with its own state label so a
 dashboard can tell it apart. Exported: ``npu_roce_net_healthy{npu}`` and
 ``npu_roce_net_health_state{npu,state} 1`` with the state lowercased and spaces
-turned into underscores (``socket_failed``).
+turned into underscores (``socket_failed``). The state is a label, so a state
+that is not printable ASCII of at most 32 characters is a ``ParseError``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, label_pairs
+from collectors.bounds import is_label_text
 from collectors.hccn_link import clean_lines, hccn_source, raise_unparsable
 
 __all__ = ["SOURCE", "NetHealthRecord", "parse", "samples", "state_label"]
@@ -25,7 +27,7 @@ __all__ = ["SOURCE", "NetHealthRecord", "parse", "samples", "state_label"]
 _STATUS_RE = re.compile(r"^net\s+health\s+status\s*:\s*(?P<state>.*?)\s*$", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NetHealthRecord:
     state: str  # as printed, e.g. "Socket failed"
 
@@ -47,6 +49,8 @@ def parse(text: str) -> NetHealthRecord:
         state = match.group("state")
         if not state:
             raise ParseError("empty net health status", line_no, line)
+        if not is_label_text(state, max_chars=32):
+            raise ParseError("net health status is not printable ASCII of at most 32 characters", line_no, line)
         return NetHealthRecord(state=state)
     raise_unparsable(text, "a 'net health status' line")
 

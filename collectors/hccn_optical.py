@@ -21,6 +21,11 @@ Exported: ``npu_optical_temperature_celsius{npu}``,
 ``npu_optical_tx_power_watts{npu,lane}``, ``npu_optical_rx_power_watts{npu,lane}``
 and ``npu_optical_signal_lost{npu}`` (1 when any Tx/Rx LOS or LoL flag is non-zero,
 only when the module prints flags).
+
+Readings outside their physical range (``collectors.bounds``: temperature, lane
+powers, Vcc, bias, SNR) and lanes numbered beyond ``LIMITS["lanes"]`` (each lane
+is a series) are dropped and listed in ``OpticalRecord.rejected`` with their
+line; the module's other readings stay.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field, fields
 
 from collectors._text import split_key_value
 from collectors.base import ChipRef, CollectContext, Sample, label_pairs
+from collectors.bounds import LIMITS, Rejection, Rejects
 from collectors.hccn_link import clean_lines, hccn_source, raise_unparsable
 
 __all__ = ["SOURCE", "OpticalRecord", "parse", "power_watts", "samples"]
@@ -50,7 +56,7 @@ _UNIT_SUFFIX = {"c": "celsius", "v": "volts", "mv": "volts", "a": "amps", "ma": 
                 "w": "watts", "mw": "watts", "uw": "watts", "dbm": "watts", "db": "db"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OpticalRecord:
     present: str | None = None  # printed but unreliable; never used for metrics
     temperature_celsius: float | None = None
@@ -63,6 +69,7 @@ class OpticalRecord:
     flags: dict[str, int] = field(default_factory=dict)  # "rx_los_flag" -> 0xff
     vendor: dict[str, str] = field(default_factory=dict)  # "vendor_name" -> "Hisense"
     other: dict[str, str] = field(default_factory=dict)  # anything not understood, verbatim
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
 
     @property
     def signal_lost(self) -> bool | None:
@@ -120,12 +127,13 @@ def _flag(value: str) -> int | None:
 def parse(text: str) -> OpticalRecord:
     draft = _Draft()
     header = False
-    for _line_no, line in clean_lines(text):
+    for line_no, line in clean_lines(text, draft.rejects):
         pair = split_key_value(line)
         if pair is None:
             continue
         raw_key, value = pair
         key = " ".join(raw_key.lower().split())
+        draft.line_no, draft.line = line_no, line
         if key == "optical info":
             header = True
         elif key:
@@ -133,10 +141,10 @@ def parse(text: str) -> OpticalRecord:
     # An error message with a colon lands in `other`; it alone is not a reading.
     if not header and not any(getattr(draft, name) not in (None, {}) for name in _FIELDS if name != "other"):
         raise_unparsable(text, "optical module readings")
-    return OpticalRecord(**{name: getattr(draft, name) for name in _FIELDS})
+    return OpticalRecord(**{name: getattr(draft, name) for name in _FIELDS}, rejected=draft.rejects.freeze())
 
 
-@dataclass(slots=True)
+@dataclass
 class _Draft:
     """Mutable twin of ``OpticalRecord`` filled line by line."""
 
@@ -151,9 +159,22 @@ class _Draft:
     flags: dict[str, int] = field(default_factory=dict)
     vendor: dict[str, str] = field(default_factory=dict)
     other: dict[str, str] = field(default_factory=dict)
+    rejects: Rejects = field(default_factory=Rejects)
+    line_no: int = 0  # the line being stored, for rejections
+    line: str = ""
+
+    def checked(self, bound: str, value: float, what: str) -> float | None:
+        return self.rejects.value(bound, value, self.line_no, self.line, what)
+
+    def lane(self, digits: str) -> str | None:
+        """The lane label ("" prints as lane 0), or None (and a rejection) beyond the lane cap."""
+        if len(digits) > 2 or int(digits or "0") >= LIMITS["lanes"]:
+            self.rejects.add(f"lane {digits} beyond {LIMITS['lanes']} lanes", self.line_no, self.line)
+            return None
+        return digits or "0"
 
 
-_FIELDS = tuple(f.name for f in fields(OpticalRecord))
+_FIELDS = tuple(f.name for f in fields(OpticalRecord) if f.name != "rejected")
 
 
 def _store(record: _Draft, key: str, value: str) -> None:
@@ -162,24 +183,25 @@ def _store(record: _Draft, key: str, value: str) -> None:
     elif key == "temperature":
         scaled = _scaled(value)
         if scaled is not None and scaled[1] == "celsius":
-            record.temperature_celsius = scaled[0]
+            record.temperature_celsius = record.checked("temperature_celsius", scaled[0], "temperature")
     elif key == "vcc":
         scaled = _scaled(value)
         if scaled is not None and scaled[1] == "volts":
-            record.vcc_volts = scaled[0]
+            record.vcc_volts = record.checked("optical_voltage_volts", scaled[0], "Vcc")
     elif (match := _LANE_POWER_RE.match(key)) is not None:
-        watts = power_watts(value)
-        if watts is not None:
-            target = record.tx_power_watts if match.group("dir") == "tx" else record.rx_power_watts
-            target[match.group("lane") or "0"] = watts
+        _store_lane_power(record, match, value)
     elif (match := _BIAS_RE.match(key)) is not None:
         scaled = _scaled(value)
-        if scaled is not None and scaled[1] == "amps":
-            record.tx_bias_amps[match.group("lane") or "0"] = scaled[0]
+        lane = record.lane(match.group("lane"))
+        amps = None if scaled is None or scaled[1] != "amps" else record.checked("optical_bias_amps", scaled[0], key)
+        if lane is not None and amps is not None:
+            record.tx_bias_amps[lane] = amps
     elif (match := _SNR_RE.match(key)) is not None:
         scaled = _scaled(value)
-        if scaled is not None and scaled[1] == "db":
-            record.snr_db[f"{match.group('side')}{match.group('lane')}"] = scaled[0]
+        lane = record.lane(match.group("lane"))
+        db = None if scaled is None or scaled[1] != "db" else record.checked("snr_db", scaled[0], key)
+        if lane is not None and db is not None:
+            record.snr_db[f"{match.group('side')}{lane}"] = db
     elif (match := _THRESHOLD_RE.match(key)) is not None:
         scaled = _scaled(value)
         if scaled is not None:
@@ -193,6 +215,17 @@ def _store(record: _Draft, key: str, value: str) -> None:
         record.vendor["_".join(key.split())] = value
     else:
         record.other[key] = value
+
+
+def _store_lane_power(record: _Draft, match: re.Match[str], value: str) -> None:
+    watts = power_watts(value)
+    if watts is None:
+        return
+    lane = record.lane(match.group("lane"))
+    checked = record.checked("optical_power_watts", watts, f"{match.group('dir')} power")
+    if lane is not None and checked is not None:
+        target = record.tx_power_watts if match.group("dir") == "tx" else record.rx_power_watts
+        target[lane] = checked
 
 
 def samples(record: OpticalRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:

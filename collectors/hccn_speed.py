@@ -8,17 +8,18 @@ consumers of hccn_tool document it, is::
 and ``Speed: Unknown!`` while the link is down. Accepted: a number followed by
 ``Mb/s``, ``Mbps``, ``Mbit/s``, ``M``, ``Gb/s``, ``Gbps``, ``Gbit/s`` or ``G``
 (bits per second, converted to bytes per second). ``Unknown`` parses to a record
-without a speed (no sample); any other shape is a ``ParseError``.
+without a speed (no sample); any other shape, and a speed beyond 3.2 Tb/s
+(``collectors.bounds``; the record holds nothing else), is a ``ParseError``.
 Exported: ``npu_roce_link_speed_bytes_per_second{npu}``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, label_pairs
+from collectors.bounds import BOUNDS
 from collectors.hccn_link import clean_lines, hccn_source, raise_unparsable
 
 __all__ = ["SOURCE", "SpeedRecord", "parse", "samples"]
@@ -28,7 +29,7 @@ _VALUE_RE = re.compile(r"^(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[MG])(?:b/s|bps|bit/
 _BITS_PER_UNIT = {"m": 1e6, "g": 1e9}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SpeedRecord:
     bytes_per_second: float | None  # None: the tool said Unknown (link down)
     printed: str
@@ -46,8 +47,9 @@ def parse(text: str) -> SpeedRecord:
         if value is None:
             raise ParseError("unrecognised speed", line_no, line)
         bits = float(value.group("num")) * _BITS_PER_UNIT[value.group("unit").lower()]
-        if not math.isfinite(bits):
-            raise ParseError("speed out of range", line_no, line)
+        bound = BOUNDS["roce_speed_bits_per_second"]
+        if not bound.contains(bits):
+            raise ParseError(f"speed out of range 0..{bound.high:g} b/s", line_no, line)
         return SpeedRecord(bytes_per_second=bits / 8, printed=printed)
     raise_unparsable(text, "a 'speed' line")
 

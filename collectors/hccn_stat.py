@@ -14,6 +14,11 @@ a counter qualifies when its name contains one of ``err``, ``drop``, ``rty``,
 ``retry``, ``timeout``, ``unexpected``, ``bad`` or ``discard`` (``ERROR_COUNTER_WORDS``).
 Traffic counters (packets, bytes) would add dozens of series per chip that the
 host's own RoCE stats already cover.
+
+A counter is an ASCII name of at most 64 characters and a non-negative integer
+below 2^64. A counter line with any other value (negative, fraction, text) is
+dropped and listed in ``StatRecord.rejected``, as are counters beyond
+``LIMITS["counters"]`` (1024; each error counter is a series).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from collectors.base import ChipRef, CollectContext, Sample, label_pairs
+from collectors.bounds import BOUNDS, LIMITS, Rejection, Rejects
 from collectors.hccn_link import clean_lines, hccn_source, raise_unparsable
 
 __all__ = ["ERROR_COUNTER_WORDS", "SOURCE", "StatRecord", "is_error_counter", "parse", "samples"]
@@ -29,12 +35,14 @@ __all__ = ["ERROR_COUNTER_WORDS", "SOURCE", "StatRecord", "is_error_counter", "p
 ERROR_COUNTER_WORDS: tuple[str, ...] = (
     "err", "drop", "rty", "retry", "timeout", "unexpected", "bad", "discard")
 
-_COUNTER_RE = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]*)\s*:\s*(?P<value>\d+)$")
+_COUNTER_RE = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]{0,63})\s*:\s*(?P<value>\S.*)$", re.ASCII)
+_INTEGER_RE = re.compile(r"[0-9]{1,20}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StatRecord:
     counters: dict[str, int] = field(default_factory=dict)  # every integer counter, name as printed
+    rejected: tuple[Rejection, ...] = ()  # lines refused (collectors.bounds)
 
 
 def is_error_counter(name: str) -> bool:
@@ -44,13 +52,21 @@ def is_error_counter(name: str) -> bool:
 
 def parse(text: str) -> StatRecord:
     counters: dict[str, int] = {}
-    for _line_no, line in clean_lines(text):
+    rejects = Rejects()
+    for line_no, line in clean_lines(text, rejects):
         match = _COUNTER_RE.match(line)
-        if match is not None:
-            counters[match.group("name")] = int(match.group("value"))
+        if match is None:
+            continue  # headers ("packet statistics:"), blank values, prose
+        name, value = match.group("name"), match.group("value")
+        if not _INTEGER_RE.fullmatch(value) or not BOUNDS["counter"].contains(int(value)):
+            rejects.add(f"counter {name}: {value!r} is not a non-negative 64-bit integer", line_no, line)
+        elif name not in counters and len(counters) >= LIMITS["counters"]:
+            rejects.add(f"more than {LIMITS['counters']} counters", line_no, line)
+        else:
+            counters[name] = int(value)
     if not counters:
         raise_unparsable(text, "packet counters")
-    return StatRecord(counters=counters)
+    return StatRecord(counters=counters, rejected=rejects.freeze())
 
 
 def samples(record: StatRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:

@@ -23,6 +23,11 @@ documentation examples only **[doc]**:
     Bandwidth TX:       0.00 MB/sec
 
 Not handled: the interface and EID tables of ``-dev_info`` and ``-vnic``.
+
+Ids outside 0..2^31-1, speeds beyond 3.2 Tb/s, bandwidths beyond 400 GB/s and
+more than ``LIMITS["links"]`` ports (``collectors.bounds``) are ParseErrors naming
+the line: these parsers feed diagnostics only, where a partial answer is worse
+than a clear refusal.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import re
 from dataclasses import dataclass
 
 from collectors.base import ParseError
+from collectors.bounds import BOUNDS, LIMITS
 from collectors.hccn_link import clean_lines, raise_unparsable
 
 __all__ = ["UbBandwidth", "UbConnectRecord", "UbPort", "parse_bandwidth", "parse_dev_info_ports",
@@ -43,7 +49,7 @@ _BANDWIDTH_RE = re.compile(
 _BYTES = {"kb": 1e3, "mb": 1e6, "gb": 1e9}  # decimal units assumed: the docs do not say
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UbConnectRecord:
     state: str  # "LINK", "PARTIAL LINK", ... as printed
     ports: dict[int, str]  # port -> "UP" / "DOWN" / "PARTIAL UP"
@@ -53,7 +59,7 @@ class UbConnectRecord:
         return all(state.upper() == "UP" for state in self.ports.values()) and bool(self.ports)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UbPort:
     udie: int
     port: int
@@ -63,18 +69,28 @@ class UbPort:
     media: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UbBandwidth:
     tx_bytes_per_second: float | None
     rx_bytes_per_second: float | None
 
 
+def _checked_id(text: str, line_no: int, line: str) -> int:
+    """An id printed as ASCII digits within ``BOUNDS["id"]``; a ParseError naming the line otherwise."""
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or not BOUNDS["id"].contains(int(text)):
+        raise ParseError(f"id {text[:20]!r} is not an integer in range", line_no, line)
+    return int(text)
+
+
 def parse_ub_connect(text: str) -> UbConnectRecord:
     state: str | None = None
     ports: dict[int, str] = {}
-    for _line_no, line in clean_lines(text):
+    for line_no, line in clean_lines(text):
         if (port := _PORT_RE.match(line)) is not None:
-            ports[int(port.group("port"))] = port.group("state")
+            number = _checked_id(port.group("port"), line_no, line)
+            if number not in ports and len(ports) >= LIMITS["links"]:
+                raise ParseError(f"more than {LIMITS['links']} ports", line_no, line)
+            ports[number] = port.group("state")
         elif (aggregate := _AGGREGATE_RE.match(line)) is not None:
             state = aggregate.group("state")
     if state is None:
@@ -96,13 +112,18 @@ def parse_dev_info_ports(text: str) -> list[UbPort]:
             if "Port ID" in cells:
                 header = [cell.lower() for cell in cells]
             continue
-        row = dict(zip(header, cells, strict=False))
+        row = dict(zip(header, cells))
+        if len(ports) >= LIMITS["links"]:
+            raise ParseError(f"more than {LIMITS['links']} ports", line_no, line)
         try:
             speed_text = row.get("speed ability(gbps)", "")
+            speed = float(speed_text) if speed_text.replace(".", "", 1).isdigit() else None
+            if speed is not None and not BOUNDS["roce_speed_bits_per_second"].contains(speed * 1e9):
+                raise ValueError(speed_text)
             ports.append(UbPort(
-                udie=int(row["udie id"]),
-                port=int(row["port id"]),
-                speed_gbps=float(speed_text) if speed_text.replace(".", "", 1).isdigit() else None,
+                udie=_checked_id(row["udie id"], line_no, line),
+                port=_checked_id(row["port id"], line_no, line),
+                speed_gbps=speed,
                 port_type=row.get("port type", ""),
                 link_up=row.get("link status", "").upper() == "UP",
                 media=row.get("media type", ""),
@@ -116,11 +137,14 @@ def parse_dev_info_ports(text: str) -> list[UbPort]:
 
 def parse_bandwidth(text: str) -> UbBandwidth:
     values: dict[str, float] = {}
-    for _line_no, line in clean_lines(text):
+    for line_no, line in clean_lines(text):
         match = _BANDWIDTH_RE.match(line)
         if match is not None:
             scale = _BYTES[match.group("unit").lower()]
-            values[match.group("dir").lower()] = float(match.group("num")) * scale
+            value = float(match.group("num")) * scale
+            if not BOUNDS["port_bandwidth_bytes_per_second"].contains(value):
+                raise ParseError("bandwidth beyond any UB port", line_no, line)
+            values[match.group("dir").lower()] = value
     if not values:
         raise_unparsable(text, "'Bandwidth TX/RX' lines")
     return UbBandwidth(tx_bytes_per_second=values.get("tx"), rx_bytes_per_second=values.get("rx"))

@@ -13,7 +13,9 @@ Sample output (910B, driver 25.5.1, card level)::
 The Source asks at card level (no ``-c``): the chip-level variant prints chip
 name and die ids but no driver version or serial number, which are what the
 inventory needs. No samples: ``inventory_labels`` feeds ``npu_info``'s
-firmware/driver/serial labels.
+firmware/driver/serial labels, so every text value must be printable ASCII of
+at most 64 characters; any other value is dropped (None) and listed in
+``BoardRecord.rejected``, as is a Chip Count outside 0..64.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.base import ChipRef, CollectContext, Sample, Source
-from collectors.npu_smi_kv import chip_argv, parse_blocks, require_block
+from collectors.bounds import Rejection, Rejects, is_label_text
+from collectors.npu_smi_kv import KvBlock, chip_argv, parse_blocks, require_block
 
 __all__ = ["SOURCE", "BoardRecord", "inventory_labels", "parse", "samples"]
 
@@ -50,7 +53,7 @@ _TEXT_KEYS = {
 _CHIP_COUNT = r"Chip\s*Count"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BoardRecord:
     """Card facts as printed (``NA`` -> None)."""
 
@@ -73,16 +76,27 @@ class BoardRecord:
     subsystem_vendor_id: str | None = None
     subsystem_device_id: str | None = None
     chip_count: int | None = None
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
+
+
+def _text(block: KvBlock, pattern: str, rejects: Rejects) -> str | None:
+    value = block.text(pattern)
+    if value is not None and not is_label_text(value):
+        rejects.add("board value is not printable ASCII of at most 64 characters", *block.where(pattern))
+        return None
+    return value
 
 
 def parse(text: str, chip: int | None = None) -> BoardRecord:
     """Parse ``-t board`` output (card or chip level)."""
-    block = require_block(parse_blocks(text), (*_TEXT_KEYS.values(), _CHIP_COUNT), "board", chip)
-    count = block.number(_CHIP_COUNT)
-    return BoardRecord(
-        **{field: block.text(pattern) for field, pattern in _TEXT_KEYS.items()},
-        chip_count=int(count) if count is not None and count >= 0 and count.is_integer() else None,
-    )
+    rejects = Rejects()
+    block = require_block(parse_blocks(text, rejects), (*_TEXT_KEYS.values(), _CHIP_COUNT), "board", chip)
+    count = block.checked(_CHIP_COUNT, "chips_per_npu", rejects)
+    if count is not None and not count.is_integer():
+        rejects.add("Chip Count is not an integer", *block.where(_CHIP_COUNT))
+        count = None
+    texts = {field: _text(block, pattern, rejects) for field, pattern in _TEXT_KEYS.items()}
+    return BoardRecord(**texts, chip_count=None if count is None else int(count), rejected=rejects.freeze())
 
 
 def parse_records(text: str) -> list[BoardRecord]:

@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors._text import percent_ratio
 from collectors.base import ChipRef, CollectContext, Sample, Source
+from collectors.bounds import Rejection, Rejects
 from collectors.npu_smi_kv import (
+    KvBlock,
     chip_argv,
     chip_sample,
     find_mcu_block,
@@ -47,7 +48,7 @@ _CHIP_KEYS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CommonRecord:
     """One chip's ``-t common`` values; ``mcu_*`` come from the board MCU block (card level)."""
 
@@ -61,28 +62,36 @@ class CommonRecord:
     power_watts: float | None = None
     mcu_temperature_celsius: float | None = None
     mcu_power_watts: float | None = None
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
 
 
-def _non_negative(value: float | None, scale: float = 1.0) -> float | None:
-    return None if value is None or value < 0 else value * scale
+def _ratio(block: KvBlock, pattern: str, rejects: Rejects) -> float | None:
+    percent = block.checked(pattern, "percent", rejects)
+    return None if percent is None else percent / 100.0
 
 
 def parse(text: str, chip: int | None = None) -> CommonRecord:
-    """Parse ``-t common`` output; ``chip`` picks a block when several chips are printed."""
-    blocks = parse_blocks(text)
+    """Parse ``-t common`` output; ``chip`` picks a block when several chips are printed.
+
+    Values that are not numbers or lie outside ``collectors.bounds.BOUNDS`` are None
+    and listed in ``rejected``.
+    """
+    rejects = Rejects()
+    blocks = parse_blocks(text, rejects)
     block = require_block(blocks, _CHIP_KEYS, "common", chip)
     mcu = find_mcu_block(blocks)
     return CommonRecord(
-        memory_usage_ratio=percent_ratio(block.get(_CHIP_KEYS[0])),
-        hbm_usage_ratio=percent_ratio(block.get(_CHIP_KEYS[1])),
-        aicore_usage_ratio=percent_ratio(block.get(_CHIP_KEYS[2])),
-        aicore_max_frequency_hertz=_non_negative(block.number(_MAX_FREQ), MHZ),
-        aicore_frequency_hertz=_non_negative(block.number(_CUR_FREQ), MHZ),
-        aicore_count=_non_negative(block.number(r"Aicore\s*Count")),
-        temperature_celsius=block.number(_TEMPERATURE),
-        power_watts=_non_negative(block.number(_POWER)),
-        mcu_temperature_celsius=mcu.number(_TEMPERATURE) if mcu else None,
-        mcu_power_watts=_non_negative(mcu.number(_POWER)) if mcu else None,
+        memory_usage_ratio=_ratio(block, _CHIP_KEYS[0], rejects),
+        hbm_usage_ratio=_ratio(block, _CHIP_KEYS[1], rejects),
+        aicore_usage_ratio=_ratio(block, _CHIP_KEYS[2], rejects),
+        aicore_max_frequency_hertz=block.checked(_MAX_FREQ, "frequency_hertz", rejects, MHZ),
+        aicore_frequency_hertz=block.checked(_CUR_FREQ, "frequency_hertz", rejects, MHZ),
+        aicore_count=block.checked(r"Aicore\s*Count", "aicore_count", rejects),
+        temperature_celsius=block.checked(_TEMPERATURE, "temperature_celsius", rejects),
+        power_watts=block.checked(_POWER, "power_watts", rejects),
+        mcu_temperature_celsius=mcu.checked(_TEMPERATURE, "temperature_celsius", rejects) if mcu else None,
+        mcu_power_watts=mcu.checked(_POWER, "power_watts", rejects) if mcu else None,
+        rejected=rejects.freeze(),
     )
 
 

@@ -14,6 +14,12 @@ Sample output (910, driver 23.0.5)::
 DDR is parsed but not exported): ``npu_hbm_ecc_current_errors{bit}``,
 ``npu_hbm_ecc_errors_total{bit}``, ``npu_hbm_ecc_isolated_pages{bit}`` with
 ``bit`` = ``single`` | ``double``.
+
+npu-smi prints the counters with ``%u``, so a well-behaved tool never prints a
+negative count; ``NA`` means absent. A negative value (``-1`` is how a failed
+read leaks through other vendors' tools), a fraction or a count beyond 64 bits
+is not a count: it is dropped (no sample, never exported as a sentinel) and
+listed in ``EccRecord.rejected``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.base import ChipRef, CollectContext, Sample, Source
+from collectors.bounds import Rejection, Rejects
 from collectors.npu_smi_kv import KvBlock, chip_argv, chip_sample, one_record, parse_blocks, require_block
 
 __all__ = ["SOURCE", "EccCounts", "EccRecord", "parse", "samples"]
@@ -36,7 +43,7 @@ _KINDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EccCounts:
     """One memory's counters; None where the key is absent or NA."""
 
@@ -54,30 +61,41 @@ class EccCounts:
         return value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EccRecord:
     ddr: EccCounts = field(default_factory=EccCounts)
     hbm: EccCounts = field(default_factory=EccCounts)
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
 
 
 def _pattern(memory: str, bit: str, kind: str) -> str:
     return rf"{memory}\s*{bit}\s*Bit\s*{_KINDS[kind]}"
 
 
-def _counts(block: KvBlock, memory: str) -> EccCounts:
+def _count(block: KvBlock, pattern: str, rejects: Rejects) -> float | None:
+    """A counter: a non-negative integer (``-1`` and other negatives are dropped, not exported)."""
+    value = block.checked(pattern, "counter", rejects)
+    if value is not None and not value.is_integer():
+        rejects.add("ECC count is not an integer", *block.where(pattern))
+        return None
+    return value
+
+
+def _counts(block: KvBlock, memory: str, rejects: Rejects) -> EccCounts:
     values: dict[str, float | None] = {}
     for bit in _BITS:
         for kind in _KINDS:
-            value = block.number(_pattern(memory, bit, kind))
-            values[f"{bit}_bit_{kind}"] = None if value is None or value < 0 else value
+            values[f"{bit}_bit_{kind}"] = _count(block, _pattern(memory, bit, kind), rejects)
     return EccCounts(**values)
 
 
 def parse(text: str, chip: int | None = None) -> EccRecord:
     """Parse ``-t ecc`` output; raises ParseError when no DDR/HBM ECC key is printed."""
     any_key = r"(?:DDR|HBM)\s*(?:Single|Double)\s*Bit\s*.*"
-    block = require_block(parse_blocks(text), (any_key,), "ecc", chip)
-    return EccRecord(ddr=_counts(block, "DDR"), hbm=_counts(block, "HBM"))
+    rejects = Rejects()
+    block = require_block(parse_blocks(text, rejects), (any_key,), "ecc", chip)
+    ddr, hbm = _counts(block, "DDR", rejects), _counts(block, "HBM", rejects)
+    return EccRecord(ddr=ddr, hbm=hbm, rejected=rejects.freeze())
 
 
 def parse_records(text: str) -> list[EccRecord]:

@@ -14,6 +14,10 @@ key) are joined to ``error_information`` with newlines.
 
 Exported: ``npu_error_code_active{code}`` = 1 per code. The health state itself
 is exported by the info table (``npu_healthy``/``npu_health_state``).
+
+Each code is a series, so only hex words become codes and at most
+``LIMITS["error_codes"]`` (64) are kept; the rest are dropped and listed in
+``HealthRecord.rejected`` (npu-smi prints a handful).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.base import ChipRef, CollectContext, Sample, Source
-from collectors.npu_smi_kv import chip_argv, chip_sample, one_record, parse_blocks, require_block
+from collectors.bounds import LIMITS, Rejection, Rejects
+from collectors.npu_smi_kv import KvBlock, chip_argv, chip_sample, one_record, parse_blocks, require_block
 
 __all__ = ["SOURCE", "HealthRecord", "parse", "samples"]
 
@@ -35,26 +40,37 @@ _ERROR_INFORMATION = r"Error\s*Information"
 _CODE_RE = re.compile(r"(?:0[xX])?[0-9A-Fa-f]{1,16}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HealthRecord:
     health: str | None = None  # as printed: OK, Warning, Alarm, Critical, ...
     error_codes: tuple[str, ...] = ()
     error_information: str | None = None
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
 
 
-def _codes(value: str | None) -> tuple[str, ...]:
+def _codes(block: KvBlock, rejects: Rejects) -> tuple[str, ...]:
+    value = block.text(_ERROR_CODE)
     if value is None:
         return ()
-    return tuple(dict.fromkeys(tok for tok in value.split() if _CODE_RE.fullmatch(tok)))
+    codes = tuple(dict.fromkeys(tok for tok in value.split() if _CODE_RE.fullmatch(tok)))
+    limit = LIMITS["error_codes"]
+    if len(codes) > limit:
+        rejects.add(f"{len(codes)} error codes, more than {limit}; the first {limit} are kept",
+                    *block.where(_ERROR_CODE))
+        codes = codes[:limit]
+    return codes
 
 
 def parse(text: str, chip: int | None = None) -> HealthRecord:
     """Parse ``-t health`` output; raises ParseError when no health/error-code key is printed."""
-    block = require_block(parse_blocks(text), (_HEALTH, _ERROR_CODE), "health", chip)
+    rejects = Rejects()
+    block = require_block(parse_blocks(text, rejects), (_HEALTH, _ERROR_CODE), "health", chip)
+    codes = _codes(block, rejects)
     return HealthRecord(
         health=block.text(_HEALTH),
-        error_codes=_codes(block.text(_ERROR_CODE)),
+        error_codes=codes,
         error_information=block.text(_ERROR_INFORMATION),
+        rejected=rejects.freeze(),
     )
 
 

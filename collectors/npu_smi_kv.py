@@ -15,6 +15,13 @@ separator was lost repeats ``Temperature(C)``).
 Continuation lines have an empty key (``\\t            : node type=...``, health
 ``Error Information``); they extend the previous key's value, even across blank
 lines.
+
+Lines longer than ``LIMITS["line_chars"]`` or holding control characters are
+not npu-smi's: they are skipped and reported to the caller's ``Rejects``. Each
+parser then checks its values with ``KvBlock.checked`` against
+``collectors.bounds.BOUNDS``: a value that is not a number, or outside its range,
+is dropped (None) and reported with its line; the record keeps the rest. A
+ParseError would blank every other reading of the chip for one bad sensor.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
-from collectors._text import number, split_key_value
+from collectors._text import is_absent, number, split_key_value
 from collectors.base import ChipRef, ParseError, Sample, ToolError
+from collectors.bounds import LIMITS, Rejects, has_control_chars
 from collectors.catalogue import spec
 
 __all__ = [
@@ -52,7 +60,7 @@ def _key_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KvBlock:
     """One blank-line separated block of ``key : value`` pairs, keys as printed.
 
@@ -61,6 +69,7 @@ class KvBlock:
 
     pairs: tuple[tuple[str, str], ...]
     line_no: int = 0
+    line_nos: tuple[int, ...] = ()  # the line of each pair, when known
 
     def get(self, pattern: str) -> str | None:
         """Value of the first key that fully matches ``pattern`` (regex, case-insensitive)."""
@@ -74,6 +83,37 @@ class KvBlock:
         """Every (key, value) whose key fully matches ``pattern``, in printed order."""
         regex = _key_regex(pattern)
         return [(key, value) for key, value in self.pairs if regex.fullmatch(key)]
+
+    def where(self, pattern: str) -> tuple[int | None, str]:
+        """(line number, ``key : value``) of the first key matching ``pattern``, for rejections."""
+        regex = _key_regex(pattern)
+        for index, (key, value) in enumerate(self.pairs):
+            if regex.fullmatch(key):
+                return (self.line_nos[index] if index < len(self.line_nos) else None), f"{key} : {value}"
+        return None, ""
+
+    def checked(self, pattern: str, bound: str, rejects: Rejects, scale: float = 1.0) -> float | None:
+        """The first matching value, scaled, when it is a number inside ``BOUNDS[bound]``.
+
+        ``NA``-like cells give None silently; anything else that is not a number,
+        or a number out of range, gives None and a rejection naming the line.
+        """
+        found = self.checked_all(pattern, bound, rejects, scale, first_only=True)
+        return found[0][1] if found else None
+
+    def checked_all(self, pattern: str, bound: str, rejects: Rejects, scale: float = 1.0,
+                    *, first_only: bool = False) -> list[tuple[str, float | None]]:
+        """Every (key, checked value) whose key matches ``pattern``, as ``checked`` judges each."""
+        regex = _key_regex(pattern)
+        out: list[tuple[str, float | None]] = []
+        for index, (key, text) in enumerate(self.pairs):
+            if not regex.fullmatch(key):
+                continue
+            line_no = self.line_nos[index] if index < len(self.line_nos) else None
+            out.append((key, _checked_value(key, text, line_no, bound, rejects=rejects, scale=scale)))
+            if first_only:
+                break
+        return out
 
     def has(self, pattern: str) -> bool:
         return self.get(pattern) is not None
@@ -104,6 +144,18 @@ class KvBlock:
         return int(value) if value is not None and value >= 0 and value.is_integer() else None
 
 
+def _checked_value(key: str, text: str, line_no: int | None, bound: str, *, rejects: Rejects,
+                   scale: float) -> float | None:
+    if is_absent(text):
+        return None
+    line = f"{key} : {text}"
+    value = number(text)
+    if value is None:
+        rejects.add(f"{key}: {text!r} is not a number", line_no, line)
+        return None
+    return rejects.value(bound, value * scale, line_no, line, key)
+
+
 def raise_on_tool_error(lines: Sequence[str]) -> None:
     """Raise ToolError when npu-smi printed its usage/invalid-id text, whatever else is there."""
     for line_no, raw in enumerate(lines, start=1):
@@ -112,39 +164,50 @@ def raise_on_tool_error(lines: Sequence[str]) -> None:
             raise ToolError("npu-smi reported an error instead of data", line_no, line)
 
 
-def parse_blocks(text: str) -> list[KvBlock]:
+def parse_blocks(text: str, rejects: Rejects | None = None) -> list[KvBlock]:
     """Split ``npu-smi info -t <type>`` output into key : value blocks.
 
     Raises ToolError for npu-smi error text, or when no ``key : value`` line exists.
-    Lines without a colon (headers, ``No process in device.``) are ignored.
+    Lines without a colon (headers, ``No process in device.``) are ignored; lines
+    too long or with control characters are skipped and reported to ``rejects``.
     """
     lines = text.splitlines()
     raise_on_tool_error(lines)
+    report = rejects if rejects is not None else Rejects()
     blocks: list[KvBlock] = []
-    current: list[list[str]] = []  # [key, value] pairs, mutable so continuations can extend them
+    # (key, value parts): continuations append a part, joined once at the end (linear time).
+    current: list[tuple[str, list[str]]] = []
+    current_lines: list[int] = []
     start = 0
     seen: set[str] = set()
 
     def close() -> None:
-        nonlocal current, seen
+        nonlocal current, current_lines, seen
         if current:
-            blocks.append(KvBlock(tuple((k, v) for k, v in current), start))
-        current, seen = [], set()
+            pairs = tuple((key, _joined(parts)) for key, parts in current)
+            blocks.append(KvBlock(pairs, start, tuple(current_lines)))
+        current, current_lines, seen = [], [], set()
 
     pending_break = False
-    last_pair: list[str] | None = None
+    last_parts: list[str] | None = None
     for line_no, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line:
             pending_break = True
+            continue
+        if len(line) > LIMITS["line_chars"]:
+            report.add(f"line longer than {LIMITS['line_chars']} characters", line_no, line)
+            continue
+        if has_control_chars(line):
+            report.add("control characters in a key : value line", line_no, line)
             continue
         split = split_key_value(line)
         if split is None:
             continue
         key, value = split
         if not key:
-            if last_pair is not None:
-                last_pair[1] = f"{last_pair[1]}\n{value}" if last_pair[1] else value
+            if last_parts is not None:
+                last_parts.append(value)
             pending_break = False
             continue
         if pending_break or key in seen:
@@ -152,14 +215,21 @@ def parse_blocks(text: str) -> list[KvBlock]:
         pending_break = False
         if not current:
             start = line_no
-        last_pair = [key, value]
-        current.append(last_pair)
+        last_parts = [value]
+        current.append((key, last_parts))
+        current_lines.append(line_no)
         seen.add(key)
     close()
     if not blocks:
         first = next((ln for ln in lines if ln.strip()), "")
         raise ToolError("no 'key : value' lines in npu-smi output", 1 if first else None, first or None)
     return blocks
+
+
+def _joined(parts: list[str]) -> str:
+    """A value and its continuation lines, newline-separated; empty leading parts are dropped."""
+    first = next((index for index, part in enumerate(parts) if part), len(parts))
+    return "\n".join(parts[first:])
 
 
 def find_block(blocks: Iterable[KvBlock], patterns: Sequence[str], chip: int | None = None) -> KvBlock | None:

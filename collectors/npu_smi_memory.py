@@ -20,6 +20,7 @@ from typing import Any
 
 from collectors._text import MIB
 from collectors.base import ChipRef, CollectContext, Sample, Source
+from collectors.bounds import Rejection, Rejects, is_label_text
 from collectors.npu_smi_kv import chip_argv, chip_sample, one_record, parse_blocks, require_block
 
 __all__ = ["SOURCE", "MemoryRecord", "parse", "samples"]
@@ -35,7 +36,7 @@ _HBM_MANUFACTURER = r"HBM\s*Manufacturer\s*ID"
 _KEYS = (_DDR_CAPACITY, _DDR_CLOCK, _HBM_CAPACITY, _HBM_CLOCK, _HBM_TEMPERATURE, _HBM_MANUFACTURER)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MemoryRecord:
     ddr_capacity_bytes: float | None = None
     ddr_clock_hertz: float | None = None
@@ -43,22 +44,29 @@ class MemoryRecord:
     hbm_clock_hertz: float | None = None
     hbm_temperature_celsius: float | None = None
     hbm_manufacturer_id: str | None = None
-
-
-def _scaled(value: float | None, scale: float) -> float | None:
-    return None if value is None or value < 0 else value * scale
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
 
 
 def parse(text: str, chip: int | None = None) -> MemoryRecord:
-    """Parse ``-t memory`` (or 950 ``-t sensors``) output."""
-    block = require_block(parse_blocks(text), _KEYS, "memory", chip)
+    """Parse ``-t memory`` (or 950 ``-t sensors``) output.
+
+    Values that are not numbers or lie outside ``collectors.bounds.BOUNDS`` are None
+    and listed in ``rejected``.
+    """
+    rejects = Rejects()
+    block = require_block(parse_blocks(text, rejects), _KEYS, "memory", chip)
+    manufacturer = block.text(_HBM_MANUFACTURER)
+    if manufacturer is not None and not is_label_text(manufacturer):
+        rejects.add("HBM Manufacturer ID is not printable ASCII of bounded length", *block.where(_HBM_MANUFACTURER))
+        manufacturer = None
     return MemoryRecord(
-        ddr_capacity_bytes=_scaled(block.number(_DDR_CAPACITY), MIB),
-        ddr_clock_hertz=_scaled(block.number(_DDR_CLOCK), MHZ),
-        hbm_capacity_bytes=_scaled(block.number(_HBM_CAPACITY), MIB),
-        hbm_clock_hertz=_scaled(block.number(_HBM_CLOCK), MHZ),
-        hbm_temperature_celsius=block.number(_HBM_TEMPERATURE),
-        hbm_manufacturer_id=block.text(_HBM_MANUFACTURER),
+        ddr_capacity_bytes=block.checked(_DDR_CAPACITY, "memory_bytes", rejects, MIB),
+        ddr_clock_hertz=block.checked(_DDR_CLOCK, "frequency_hertz", rejects, MHZ),
+        hbm_capacity_bytes=block.checked(_HBM_CAPACITY, "memory_bytes", rejects, MIB),
+        hbm_clock_hertz=block.checked(_HBM_CLOCK, "frequency_hertz", rejects, MHZ),
+        hbm_temperature_celsius=block.checked(_HBM_TEMPERATURE, "temperature_celsius", rejects),
+        hbm_manufacturer_id=manufacturer,
+        rejected=rejects.freeze(),
     )
 
 

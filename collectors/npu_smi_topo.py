@@ -17,6 +17,12 @@ Link types seen: X, HCCS, HCCS_SW, SIO, UB, SYS, PHB, PIX, PXB, NA. Columns are
 ``%-11s`` padded but the 950 doc shrinks them after NPU3, so rows are split on
 whitespace. The ``NPUn`` labels are logic (device) indices and are exported as
 printed (the digits).
+
+The matrix is chips squared, so a header of more than ``max_chips`` NPUs (default
+64) is a ParseError, and a row for an NPU the header does not list, or a second
+row for the same NPU, is dropped and listed in the result's ``rejected``
+attribute (``collectors.bounds.RowList``). Link types are words of at most 16
+characters; anything else ends the row's link cells.
 """
 
 from __future__ import annotations
@@ -27,15 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors._text import raise_unparsed
-from collectors.base import ChipRef, CollectContext, Sample, Source, label_pairs
+from collectors.base import ChipRef, CollectContext, ParseError, Sample, Source, label_pairs
+from collectors.bounds import BOUNDS, LIMITS, Rejects, RowList, has_control_chars
 
 __all__ = ["SOURCE", "TopoLink", "parse", "samples"]
 
 _NPU_LABEL_RE = re.compile(r"NPU([0-9]{1,12})")
-_LINK_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z_]*")
+_LINK_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z_]{0,15}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TopoLink:
     """One matrix cell: ``npu`` (row) to ``peer`` (column); ``cpu_affinity`` is the row's CPU list."""
 
@@ -45,11 +52,16 @@ class TopoLink:
     cpu_affinity: str | None
 
 
-def parse(text: str) -> list[TopoLink]:
-    """Every cell of the matrix, self cells (``X``) included, in printed order."""
+def parse(text: str, max_chips: int = LIMITS["max_chips"]) -> list[TopoLink]:
+    """Every cell of the matrix, self cells (``X``) included, in printed order (a ``RowList``)."""
     peers: list[int] | None = None
     links: list[TopoLink] = []
-    for line in text.splitlines():
+    rejects = Rejects()
+    rows_seen: set[int] = set()
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if len(line) > LIMITS["line_chars"] or has_control_chars(line):
+            rejects.add("line too long or with control characters", line_no, line.strip())
+            continue
         tokens = line.split()
         if not tokens:
             continue
@@ -61,20 +73,28 @@ def parse(text: str) -> list[TopoLink]:
             second = tokens[1] if len(tokens) > 1 else "CPU"
             if row is not None and (second == "CPU" or _NPU_LABEL_RE.fullmatch(second)):
                 peers = _leading_npu_labels(tokens)
+                if len(peers) > max_chips:
+                    raise ParseError(f"{len(peers)} NPUs in the topology header, more than max_chips={max_chips}",
+                                     line_no, line.strip())
             continue
         if row is None:
             continue
-        links.extend(_row_links(int(row.group(1)), tokens[1:], peers))
+        npu = int(row.group(1))
+        if npu not in peers or npu in rows_seen:
+            rejects.add(f"row NPU{npu} is not a header NPU or is printed twice", line_no, line.strip())
+            continue
+        rows_seen.add(npu)
+        links.extend(_row_links(npu, tokens[1:], peers))
     if peers is None:
-        raise_unparsed(text, "npu-smi info -t topo", "no NPU header in npu-smi info -t topo output")
-    return links
+        raise_unparsed(text, "npu-smi info -t topo", "no NPU header in npu-smi info -t topo output", rejects)
+    return RowList.of(links, rejects.freeze())
 
 
 def _leading_npu_labels(tokens: list[str]) -> list[int]:
     peers: list[int] = []
     for token in tokens:
         label = _NPU_LABEL_RE.fullmatch(token)
-        if label is None:
+        if label is None or not BOUNDS["id"].contains(int(label.group(1))):
             break
         peers.append(int(label.group(1)))
     return peers
@@ -89,7 +109,7 @@ def _row_links(npu: int, cells: list[str], peers: list[int]) -> list[TopoLink]:
     affinity = " ".join(cells[len(types):]) or None
     return [
         TopoLink(npu=npu, peer=peer, link_type=link_type, cpu_affinity=affinity)
-        for peer, link_type in zip(peers, types, strict=False)
+        for peer, link_type in zip(peers, types)
     ]
 
 

@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors._text import MIB, percent_ratio
+from collectors._text import MIB
 from collectors.base import ChipRef, CollectContext, Sample, Source
+from collectors.bounds import Rejection, Rejects
 from collectors.npu_smi_kv import KvBlock, chip_argv, chip_sample, one_record, parse_blocks, require_block
 
 __all__ = ["SOURCE", "UsagesRecord", "parse", "samples"]
@@ -49,7 +50,7 @@ _KEYS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UsagesRecord:
     """One chip's ``-t usages`` values; None where the key is absent or NA."""
 
@@ -68,22 +69,29 @@ class UsagesRecord:
     ddr_bandwidth_usage_ratio: float | None = None
     hbm_bandwidth_usage_ratio: float | None = None
     npu_utilization_ratio: float | None = None
+    rejected: tuple[Rejection, ...] = ()  # lines and values refused (collectors.bounds)
 
 
-def _value(block: KvBlock, field: str) -> float | None:
+def _value(block: KvBlock, field: str, rejects: Rejects) -> float | None:
     pattern = _KEYS[field]
     if field.endswith("_ratio"):
-        return percent_ratio(block.get(pattern))
-    raw = block.number(pattern)
-    if raw is None or raw < 0:
-        return None
-    return raw * MIB if field.endswith("_bytes") else raw
+        percent = block.checked(pattern, "percent", rejects)
+        return None if percent is None else percent / 100.0
+    if field.endswith("_bytes"):
+        return block.checked(pattern, "memory_bytes", rejects, MIB)
+    return block.checked(pattern, "hugepages", rejects)
 
 
 def parse(text: str, chip: int | None = None) -> UsagesRecord:
-    """Parse ``-t usages`` output; ``chip`` picks a block when several chips are printed."""
-    block = require_block(parse_blocks(text), tuple(_KEYS.values()), "usages", chip)
-    return UsagesRecord(**{field: _value(block, field) for field in _KEYS})
+    """Parse ``-t usages`` output; ``chip`` picks a block when several chips are printed.
+
+    Values that are not numbers or lie outside ``collectors.bounds.BOUNDS`` are None
+    and listed in ``rejected``.
+    """
+    rejects = Rejects()
+    block = require_block(parse_blocks(text, rejects), tuple(_KEYS.values()), "usages", chip)
+    values = {field: _value(block, field, rejects) for field in _KEYS}
+    return UsagesRecord(**values, rejected=rejects.freeze())
 
 
 def parse_records(text: str) -> list[UsagesRecord]:

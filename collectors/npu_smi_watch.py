@@ -10,6 +10,12 @@ printed once. 950 drops the ``ChipId(Idx)`` column and newer builds append
 ``NPU Util(%)`` and ``AI Cube(%)``, so columns are mapped from the header's
 labels and rows are split on whitespace. The agent does not schedule ``watch``
 (it never ends); this parser serves captures and diagnostics.
+
+A row with a non-integer or out-of-range id, or a cell that is neither a number
+nor ``NA``/``-``, is dropped; a reading outside its physical range
+(``collectors.bounds``) is None. Both are listed in the result's ``rejected``
+attribute (``collectors.bounds.RowList``). Cut lines (fewer cells than the
+header, the usual end of a stream stopped with Ctrl-C) are skipped silently.
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collectors._text import number, percent_ratio, raise_unparsed
+from collectors._text import column_labels, is_absent, number, raise_unparsed
+from collectors.bounds import BOUNDS, LIMITS, Rejects, RowList, has_control_chars
 
 __all__ = ["WatchRow", "latest", "parse"]
 
-_LABEL_RE = re.compile(r"[A-Za-z][A-Za-z ]*\([^)]*\)")
 _INT_RE = re.compile(r"[0-9]{1,12}")
 _RATIO_FIELDS = {
     "ai core(%)": "aicore_ratio",
@@ -34,7 +40,7 @@ _RATIO_FIELDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WatchRow:
     """One sample line; ratios are 0..1, absent columns None. ``chip`` is 0 where none is printed."""
 
@@ -53,43 +59,64 @@ class WatchRow:
 
 
 def parse(text: str) -> list[WatchRow]:
-    """All sample rows in printed order (several per chip: the stream repeats)."""
+    """All sample rows in printed order (several per chip: the stream repeats); a ``RowList``."""
     labels: list[str] | None = None
     rows: list[WatchRow] = []
-    for line in text.splitlines():
+    rejects = Rejects()
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if len(line) > LIMITS["line_chars"] or has_control_chars(line):
+            rejects.add("line too long or with control characters", line_no, line.strip())
+            continue
         if labels is None:
-            found = [" ".join(label.split()).lower() for label in _LABEL_RE.findall(line)]
+            found = [" ".join(label.split()).lower() for label in column_labels(line)]
             if found and found[0].startswith("npuid"):
                 labels = found
             continue
-        row = _parse_row(line.split(), labels)
+        try:
+            row = _parse_row(line.split(), labels, rejects, line_no, line.strip())
+        except ValueError as exc:
+            rejects.add(f"npu-smi info watch row rejected: {exc}", line_no, line.strip())
+            continue
         if row is not None:
             rows.append(row)
     if labels is None or not rows:
-        raise_unparsed(text, "npu-smi info watch", "no rows in npu-smi info watch output")
-    return rows
+        raise_unparsed(text, "npu-smi info watch", "no rows in npu-smi info watch output", rejects)
+    return RowList.of(rows, rejects.freeze())
 
 
-def _parse_row(tokens: list[str], labels: list[str]) -> WatchRow | None:
+def _id(cell: str | None, what: str) -> int | None:
+    if cell is None:
+        return None
+    if not _INT_RE.fullmatch(cell) or not BOUNDS["id"].contains(int(cell)):
+        raise ValueError(f"{what} {cell!r} is not an integer id")
+    return int(cell)
+
+
+def _parse_row(tokens: list[str], labels: list[str], rejects: Rejects, line_no: int, line: str) -> WatchRow | None:
     if len(tokens) != len(labels):
         return None  # a cut line or stray text
-    cells = dict(zip(labels, tokens, strict=True))
-    npu = cells.get("npuid(idx)")
-    if npu is None or not _INT_RE.fullmatch(npu):
+    cells = dict(zip(labels, tokens))
+    npu = _id(cells.get("npuid(idx)"), "NpuID")
+    if npu is None:
         return None
-    chip_cell = cells.get("chipid(idx)")
-    chip = int(chip_cell) if chip_cell is not None and _INT_RE.fullmatch(chip_cell) else None
-    ratios = {field: percent_ratio(cells.get(label)) for label, field in _RATIO_FIELDS.items()}
+    chip = _id(cells.get("chipid(idx)"), "ChipId")
+    bad = next((cell for cell in tokens if number(cell) is None and not is_absent(cell)), None)
+    if bad is not None:
+        raise ValueError(f"{bad!r} is not a number")
+
+    def checked(label: str, bound: str) -> float | None:
+        return rejects.value(bound, number(cells.get(label)), line_no, line, label)
+
+    power, temperature = checked("pwr(w)", "power_watts"), checked("temp(c)", "temperature_celsius")
+    ratios = {field: checked(label, "percent") for label, field in _RATIO_FIELDS.items()}
     return WatchRow(
-        npu=int(npu),
+        npu=npu,
         chip=chip or 0,
         has_chip_id=chip is not None,
-        power_watts=number(cells.get("pwr(w)")),
-        temperature_celsius=number(cells.get("temp(c)")),
-        **ratios,
+        power_watts=power,
+        temperature_celsius=temperature,
+        **{field: None if value is None else value / 100.0 for field, value in ratios.items()},
     )
-
-
 
 
 def latest(rows: list[WatchRow]) -> dict[tuple[int, int], WatchRow]:

@@ -98,10 +98,11 @@ def test_hung_npu_smi_does_not_slow_scrapes_and_is_killed(tmp_path: Path) -> Non
             latencies.append(elapsed)
             time.sleep(0.05)
         collecting.join()
-        # Under 50 ms as a rule; one scheduler hiccup on a loaded 2-core CI box may not fail the run.
+        # A scrape that waited on the hung tool would take its whole timeout (seconds); the bounds allow a
+        # loaded shared 2-core machine. The speed target itself (p99 < 5 ms) is bench/agent.py's.
         latencies.sort()
-        assert latencies and latencies[int(0.95 * (len(latencies) - 1))] < 0.05, latencies
-        assert max(latencies) < 0.25, latencies
+        assert latencies and latencies[int(0.95 * (len(latencies) - 1))] < 0.15, latencies
+        assert max(latencies) < 0.5, latencies
         values = _values(get(url + "/metrics")[1])
         assert _get(values, "npuwatch_collector_up", collector="npu_smi_info") == 0
         assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="timeout") == 1
@@ -194,8 +195,13 @@ def test_truncated_table_keeps_what_it_can(tmp_path: Path) -> None:
     bundle.agent.collect_group("info")
     snap = bundle.agent.store.get("npu_smi_info")
     assert snap is not None
-    # Either some chips were parsed (partial table) or a parse error was counted: never a crash.
-    assert snap.ok or snap.errors["parse"] == 1
+    values = _values(bundle.agent.cache.render().body)
+    if snap.ok:  # the chips before the cut are kept and counted as they are
+        chips = _get(values, "npu_chips")
+        assert chips is not None and 0 < chips < 8
+        assert _get(values, "npu_healthy", npu="0", chip="0") == 1
+    else:
+        assert snap.errors["parse"] == 1 and _get(values, "npu_chips") is None
     bundle.agent.stop()
 
 
@@ -219,27 +225,28 @@ def test_faults_show_in_metrics(tmp_path: Path) -> None:
     bundle.agent.stop()
 
 
-def test_healthz_reports_missing_tool_and_staleness(tmp_path: Path) -> None:
+def test_readyz_reports_missing_tool_while_healthz_stays_ok(tmp_path: Path) -> None:
     config = build_config(fast_config({
         "collectors": {"npu_smi": {"path": str(tmp_path / "no-npu-smi")}}, "state_dir": str(tmp_path)}))
     bundle = build_agent(config)
     with serving(bundle) as url:
-        status, body, _ = get(url + "/healthz")
-        assert status == 503 and b"no collection yet" in body
+        status, body, _ = get(url + "/readyz")
+        assert status == 503 and b"not run yet" in body
         bundle.agent.collect_group("info")
-        status, body, _ = get(url + "/healthz")
+        status, body, _ = get(url + "/readyz")
         assert status == 503 and b"not found" in body
+        assert get(url + "/healthz")[0] == 200  # a missing tool is not the agent being dead
         values = _values(get(url + "/metrics")[1])
         assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="missing_tool") == 1
 
 
-def test_healthz_ok_when_fresh(tmp_path: Path) -> None:
+def test_readyz_ok_once_the_chip_list_is_read(tmp_path: Path) -> None:
     bundle = demo_bundle(tmp_path)
     with serving(bundle) as url:
         bundle.agent.collect_group("inventory")
         bundle.agent.collect_group("info")
-        status, body, _ = get(url + "/healthz")
-        assert status == 200 and body.startswith(b"ok")
+        status, body, _ = get(url + "/readyz")
+        assert status == 200 and b'"ready": true' in body
         status, body, _ = get(url + "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
         assert status == 200 and body.endswith(b"# EOF\n")
 
@@ -349,3 +356,36 @@ def test_reload_reschedules_probe_jobs(tmp_path: Path) -> None:
         assert probe_jobs() == {"timed:probe:gemm": 600.0, "timed:probe:allreduce": 6 * 3600.0}
     finally:
         agent.stop()
+
+
+def test_a_run_with_too_many_series_exports_nothing(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"max_series_per_source": 100}, chips=16)
+    bundle.agent.collect_once()
+    values = _values(bundle.agent.cache.render().body)
+    # A 16-chip info table makes ~190 series: over the cap, refused whole; a small source still exports.
+    assert _get(values, "npu_chips") is None
+    assert _get(values, "npuwatch_collector_down_reason", collector="npu_smi_info", reason="parse") == 1
+    assert _get(values, "npuwatch_collector_up", collector="npu_smi_mapping") == 1
+    bundle.agent.stop()
+
+
+def test_more_chips_than_max_chips_is_refused(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, {"collectors": {"npu_smi": {"max_chips": 4}}})
+    bundle.agent.collect_group("info")
+    snap = bundle.agent.store.get("npu_smi_info")
+    assert snap is not None and not snap.ok and snap.errors["parse"] == 1
+    assert "more than max_chips=4" in (snap.error or "")
+    bundle.agent.stop()
+
+
+def test_refused_values_are_counted_and_the_rest_exported(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path)
+    bundle.agent.collect_once()
+    bundle.demo.set_fault("hot", chip=2, celsius=400)  # no chip runs at 400 C: a broken sensor reading
+    bundle.agent.collect_group("info")
+    values = _values(bundle.agent.cache.render().body)
+    assert _get(values, "npu_temperature_celsius", npu="2", chip="0") is None
+    assert _get(values, "npu_power_watts", npu="2", chip="0") is not None
+    assert (_get(values, "npuwatch_parse_rejections_total", collector="npu_smi_info") or 0) >= 1
+    assert _get(values, "npuwatch_collector_up", collector="npu_smi_info") == 1
+    bundle.agent.stop()

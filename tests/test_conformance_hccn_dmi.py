@@ -27,6 +27,7 @@ from collectors import (
     hccn_ub,
 )
 from collectors.base import ChipRef, CollectContext
+from collectors.bounds import rejections
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 TOOLS = CORPUS / "tools"
@@ -105,6 +106,7 @@ SUPPORTED_FILES = [path for path in corpus_files() if command_of(path) in PARSER
 def test_supported_corpus_file_parses(path: Path) -> None:
     result = PARSERS[command_of(path)](path.read_text())
     assert result is not None
+    assert rejections(result) == ()  # a real capture never trips a bound or a line check
 
 
 # --- specific values -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from collectors import npu_smi_info, npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
 from collectors._text import MIB
 from collectors.base import CollectContext, ToolError
+from collectors.bounds import rejections
 from collectors.catalogue import CATALOGUE
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
@@ -52,6 +53,7 @@ def test_corpus_has_every_kind() -> None:
 def test_every_table_parses_into_catalogue_samples(path: Path) -> None:
     table = npu_smi_info.parse(path.read_text())
     assert table.chips
+    assert table.rejected == ()  # a real capture never trips a bound or a layout check
     out = npu_smi_info.samples(table, None, CollectContext(per_process_metrics=True))
     keys = [(s.metric, s.labels) for s in out]
     assert len(keys) == len(set(keys))
@@ -64,12 +66,14 @@ def test_every_table_parses_into_catalogue_samples(path: Path) -> None:
 def test_every_mapping_parses(path: Path) -> None:
     rows = npu_smi_mapping.parse(path.read_text())
     assert rows and all(row.name for row in rows)
+    assert rejections(rows) == ()
 
 
 @pytest.mark.parametrize("path", LIST_FILES, ids=lambda path: path.name[:70])
 def test_every_list_parses(path: Path) -> None:
     listing = npu_smi_list.parse(path.read_text())
     assert listing.total == len(listing.npus)
+    assert listing.rejected == ()
 
 
 @pytest.mark.parametrize("path", TOPO_FILES, ids=lambda path: path.name[:70])
@@ -77,6 +81,7 @@ def test_every_topo_parses(path: Path) -> None:
     links = npu_smi_topo.parse(path.read_text())
     assert len(links) == 64  # both captures are 8 x 8
     assert all(link.link_type == "X" for link in links if link.npu == link.peer)
+    assert rejections(links) == ()
 
 
 # --- specific values, file by file ----------------------------------------------------------------
@@ -264,6 +269,7 @@ def test_topos() -> None:
 def test_every_watch_parses(path: Path) -> None:
     rows = npu_smi_watch.parse(path.read_text())
     assert rows and all(row.temperature_celsius is not None for row in rows)
+    assert rejections(rows) == ()
 
 
 def test_watches() -> None:

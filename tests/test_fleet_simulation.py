@@ -76,12 +76,12 @@ EXPECTED: list[tuple[str, dict[str, str]]] = [
     ("NPUHBMDoubleBitECC", {"node": DOUBLE_BIT, "npu": "0"}),
     ("NPUUnhealthy", {"node": ALARM, "npu": "1", "severity": "critical"}),
     ("NPUUnhealthy", {"node": ALARM, "npu": "1", "severity": "warning"}),
-    ("NPUCollectorFailing", {"node": CRASHED, "collector": "npu_smi_info"}),
+    ("NPUCollectorFailing", {"node": CRASHED, "tool": "npu_smi"}),
     ("HCCLTimeout", {"node": HCCL_NODE, "code": "EI0002", "category": "exec_timeout"}),
 ]
 # Every alert allowed to be active at all: (alertname, node, npu or "" for node-level alerts).
 # The dead RoCE port also fails its net_health check; every npu-smi collector on the crashed
-# node fails, not only npu_smi_info.
+# node fails, which is one NPUCollectorFailing{tool="npu_smi"}.
 ALLOWED: frozenset[tuple[str, str, str]] = frozenset({
     ("NPURoCELinkDown", LINK_DOWN, "1"),
     ("NPURoCENetHealthFailed", LINK_DOWN, "1"),
@@ -379,8 +379,9 @@ def test_fleet_alerts_hit_only_faulty_nodes_and_fleet_panels_answer(fleet: Fleet
         by_name.setdefault(labels["alertname"], set()).add(labels.get("node", ""))
     for name, labels in EXPECTED:
         assert by_name[name] == {labels["node"]}, (name, by_name[name])
-    crashed_collectors = {a["collector"] for a in active if a["alertname"] == "NPUCollectorFailing"}
-    assert all(c.startswith("npu_smi_") for c in crashed_collectors), crashed_collectors
+    # One alert for the broken npu-smi, not one per npu-smi collector.
+    crashed_tools = [a["tool"] for a in active if a["alertname"] == "NPUCollectorFailing"]
+    assert crashed_tools == ["npu_smi"], crashed_tools
 
     # The fleet view agrees: one unhealthy chip, failing collectors only on the crashed node.
     assert prom.values('npu_healthy{job="npuwatch"} == 0', "node") == {ALARM: 0.0}

@@ -2,16 +2,14 @@
 
 Golden files: ``tests/fixtures/npu_smi_tables/info_*.txt`` (synthetic, modelled
 on real captures) each sit next to the expected records in ``info_*.json``.
-Regenerate after a deliberate change with ``NPUWATCH_UPDATE_GOLDEN=1 pytest
+Regenerate after a deliberate change with ``python -m tests.golden`` (a separate command: a test run never
+writes golden files) and review the diff. Formerly ``NPUWATCH_UPDATE_GOLDEN=1 pytest
 tests/test_npu_smi_info.py`` and review the diff.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -21,13 +19,14 @@ from hypothesis import strategies as st
 from collectors import npu_smi_info
 from collectors._text import MIB
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
+from collectors.bounds import clip
 from collectors.catalogue import CATALOGUE
 from collectors.npu_smi_info import HEALTH_STATES, InfoTable, chip_refs, health_state, parse, samples
 from collectors.npu_smi_mapping import MappingRow
+from tests import golden
 
 FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
 INFO_CASES = sorted(FIXTURES.glob("info_*.txt"))
-UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
 
 
 def _load(name: str) -> InfoTable:
@@ -54,11 +53,7 @@ def test_fixtures_present() -> None:
 
 @pytest.mark.parametrize("case", INFO_CASES, ids=lambda path: path.stem)
 def test_golden(case: Path) -> None:
-    parsed = json.loads(json.dumps(dataclasses.asdict(parse(case.read_text()))))
-    golden = case.with_suffix(".json")
-    if UPDATE_GOLDEN:
-        golden.write_text(json.dumps(parsed, indent=2, sort_keys=True) + "\n")
-    assert parsed == json.loads(golden.read_text())
+    assert golden.parsed(case) == golden.expected(case)
 
 
 # --- layouts, value by value ----------------------------------------------------------------------
@@ -423,3 +418,191 @@ def _mutated_table(draw: st.DrawFn) -> str:
 @given(_mutated_table())
 def test_mutated_tables_only_raise_parse_error(text: str) -> None:
     _parse_or_parse_error(text)
+
+
+# --- hostile output: rows off the layout, impossible values, too many chips -----------------------
+
+_HEADER = (
+    "| npu-smi 24.1.rc2.2               Version: 24.1.rc2.2                                           |\n"
+    "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
+    "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"
+)
+
+
+def _npu_row(npu: object = 0, name: str = "910B3", *, health: str = "OK", power: str = "90.5", temp: str = "41",
+             hugepages: str = "0 / 0") -> str:
+    return f"| {npu}     {name}          | {health}            | {power}       {temp}           {hugepages}  |\n"
+
+
+def _chip_row(chip: object = 0, bus: str = "0000:C1:00.0", *, aicore: str = "37", memory: str = "0 / 0",
+              hbm: str = "3397 / 65536") -> str:
+    return f"| {chip}                         | {bus}  | {aicore}          {memory}          {hbm}         |\n"
+
+
+def _table(*rows: str) -> str:
+    return _HEADER + "".join(rows)
+
+
+_GOOD = _npu_row(1) + _chip_row(0, "0000:01:00.0")
+
+
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        (_npu_row("x1") + _chip_row(), "NPU ID 'x1' is not an integer"),
+        (_npu_row(0, "910\x01B3") + _chip_row(), "control characters"),
+        (_npu_row(0, "910B3\x1b[31m") + _chip_row(), "control characters"),
+        (_npu_row(0, "Ascend\u00e9910") + _chip_row(), "Name 'Ascend\u00e9910' is not a chip name"),
+        (_npu_row(0, "A" * 40) + _chip_row(), "is not a chip name"),
+        (_npu_row(0, health="O\u00fcK") + _chip_row(), "Health 'O\u00fcK' is not a health word"),
+        (_npu_row(0) + _chip_row(bus="0000:ZZ:00.0"), "Bus-Id '0000:ZZ:00.0' is neither a PCI address nor NA"),
+        (_npu_row(0) + _chip_row(bus="NA\x7f"), "control characters"),
+        (_npu_row(0, power="9o.5") + _chip_row(), "'9o.5' is not a number"),
+        (_npu_row(0) + _chip_row(hbm="3397 / 6553b"), "'3397/6553b' is not a 'used / total' pair"),
+        (_npu_row(0) + _chip_row(aicore="37 12 99"), "values for 3 columns"),
+        (_npu_row(0) + _chip_row(chip="99999999999"), "chip id 99999999999 is beyond any id"),
+    ],
+    ids=["npu-id", "name-control", "name-escape", "name-non-ascii", "name-too-long", "health", "bus-id",
+         "bus-control", "power-text", "hbm-text", "too-many-values", "chip-id-range"],
+)
+def test_a_row_off_the_layout_is_dropped_and_reported_with_its_line(rows: str, reason: str) -> None:
+    bad_first_line = _HEADER.count("\n") + 1
+    table = parse(_table(rows, _GOOD))
+    assert [(c.npu, c.chip) for c in table.chips] == [(1, 0)]  # the healthy chip survives
+    assert len(table.rejected) == 1, table.rejected
+    rejection = table.rejected[0]
+    assert reason in rejection.reason
+    assert rejection.line_no in (bad_first_line, bad_first_line + 1)
+    bad_line = _table(rows).splitlines()[rejection.line_no - 1].strip()
+    assert rejection.line == clip(bad_line)  # at most 80 characters, control characters escaped
+    assert len(rejection.line) <= 80 and rejection.line.isprintable()
+    out = samples(table, None, CollectContext())
+    assert {dict(s.labels).get("npu") for s in out if s.labels} == {"1"}
+
+
+def test_a_table_of_only_bad_rows_is_a_parse_error_naming_the_first_line() -> None:
+    text = _table(_npu_row(0, "910\x00B3\x00" + "x" * 100) + _chip_row(), _npu_row("NaN") + _chip_row())
+    with pytest.raises(ParseError, match="no valid chip row") as excinfo:
+        parse(text)
+    assert excinfo.value.line_no == 4
+    assert excinfo.value.line is not None and len(excinfo.value.line) <= 80
+    assert "control characters" in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("rows", "field", "reason"),
+    [
+        (_npu_row(0, power="-3.0") + _chip_row(), "power_watts", "Power(W) -3 outside 0..2000 W"),
+        (_npu_row(0, power="2400.0") + _chip_row(), "power_watts", "Power(W) 2400 outside"),
+        (_npu_row(0, temp="151") + _chip_row(), "temperature_celsius", "Temp(C) 151 outside -40..150 C"),
+        (_npu_row(0, temp="-41") + _chip_row(), "temperature_celsius", "Temp(C) -41 outside"),
+        (_npu_row(0) + _chip_row(aicore="101"), "aicore_ratio", "AICore(%) 101 outside 0..100 %"),
+        (_npu_row(0) + _chip_row(aicore="-1"), "aicore_ratio", "AICore(%) -1 outside"),
+        (_npu_row(0) + _chip_row(hbm="3397 / 1048577"), "hbm_total_bytes", "HBM-Usage(MB) total 1.04858e+06 outside"),
+        (_npu_row(0) + _chip_row(hbm="65538 / 65536"), "hbm_used_bytes",
+         "HBM-Usage(MB) used 65538 exceeds total 65536"),
+        (_npu_row(0) + _chip_row(memory="9 / 0"), "memory_used_bytes", "Memory-Usage(MB) used 9 exceeds total 0"),
+        (_npu_row(0, hugepages="-1 / 15") + _chip_row(), "hugepages_used", "Hugepages-Usage(page) used -1 outside"),
+    ],
+    ids=["power-negative", "power-2.4kW", "temp-151", "temp-minus-41", "aicore-101", "aicore-negative",
+         "hbm-over-1TiB", "hbm-used-over-total", "ddr-used-over-total", "hugepages-negative"],
+)
+def test_an_impossible_value_is_dropped_and_reported_but_the_chip_stays(rows: str, field: str, reason: str) -> None:
+    table = parse(_table(rows, _GOOD))
+    assert [(c.npu, c.chip) for c in table.chips] == [(0, 0), (1, 0)]
+    assert getattr(table.chips[0], field) is None
+    assert getattr(table.chips[1], field) is not None
+    assert [r.reason for r in table.rejected if reason in r.reason], table.rejected
+    assert all(r.line_no in (4, 5) for r in table.rejected)
+    metric = {"power_watts": "npu_power_watts", "temperature_celsius": "npu_temperature_celsius",
+              "aicore_ratio": "npu_aicore_utilization_ratio"}.get(field)
+    if metric is not None:
+        assert _value(samples(table, None, CollectContext()), metric, npu="0", chip="0") is None
+
+
+def test_rounding_slack_and_limits_themselves_are_accepted() -> None:
+    rows = _npu_row(0, power="2000", temp="-40") + _chip_row(aicore="100", hbm="65537 / 65536")
+    chip = parse(_table(rows)).chips[0]
+    assert (chip.power_watts, chip.temperature_celsius, chip.aicore_ratio) == (2000, -40, 1.0)
+    assert chip.hbm_used_bytes == 65537 * MIB  # 1 MB over total is rounding, not a fault
+
+
+def test_the_same_chip_twice_keeps_the_first_and_reports_the_second() -> None:
+    table = parse(_table(_npu_row(0, power="90.5") + _chip_row(), _npu_row(0, power="12.0") + _chip_row()))
+    assert [c.power_watts for c in table.chips] == [90.5]
+    assert [r.line_no for r in table.rejected] == [7]
+    assert "listed twice" in table.rejected[0].reason
+
+
+def test_more_chips_than_max_chips_is_a_parse_error_naming_the_first_extra_chip() -> None:
+    rows = [_npu_row(npu) + _chip_row() for npu in range(65)]
+    with pytest.raises(ParseError, match=r"65 chips, more than max_chips=64") as excinfo:
+        parse(_table(*rows))
+    assert excinfo.value.line_no == 4 + 64 * 2
+    assert len(parse(_table(*rows[:64])).chips) == 64
+    assert len(parse(_table(*rows), max_chips=100).chips) == 65
+    with pytest.raises(ParseError, match=r"3 chips, more than max_chips=2"):
+        npu_smi_info.make_source(max_chips=2).parse(_table(*rows[:3]))
+
+
+def test_a_4mib_table_of_bogus_rows_is_refused_not_turned_into_series() -> None:
+    rows = [_npu_row(npu % 100_000, f"X{npu}") + _chip_row(npu % 7) for npu in range(26_000)]
+    text = _table(*rows)
+    assert len(text) > 4 << 20
+    with pytest.raises(ParseError, match=r"chips, more than max_chips=64"):
+        npu_smi_info.SOURCE.parse(text)
+
+
+def test_many_npu_lines_without_chip_lines_take_linear_chip_indexes() -> None:
+    # The "next free chip" search used to rescan every chip of the NPU: quadratic in rows.
+    text = _table(*[_npu_row(0) for _ in range(3000)])
+    table = parse(text, max_chips=5000)
+    assert [c.chip for c in table.chips] == list(range(3000))
+
+
+def test_over_long_lines_are_rejected_before_any_pattern_runs() -> None:
+    long_header = "| NPU Name | Health | " + "Power" * 400 + " Temp(C) |"
+    table = parse(_table(long_header + "\n", _GOOD))
+    assert [r.reason for r in table.rejected] == ["line longer than 1024 characters"]
+    assert len(table.rejected[0].line) == 80
+
+
+def test_process_rows_are_checked_and_only_listed_chips_get_series() -> None:
+    text = _table(_GOOD) + (
+        "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |\n"
+        "| 1       0                 | 2210418       | python3.10               | 37600                   |\n"
+        "| 1       0                 | 0             | python3.10               | 1                       |\n"
+        "| 1       0                 | 2210419       | py\u00e9thon                  | 20                      |\n"
+        "| 1       0                 | 2210420       | python                   | 99999999999             |\n"
+        "| 1       0                 | 2210421       | python                   | lots                    |\n"
+        "| 9       0                 | 2210422       | python                   | 5                       |\n"
+    )
+    table = parse(text)
+    assert [(p.pid, p.name, p.memory_bytes) for p in table.processes] == [
+        (2210418, "python3.10", 37600 * MIB), (2210419, "", 20 * MIB), (2210420, "python", None),
+        (2210422, "python", 5 * MIB)]
+    reasons = [r.reason for r in table.rejected]
+    assert len(reasons) == 4
+    assert "Process id '0' is not a pid" in reasons[0]
+    assert "process name is not printable ASCII" in reasons[1]
+    assert "Process memory(MB) 1e+11 outside" in reasons[2]
+    assert "Process memory 'lots' is not a number" in reasons[3]
+    out = samples(table, None, CollectContext(per_process_metrics=True))
+    assert {(dict(s.labels)["npu"], dict(s.labels)["chip"]) for s in out if s.metric.startswith("npu_process")} == {
+        ("1", "0")}  # npu 9 is not in the table: no series invented for it
+    assert _value(out, "npu_processes", npu="1", chip="0") == 3
+
+
+def test_labels_from_inventory_and_psutil_are_printable_or_empty() -> None:
+    table = _load("info_910b3_x2_procs.txt")
+    ctx = CollectContext(
+        inventory={(0, 0): {"serial": "SN\x00\x1b[2J", "firmware": "7.1", "driver": "d" * 65, "logic_id": "0"}},
+        per_process_metrics=True,
+        process_owner=lambda pid: ("evil\nname", "root\x00"),
+    )
+    out = samples(table, None, ctx)
+    info = next(dict(s.labels) for s in out if s.metric == "npu_info" and ("npu", "0") in s.labels)
+    assert (info["serial"], info["firmware"], info["driver"], info["logic_id"]) == ("", "7.1", "", "0")
+    owners = {(dict(s.labels)["process"], dict(s.labels)["user"])
+              for s in out if s.metric == "npu_process_memory_bytes"}
+    assert owners == {("python3.10", ""), ("", "")}

@@ -1,8 +1,8 @@
 """Tests of the ``npu-smi info -m`` / ``-l`` / ``-t topo`` / ``watch`` parsers.
 
 Golden files: ``tests/fixtures/npu_smi_tables/{mapping,list,topo,watch}_*.txt`` (synthetic)
-with the expected records in the matching ``.json``. Regenerate with
-``NPUWATCH_UPDATE_GOLDEN=1 pytest tests/test_npu_smi_mapping_topo.py`` and review the diff.
+with the expected records in the matching ``.json``. Regenerate with ``python -m tests.golden`` (never
+from a test run) and review the diff.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from hypothesis import strategies as st
 from collectors import npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
 from collectors.base import CollectContext, ParseError, ToolError
 from collectors.catalogue import CATALOGUE
+from tests import golden
 
 FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
-UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
 PARSERS: dict[str, Callable[[str], Any]] = {
     "mapping": npu_smi_mapping.parse,
     "list": npu_smi_list.parse,
@@ -51,11 +50,7 @@ def _read(name: str) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda path: path.stem)
 def test_golden(case: Path) -> None:
-    parsed = _as_json(PARSERS[case.stem.split("_")[0]](case.read_text()))
-    golden = case.with_suffix(".json")
-    if UPDATE_GOLDEN:
-        golden.write_text(json.dumps(parsed, indent=2, sort_keys=True) + "\n")
-    assert parsed == json.loads(golden.read_text())
+    assert golden.parsed(case) == golden.expected(case)
 
 
 def test_every_kind_has_fixtures() -> None:
@@ -254,3 +249,81 @@ def test_mutated_outputs_only_raise_parse_error(kind_and_text: tuple[str, str]) 
 def test_arbitrary_text_only_raises_parse_error(kind: str, text: str) -> None:
     with contextlib.suppress(ParseError):
         PARSERS[kind](text)
+
+
+# --- hostile output: bad rows dropped and reported, caps --------------------------------------------
+
+_MAPPING_HEADER = "NPU ID    Chip ID    Chip Logic ID    Chip Name\n"
+
+
+@pytest.mark.parametrize(("row", "reason"), [
+    ("x1    0    0    Ascend 910B4", "NPU ID 'x1' is not an integer"),
+    ("1    zero    0    Ascend 910B4", "Chip ID 'zero' is not an integer"),
+    ("1    0    0    Ascend 910\u00e9", "Chip Name is not printable ASCII"),
+    ("1    0    0    Ascend\x1b[2J 910B4", "control characters"),
+    ("99999999999    0    0    Ascend 910B4", "id 99999999999 is beyond any id"),
+    ("0    0    7    Ascend 910B4", "npu 0 chip 0 is listed twice"),
+])
+def test_mapping_bad_rows_are_dropped_and_reported(row: str, reason: str) -> None:
+    rows = npu_smi_mapping.parse(_MAPPING_HEADER + "0    0    0    Ascend 910B4\n" + row + "\n")
+    assert [(r.npu, r.chip, r.logic_id) for r in rows] == [(0, 0, 0)]
+    assert len(rows.rejected) == 1 and reason in rows.rejected[0].reason  # type: ignore[attr-defined]
+    assert rows.rejected[0].line_no == 3  # type: ignore[attr-defined]
+
+
+def test_mapping_of_only_bad_rows_is_a_parse_error_naming_the_line() -> None:
+    with pytest.raises(ParseError, match="NPU ID 'x1' is not an integer") as excinfo:
+        npu_smi_mapping.parse(_MAPPING_HEADER + "x1    0    0    Ascend 910B4\n")
+    assert excinfo.value.line_no == 2
+
+
+def test_list_labels_and_counts_are_checked() -> None:
+    text = ("Total Count : 2\n\nNPU ID : 0\nProduct Name : Atlas\u00ae 300I\nSerial Number : SN\x07\n"
+            "Chip Count : 999\n\nNPU ID : 1\nSerial Number : " + "9" * 65 + "\nChip Count : 1\n")
+    listing = npu_smi_list.parse(text)
+    assert [(n.npu, n.product_name, n.serial, n.chip_count) for n in listing.npus] == [
+        (0, None, None, None), (1, None, None, 1)]
+    assert [r.line_no for r in listing.rejected] == [4, 5, 6, 9]
+    assert npu_smi_list.inventory(listing) == {}
+
+
+def test_list_with_more_npus_than_the_cap_is_a_parse_error() -> None:
+    text = "".join(f"NPU ID : {n}\nChip Count : 64\nSerial Number : SN{n}\n\n" for n in range(65))
+    with pytest.raises(ParseError, match="more than max_npus=64 NPUs"):
+        npu_smi_list.parse(text)
+    assert len(npu_smi_list.parse(text, max_npus=65).npus) == 65
+
+
+def test_watch_rows_with_bad_cells_or_impossible_values() -> None:
+    text = _read("watch_910b_chip_column.txt") + (
+        "x           0           95.1        41          37          1           12          60          22\n"
+        "0           0           95.1        41          3.7e    1           12          60          22\n"
+        "0           0           -95.1       151         370         1           12          60          22\n")
+    rows = npu_smi_watch.parse(text)
+    assert len(rows) == 4
+    last = rows[-1]
+    assert (last.power_watts, last.temperature_celsius, last.aicore_ratio, last.aicpu_ratio) == (None, None, None, 0.01)
+    reasons = [r.reason for r in rows.rejected]  # type: ignore[attr-defined]
+    assert reasons[0].endswith("NpuID 'x' is not an integer id")
+    assert reasons[1].endswith("'3.7e' is not a number")
+    assert reasons[2:] == ["pwr(w) -95.1 outside 0..2000 W", "temp(c) 151 outside -40..150 C",
+                           "ai core(%) 370 outside 0..100 %"]
+
+
+def test_topo_header_beyond_max_chips_is_refused_and_stray_rows_are_rejected() -> None:
+    header = " ".join(f"NPU{n}" for n in range(65)) + " CPU Affinity\n"
+    with pytest.raises(ParseError, match="65 NPUs in the topology header, more than max_chips=64"):
+        npu_smi_topo.parse("   " + header)
+    text = _read("topo_4npu_mixed.txt").replace(
+        "\nLegend:", "\nNPU9       X          X          X          X          0-1\n"
+                     "NPU1       X          X          X          X          0-1\nLegend:")
+    links = npu_smi_topo.parse(text)
+    assert len(links) == 16
+    assert [r.line_no for r in links.rejected] == [7, 8]  # type: ignore[attr-defined]
+
+
+def test_topo_link_types_are_short_words() -> None:
+    text = "      NPU0    NPU1    CPU Affinity\nNPU0  X  " + "H" * 17 + "  0-3\nNPU1  HCCS  X  0-3\n"
+    links = npu_smi_topo.parse(text)
+    assert [(link.npu, link.peer, link.link_type) for link in links] == [(0, 0, "X"), (1, 0, "HCCS"), (1, 1, "X")]
+    assert links[0].cpu_affinity == "H" * 17 + " 0-3"

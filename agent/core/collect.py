@@ -19,6 +19,7 @@ from typing import Any
 from agent.core.snapshot import SnapshotStore
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from collectors.base import ChipRef, CollectContext, NoData, ParseError, Sample, Source
+from collectors.bounds import rejections
 
 __all__ = ["SourceRunner", "ToolSettings"]
 
@@ -28,13 +29,13 @@ log = logging.getLogger(__name__)
 OPTIONAL_TOOLS = frozenset({"hccn_tool", "ascend-dmi"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolSettings:
     path: str | None
     timeout_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Failure:
     reason: str
     message: str
@@ -52,12 +53,15 @@ class SourceRunner:
         pools: Mapping[str, Executor],
         context: Callable[[], CollectContext],
         tool_env: dict[str, str] | None = None,
+        *,
+        max_series: int = 20_000,
     ) -> None:
         self._store = store
         self._tools = tools
         self._pools = pools
         self._context = context
         self._env = tool_env
+        self._max_series = max_series
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -143,7 +147,17 @@ class SourceRunner:
             else:
                 samples.extend(outcome[0])
                 records[chip] = outcome[1]
+        if len(samples) > self._max_series:
+            # Broken or hostile output: exporting it would cost the agent (and Prometheus) dearly.
+            failures.append(_Failure("parse", f"{source.name}: {len(samples)} series from one run, more than "
+                                              f"max_series_per_source={self._max_series}; nothing exported"))
+            records, samples = {}, []
         stored_records: Any = records.get(None) if source.scope == "node" else records
+        refused = rejections(list(records.values()))
+        if refused:
+            self._store.count_rejections(source.name, len(refused))
+            self._log_once(f"{source.name}:rejected", f"{source.name}: {len(refused)} line(s) or value(s) refused "
+                                                       f"as impossible, first: {refused[0]}")
         real_failures = [f for f in failures if f.reason != "no_data"]
         if not records and failures and not real_failures:
             self._store.put_no_data(source.name, failures[0].message, started_wall, duration)

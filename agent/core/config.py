@@ -70,6 +70,7 @@ SCHEMA: Schema = {
         "port": (integer(1, 65535), DEFAULT_PORT),
         "config_file": (optional(string), None),  # exporter-toolkit style TLS / basic auth file
         "max_connections": (integer(1, 1024), 32),
+        "max_connections_per_client": (integer(1, 1024), 4),  # per client IP address
     },
     "labels": (optional(labels_map), None),  # constant labels; `node` defaults from $NODE_NAME
     "expected_chips": (integer(0, 4096), 0),
@@ -90,6 +91,7 @@ SCHEMA: Schema = {
             "timeout": (positive_duration, 10.0),
             "max_parallel": (integer(1, 16), 2),
             "per_process_metrics": (boolean, False),
+            "max_chips": (integer(1, 4096), 64),  # a table listing more is refused as broken output
             "disable": (str_list, ()),
             "enable": (str_list, ()),  # opt-in sources, e.g. npu_smi_topo
         },
@@ -157,6 +159,7 @@ SCHEMA: Schema = {
             "min_bus_bandwidth": (optional(positive_float), None),  # bytes/s
         },
     },
+    "max_series_per_source": (integer(100, 1_000_000), 20_000),  # more from one run: refused as broken output
     "log_level": (choice("debug", "info", "warning", "error"), "info"),
 }
 

@@ -29,7 +29,7 @@ __all__ = ["FamilyBlock", "SnapshotRenderer", "self_metric_samples", "valid_rows
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FamilyBlock:
     name: str
     text: str
@@ -64,7 +64,7 @@ def valid_rows(spec: MetricSpec, samples: Iterable[Sample]) -> Iterator[tuple[tu
         if wanted:
             if len(sample.labels) != len(wanted):
                 continue
-            names, values = zip(*sample.labels, strict=True)
+            names, values = zip(*sample.labels)
             if names != wanted:
                 log.debug("dropping %s%s: labels do not match the catalogue", spec.name, sample.labels)
                 continue
@@ -88,7 +88,7 @@ def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[st
     for values, value in valid_rows(spec, samples):
         full = (*(_escape_value(v) for v in values), *const_values)
         if full:
-            labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order, strict=True)])
+            labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order)])
             lines.append(f'{name}{{{labels}"}} {_format_value(value)}\n')
         else:
             lines.append(f"{name} {_format_value(value)}\n")
@@ -119,6 +119,7 @@ def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int
         for reason in ERROR_REASONS:
             out.append(Sample("npuwatch_collector_errors_total", (*collector, ("reason", reason)),
                               float(snap.errors.get(reason, 0))))
+        out.append(Sample("npuwatch_parse_rejections_total", collector, float(snap.rejections)))
     return out
 
 
@@ -140,6 +141,7 @@ class SnapshotRenderer:
         "npuwatch_collector_duration_seconds",
         "npuwatch_collector_last_success_timestamp_seconds",
         "npuwatch_collector_errors_total",
+        "npuwatch_parse_rejections_total",
     )
 
     def __init__(self, store: SnapshotStore, const_labels: Mapping[str, str], expected_chips: int) -> None:

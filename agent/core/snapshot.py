@@ -28,7 +28,7 @@ DOWN_REASONS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SourceSnapshot:
     source: str
     interval_s: float
@@ -44,6 +44,7 @@ class SourceSnapshot:
     samples: tuple[Sample, ...] = ()
     records: Any = None
     errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ERROR_REASONS, 0))
+    rejections: int = 0  # lines or values the parser refused (impossible values, malformed rows)
 
     def fresh(self, now: float) -> bool:
         """Whether the last good samples may still be exported."""
@@ -146,6 +147,12 @@ class SnapshotStore:
             source, started_at=started_at, duration_s=duration_s, ok=False, error=why, error_reason=None,
             no_data=True, down_reason=reason, samples=(), records=None,
         )
+
+    def count_rejections(self, source: str, count: int) -> None:
+        with self._lock:
+            current = self._require(source)
+            self._snapshots[source] = replace(current, rejections=current.rejections + count)
+            self._version += 1
 
     def get(self, source: str) -> SourceSnapshot | None:
         return self._snapshots.get(source)

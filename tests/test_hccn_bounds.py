@@ -1,0 +1,127 @@
+"""hccn_tool parsers against broken or hostile output: ranges, counters, label-safe states, caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors import hccn_link_stat, hccn_net_health, hccn_optical, hccn_speed, hccn_stat, hccn_ub
+from collectors.base import ChipRef, CollectContext, ParseError
+from collectors.bounds import LIMITS
+
+CHIP = ChipRef(5, 0)
+CTX = CollectContext()
+
+
+# --- -optical ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("temperature          : 151 C", "temperature 151 outside -40..150 C"),
+    ("temperature          : -55 C", "temperature -55 outside"),
+    ("Tx Power0            : -0.5 mW", "tx power -0.0005 outside 0..1 W"),
+    ("Rx Power0            : 40 dBm", "rx power 10 outside 0..1 W"),
+    ("Rx Power0            : 1500 mW", "rx power 1.5 outside"),
+    ("Vcc                  : 33000 mV", "Vcc 33 outside 0..10 V"),
+])
+def test_optical_impossible_readings_are_dropped_and_reported(line: str, reason: str) -> None:
+    text = f"optical info:\ntemperature : 40 C\nTx Power1 : 1.0 mW\n{line}\n"
+    record = hccn_optical.parse(text)
+    assert len(record.rejected) == 1 and reason in record.rejected[0].reason
+    assert record.rejected[0].line_no == 4
+    assert record.tx_power_watts.get("1") == pytest.approx(1e-3)  # the good lane stays
+    out = hccn_optical.samples(record, CHIP, CTX)
+    assert all(0 <= s.value <= 150 for s in out)
+    assert ("npu_optical_rx_power_watts", "0") not in {(s.metric, dict(s.labels).get("lane")) for s in out}
+
+
+def test_optical_impossible_temperature_exports_nothing() -> None:
+    record = hccn_optical.parse("optical info:\ntemperature : 999 C\n")
+    assert record.temperature_celsius is None
+    assert hccn_optical.samples(record, CHIP, CTX) == []
+
+
+def test_optical_lanes_beyond_the_cap_are_not_series() -> None:
+    lanes = "".join(f"Rx Power{n} : 0.5 mW\n" for n in range(40))
+    record = hccn_optical.parse("optical info:\n" + lanes + "Tx Power123456789 : 1 mW\n")
+    assert sorted(record.rx_power_watts, key=int) == [str(n) for n in range(LIMITS["lanes"])]
+    assert record.tx_power_watts == {}
+    assert len(record.rejected) == 40 - LIMITS["lanes"] + 1
+    lane_labels = {dict(s.labels)["lane"] for s in hccn_optical.samples(record, CHIP, CTX)
+                   if s.metric == "npu_optical_rx_power_watts"}
+    assert len(lane_labels) == LIMITS["lanes"]
+
+
+# --- -stat --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["-5", "1.5", "abc", "18446744073709551616", "\u0663"])
+def test_stat_counter_values_must_be_non_negative_64bit_integers(value: str) -> None:
+    record = hccn_stat.parse(f"packet statistics:\nroce_rx_err_pkt_num:{value}\nroce_tx_err_pkt_num:3\n")
+    assert record.counters == {"roce_tx_err_pkt_num": 3}
+    assert len(record.rejected) == 1 and record.rejected[0].line_no == 2
+    assert "is not a non-negative 64-bit integer" in record.rejected[0].reason
+
+
+def test_stat_counter_names_are_ascii_and_bounded() -> None:
+    long_name = "err_" + "x" * 70
+    record = hccn_stat.parse(f"roce_err_\u00e9:4\n{long_name}:5\nmac_rx_bad_pkt_num:2\n")
+    assert record.counters == {"mac_rx_bad_pkt_num": 2}
+    labels = [dict(s.labels)["counter"] for s in hccn_stat.samples(record, CHIP, CTX)]
+    assert labels == ["mac_rx_bad_pkt_num"]
+
+
+def test_stat_counter_count_is_capped() -> None:
+    text = "".join(f"err_counter_{n}:1\n" for n in range(LIMITS["counters"] + 10))
+    record = hccn_stat.parse(text)
+    assert len(record.counters) == LIMITS["counters"]
+    assert len(hccn_stat.samples(record, CHIP, CTX)) == LIMITS["counters"]
+    assert record.rejected[0].reason == f"more than {LIMITS['counters']} counters"
+
+
+# --- -speed, -link_stat, -net_health -----------------------------------------------------------------
+
+
+def test_speed_beyond_any_port_is_a_parse_error_naming_the_line() -> None:
+    assert hccn_speed.parse("Speed: 3200000 Mb/s").bytes_per_second == 400e9
+    with pytest.raises(ParseError, match="speed out of range") as excinfo:
+        hccn_speed.parse("\nSpeed: 3300000 Mb/s")
+    assert excinfo.value.line_no == 2
+
+
+def test_link_stat_count_beyond_64_bits_is_a_parse_error() -> None:
+    with pytest.raises(ParseError, match="beyond a 64-bit counter"):
+        hccn_link_stat.parse("link up count : 18446744073709551616\n")
+    with pytest.raises(ParseError):
+        hccn_link_stat.parse("link up count : " + "9" * 5000 + "\n")  # int() would raise ValueError past 4300 digits
+
+
+@pytest.mark.parametrize("state", ["Fa\u00efl", "bad\x1bstate", "x" * 33])
+def test_net_health_state_must_be_a_printable_label(state: str) -> None:
+    with pytest.raises(ParseError):
+        hccn_net_health.parse(f"net health status: {state}\n")
+
+
+# --- lines shared by every hccn parser ----------------------------------------------------------------
+
+
+def test_control_character_lines_are_skipped_and_reported() -> None:
+    record = hccn_stat.parse("roce_rx_err_pkt_num:1\nroce_tx_err\x00_pkt_num:2\n")
+    assert record.counters == {"roce_rx_err_pkt_num": 1}
+    assert [(r.line_no, r.reason) for r in record.rejected] == [(2, "line too long or with control characters")]
+
+
+# --- 950 UB helpers -----------------------------------------------------------------------------------
+
+
+def test_ub_out_of_range_values_are_parse_errors() -> None:
+    with pytest.raises(ParseError, match="bandwidth beyond any UB port"):
+        hccn_ub.parse_bandwidth("Bandwidth TX:   999999999 MB/sec\n")
+    table = ("| UDie ID | Port ID | Speed Ability(Gbps) | Port Type | Link Status | Media Type |\n"
+             "| 0       | 99999999999 | 400             | UB        | UP          | Electrical |\n")
+    with pytest.raises(ParseError, match="bad UB port row"):
+        hccn_ub.parse_dev_info_ports(table)
+    with pytest.raises(ParseError, match="bad UB port row"):
+        hccn_ub.parse_dev_info_ports(table.replace("99999999999", "4").replace("400 ", "9000000 "))
+    ports = "".join(f"port {n} : UP\n" for n in range(65))
+    with pytest.raises(ParseError, match="more than 64 ports"):
+        hccn_ub.parse_ub_connect("link status : LINK\n" + ports)
