@@ -350,7 +350,6 @@ class _Judge:
         ops = Counter(f.op for f in draft.failures if f.op)
         self.op = ops.most_common(1)[0][0] if ops else (finding.op if finding is not None else None)
         self.cands = _Candidates(locator, draft.comm, size)
-        self.notes: list[str] = []
         self.nodes = draft.nodes
         self.blames = [b for b in blames if self._mine(b)]
 
@@ -430,25 +429,33 @@ class _Judge:
                 self.cands.get(rank=rank).desync.append(text if majority else text + " (no majority)")
 
     def entry_progress(self) -> None:
+        """Ranks whose entry logs show fewer collectives than the others' (counts of one process summed over
+        its rotated plogs)."""
         comm = self.draft.comm
         if comm is None:
             return
-        mine = [p for p in self.evidence.progress if p.comm == comm and p.rank is not None]
-        if len(mine) < 2:
+        per_process: dict[tuple[str, int | None, int], list[OpProgress]] = defaultdict(list)
+        for progress in self.evidence.progress:
+            if progress.comm == comm and progress.rank is not None:
+                per_process[(progress.node, progress.pid, progress.rank)].append(progress)
+        issued: dict[int, tuple[int, OpProgress]] = {}
+        for (_, _, rank), parts in per_process.items():
+            total = sum(p.ops for p in parts)
+            last = max(parts, key=lambda p: p.last_at or 0.0)
+            if rank not in issued or total > issued[rank][0]:
+                issued[rank] = (total, last)
+        if len(issued) < 2:
             return
-        best: dict[int, OpProgress] = {}
-        for progress in mine:
-            assert progress.rank is not None
-            if progress.rank not in best or progress.ops > best[progress.rank].ops:
-                best[progress.rank] = progress
-        top = max(p.ops for p in best.values())
-        ahead = sorted(rank for rank, p in best.items() if p.ops == top)
-        for rank, progress in sorted(best.items()):
-            if progress.ops < top:
-                text = (f"entry log: rank {rank} issued {progress.ops} collectives (last {progress.last_op} at "
-                        f"{clock(progress.last_at)}), rank{'s' if len(ahead) > 1 else ''} {rank_ranges(ahead)} {top}")
-                candidate = self.cands.get(node=progress.node, rank=rank)
-                candidate.behind.append(text)
+        top = max(total for total, _ in issued.values())
+        ahead = sorted(rank for rank, (total, _) in issued.items() if total == top)
+        for rank, (total, last) in sorted(issued.items()):
+            if total >= top:
+                continue
+            text = (f"entry log: rank {rank} issued {total} collectives (the last, {last.last_op}, at "
+                    f"{clock(last.last_at, self.start)}); {_ranks_phrase(ahead)} issued {top}")
+            place = self.locator.where_rank(comm, rank, self.rank_size or None)
+            npu = place.npu if place is not None and place.node == last.node else None
+            self.cands.get(node=last.node, npu=npu, rank=rank).behind.append(text)
 
     def local_faults(self) -> None:
         low = self.start - LOOKBACK_S if self.start is not None else None
@@ -688,6 +695,10 @@ _CAUSE_LABELS: dict[str, str] = {
     "hbm_ecc": "HBM ECC errors",
     "slow_chip": "slow chip",
 }
+
+
+def _ranks_phrase(ranks: Sequence[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
 
 
 def _codes(failures: Iterable[RankFailure]) -> list[str]:
