@@ -185,7 +185,9 @@ def agent_port() -> Iterator[int]:
     server.server_close()
 
 
-def test_the_agents_metrics_are_bundled_and_read(tmp_path: Path, agent_port: int) -> None:
+def test_the_agents_metrics_are_bundled_and_read(tmp_path: Path, agent_port: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("http_proxy", "http://192.0.2.1:9")  # the local agent is asked directly, never via a proxy
     config = build_config({"web": {"port": agent_port, "listen_address": "127.0.0.1"},
                            "collectors": {"hccn_tool": {"hccn_conf": str(tmp_path / "none")}}})
     bundle = write_bundle(config, BundleOptions(output=tmp_path / "b.tar.gz", node="n", environ={}))
