@@ -185,7 +185,9 @@ def agent_port() -> Iterator[int]:
     server.server_close()
 
 
-def test_the_agents_metrics_are_bundled_and_read(tmp_path: Path, agent_port: int) -> None:
+def test_the_agents_metrics_are_bundled_and_read(tmp_path: Path, agent_port: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("http_proxy", "http://192.0.2.1:9")  # the local agent is asked directly, never via a proxy
     config = build_config({"web": {"port": agent_port, "listen_address": "127.0.0.1"},
                            "collectors": {"hccn_tool": {"hccn_conf": str(tmp_path / "none")}}})
     bundle = write_bundle(config, BundleOptions(output=tmp_path / "b.tar.gz", node="n", environ={}))
@@ -264,3 +266,22 @@ def test_node_and_cluster_verdicts_agree(tmp_path: Path) -> None:
     assert (culprits[0]["node"], culprits[0]["npu"], culprits[0]["cause"]) == ("node-a", 3, "link_down")
     order = [(c["npu"], c["cause"]) for c in culprits]
     assert order.index((0, "hbm_ecc")) > 0 and order.index((1, "chip_fault")) > 0
+
+
+def test_a_directory_is_read_without_leaving_it(tmp_path: Path) -> None:
+    import gzip
+
+    block = (b"[ERROR] HCCL(7,p):2025-10-24-10:00:00.000.000 [t.cc:1] [7]Task run failed, groupRank information is "
+             b"group:[G], user define information[], rankSize[2], rankId[%d].\n")
+    node = tmp_path / "node-q"
+    (node / "logs").mkdir(parents=True)
+    (node / "logs" / "rotated.log.gz").write_bytes(gzip.compress(block % 0))
+    (node / "logs" / "inside.log").write_bytes(block % 1)
+    (node / "logs" / "alias.log").symlink_to(node / "logs" / "inside.log")
+    outside = tmp_path / "outside.log"
+    outside.write_bytes(block % 7)
+    (node / "logs" / "escape.log").symlink_to(outside)
+    (node / "logs" / "core").write_bytes(b"\x7fELF\x00\x00binary")
+    evidence = read_input(str(node))
+    assert sorted(f.rank for f in evidence.failures) == [0, 1, 1]  # the alias inside the root is read too
+    assert any("escape.log: symlink out of" in p for p in evidence.nodes["node-q"].problems)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from agent.triage.engine import analyze
 from agent.triage.evidence import (
     Address,
@@ -10,6 +12,7 @@ from agent.triage.evidence import (
     FlightEntry,
     FlightRecord,
     LocalFault,
+    OpProgress,
     RankFailure,
     RankSeen,
     Window,
@@ -115,3 +118,21 @@ def test_flight_recorder_hang_without_logs() -> None:
     assert (top.node, top.rank, top.cause) == ("job", 3, "process_hang")
     assert incident.silent_ranks == (3,)
     assert report.exit_code == 1
+
+
+def test_entry_log_names_the_rank_that_issued_fewer_collectives() -> None:
+    evidence = cluster()
+    timeouts(evidence, list(range(8)), at=T0 + 1800)
+    for rank in range(8):
+        node = "node-a" if rank < 4 else "node-b"
+        issued = 40 if rank == 6 else 41
+        # rank 6's plog rotated: its count is split over two files of the same process
+        parts = [issued - 10, 10] if rank == 6 else [issued]
+        for part in parts:
+            evidence.progress.append(OpProgress(node, COMM, rank, part, "AllReduce", T0 + (0 if rank == 6 else 5),
+                                                pid=100 + rank))
+    report = analyze(evidence)
+    top = report.incidents[0].culprits[0]
+    assert (top.node, top.npu, top.rank, top.cause) == ("node-b", 2, 6, "process_hang")
+    assert top.evidence[0] == ("entry log: rank 6 issued 40 collectives (the last, AllReduce, at "
+                               f"{time.strftime('%H:%M:%S', time.localtime(T0))}); ranks 0-5,7 issued 41")

@@ -1,12 +1,11 @@
 """Golden text of ``npuwatch triage`` (UTC) and the command's options.
 
-Regenerate the goldens after a deliberate change with ``NPUWATCH_UPDATE_GOLDEN=1`` and read the diff.
+The goldens are written by ``python -m tests.triage_golden``, never by a test run.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,7 @@ from agent.triage.command import parse_time
 from agent.triage.engine import analyze
 from agent.triage.evidence import Evidence, Window
 from agent.triage.render import render_text
-from tests.triage_scenarios import T0, Cluster
-
-GOLDEN = Path(__file__).parent / "fixtures" / "triage"
+from tests import triage_golden
 
 
 @pytest.fixture
@@ -33,50 +30,11 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-def text_of(*argv: str) -> tuple[int, str]:
-    args = build_parser().parse_args(["triage", "--jobs", "1", *argv])
-    out = io.StringIO()
-    return command.main(args, out=out, err=io.StringIO()), out.getvalue()
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("NPUWATCH_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text()
-
-
-def test_golden_dead_link(tmp_path: Path, utc: None) -> None:
-    cluster = Cluster(tmp_path).write()
-    cluster.link_down(2, 1, T0 - 330)
-    dead = cluster.rank(2, 1)
-    cluster.timeouts([r for r in range(cluster.size) if r != dead], T0, peers=[(cluster.device_ip(2, 1), dead)],
-                     state="lost")
-    cluster.cqe(cluster.rank(2, 0), T0 - 320, cluster.device_ip(2, 1))
-    code, text = text_of(*cluster.paths())
-    assert code == 1
-    check_golden("dead_link.txt", text)
-
-
-def test_golden_two_incidents_one_unknown(tmp_path: Path, utc: None) -> None:
-    first = Cluster(tmp_path, nodes=2, group="10.0.0.1%enp_60000_0_1").write()
-    hung = first.rank(1, 2)
-    first.timeouts([r for r in range(first.size) if r != hung], T0, peers=[(first.device_ip(1, 2), hung)],
-                   state="stuck")
-    first.noise(hung, T0 + 1200)
-    second = Cluster(tmp_path, nodes=1, group="10.0.0.3%enp_60000_0_2", offset=2).write()
-    second.timeouts(list(range(second.size)), T0 + 3000)
-    code, text = text_of(*first.paths(), *second.paths())
-    assert code == 2
-    check_golden("two_incidents.txt", text)
-
-
-def test_golden_no_incident(tmp_path: Path, utc: None) -> None:
-    cluster = Cluster(tmp_path, nodes=2).write()
-    code, text = text_of(*cluster.paths(), "--since", "2025-10-24 09:00", "--until", "2025-10-24T11:00:00")
-    assert code == 0
-    check_golden("no_incident.txt", text)
+@pytest.mark.parametrize(("name", "code"), [("dead_link", 1), ("two_incidents", 2), ("no_incident", 0)])
+def test_golden_text(name: str, code: int, tmp_path: Path, utc: None) -> None:
+    got_code, text = triage_golden.render(name, tmp_path)
+    assert got_code == code
+    assert text == (triage_golden.GOLDEN / f"{name}.txt").read_text()
 
 
 def test_unreadable_report_text() -> None:

@@ -375,8 +375,9 @@ def _metrics(writer: _Writer, config: Any) -> None:
     host = config.web.listen_address
     host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host  # noqa: S104 - the agent's own wildcard bind
     url = f"http://{host}:{int(config.web.port)}/metrics"
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through $http_proxy
     try:
-        with urllib.request.urlopen(url, timeout=2.0) as response:
+        with direct.open(url, timeout=2.0) as response:
             data = response.read(MAX_METRICS_BYTES + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         writer.manifest.failed.append(f"{url}: {getattr(exc, 'reason', exc)} (is the agent running?)")

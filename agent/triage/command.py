@@ -63,6 +63,7 @@ class _Progress:
 
     def __call__(self, path: str, evidence: Evidence) -> None:
         self.done += 1
+        self.total = max(self.total, self.done)  # bundles found inside directories add inputs
         if not self.enabled:
             return
         size = sum(c.bytes for c in evidence.nodes.values())

@@ -149,18 +149,20 @@ def _drafts(failures: list[RankFailure]) -> list[_Draft]:
     for failure in failures:
         (by_comm[failure.comm] if failure.comm else loose).append(failure)
     drafts = [_Draft(comm, cluster) for comm, items in sorted(by_comm.items()) for cluster in _clusters(items)]
+    homes = [(draft, draft.nodes, draft.start, draft.end) for draft in drafts]
     unplaced: list[RankFailure] = []
     for failure in loose:
-        home = next((d for d in drafts if failure.node in d.nodes and _near(failure.at, d)), None)
+        home = next((draft for draft, nodes, start, end in homes
+                     if failure.node in nodes and _near(failure.at, start, end)), None)
         (home.failures if home is not None else unplaced).append(failure)
     drafts.extend(_Draft(None, cluster) for cluster in _clusters(unplaced))
     return drafts
 
 
-def _near(at: float | None, draft: _Draft) -> bool:
-    if at is None or draft.start is None or draft.end is None:
+def _near(at: float | None, start: float | None, end: float | None) -> bool:
+    if at is None or start is None or end is None:
         return True
-    return draft.start - INCIDENT_GAP_S <= at <= draft.end + INCIDENT_GAP_S
+    return start - INCIDENT_GAP_S <= at <= end + INCIDENT_GAP_S
 
 
 def _size(draft: _Draft, locator: Locator) -> int | None:
@@ -348,14 +350,14 @@ class _Judge:
         ops = Counter(f.op for f in draft.failures if f.op)
         self.op = ops.most_common(1)[0][0] if ops else (finding.op if finding is not None else None)
         self.cands = _Candidates(locator, draft.comm, size)
-        self.notes: list[str] = []
+        self.nodes = draft.nodes
         self.blames = [b for b in blames if self._mine(b)]
 
     def _mine(self, blame: Blame) -> bool:
         comm = self.draft.comm
         if comm is not None and blame.comm is not None and blame.comm != comm:
             return False
-        if blame.comm is None and blame.node not in self.draft.nodes:
+        if blame.comm is None and blame.node not in self.nodes:
             return False
         if comm is None and blame.comm is not None:
             return False
@@ -427,25 +429,33 @@ class _Judge:
                 self.cands.get(rank=rank).desync.append(text if majority else text + " (no majority)")
 
     def entry_progress(self) -> None:
+        """Ranks whose entry logs show fewer collectives than the others' (counts of one process summed over
+        its rotated plogs)."""
         comm = self.draft.comm
         if comm is None:
             return
-        mine = [p for p in self.evidence.progress if p.comm == comm and p.rank is not None]
-        if len(mine) < 2:
+        per_process: dict[tuple[str, int | None, int], list[OpProgress]] = defaultdict(list)
+        for progress in self.evidence.progress:
+            if progress.comm == comm and progress.rank is not None:
+                per_process[(progress.node, progress.pid, progress.rank)].append(progress)
+        issued: dict[int, tuple[int, OpProgress]] = {}
+        for (_, _, rank), parts in per_process.items():
+            total = sum(p.ops for p in parts)
+            last = max(parts, key=lambda p: p.last_at or 0.0)
+            if rank not in issued or total > issued[rank][0]:
+                issued[rank] = (total, last)
+        if len(issued) < 2:
             return
-        best: dict[int, OpProgress] = {}
-        for progress in mine:
-            assert progress.rank is not None
-            if progress.rank not in best or progress.ops > best[progress.rank].ops:
-                best[progress.rank] = progress
-        top = max(p.ops for p in best.values())
-        ahead = sorted(rank for rank, p in best.items() if p.ops == top)
-        for rank, progress in sorted(best.items()):
-            if progress.ops < top:
-                text = (f"entry log: rank {rank} issued {progress.ops} collectives (last {progress.last_op} at "
-                        f"{clock(progress.last_at)}), rank{'s' if len(ahead) > 1 else ''} {rank_ranges(ahead)} {top}")
-                candidate = self.cands.get(node=progress.node, rank=rank)
-                candidate.behind.append(text)
+        top = max(total for total, _ in issued.values())
+        ahead = sorted(rank for rank, (total, _) in issued.items() if total == top)
+        for rank, (total, last) in sorted(issued.items()):
+            if total >= top:
+                continue
+            text = (f"entry log: rank {rank} issued {total} collectives (the last, {last.last_op}, at "
+                    f"{clock(last.last_at, self.start)}); {_ranks_phrase(ahead)} issued {top}")
+            place = self.locator.where_rank(comm, rank, self.rank_size or None)
+            npu = place.npu if place is not None and place.node == last.node else None
+            self.cands.get(node=last.node, npu=npu, rank=rank).behind.append(text)
 
     def local_faults(self) -> None:
         low = self.start - LOOKBACK_S if self.start is not None else None
@@ -629,7 +639,7 @@ class _Judge:
             title = self.draft.finding.label
         else:
             title = "communicator not named in the logs"
-        nodes = tuple(sorted(self.draft.nodes))
+        nodes = tuple(sorted(self.nodes))
         verdict = self._verdict(top if named else None, comm)
         return Incident(comm=comm, start=self.start, end=self.end, codes=tuple(self.codes), rank_size=self.rank_size,
                         reporting_ranks=self.reporting, silent_ranks=self.silent, culprits=tuple(culprits),
@@ -685,6 +695,10 @@ _CAUSE_LABELS: dict[str, str] = {
     "hbm_ecc": "HBM ECC errors",
     "slow_chip": "slow chip",
 }
+
+
+def _ranks_phrase(ranks: Sequence[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
 
 
 def _codes(failures: Iterable[RankFailure]) -> list[str]:

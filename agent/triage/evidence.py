@@ -12,8 +12,12 @@ Builders:
   ``agent.triage.snapshots`` (hccn_tool / npu-smi outputs, hccn.conf, rank tables),
   ``agent.triage.inputs`` (flight-recorder dumps, bundle manifests);
 - Prometheus series: ``agent.triage.series`` turns samples of the npuwatch metrics into
-  ``LocalFault`` records; a log-derived series that carries ``comm``/``rank`` labels maps onto
-  ``RankFailure`` and ``Blame`` the same way (fill what the labels give, leave the rest ``None``).
+  ``LocalFault`` records. Log-derived series map onto the other records the same way, filling what
+  the labels give and leaving the rest ``None``: an error counter's increase ->
+  ``RankFailure(node, at=when it rose, code, category, comm=..., rank=...)`` (no ``comm``: the
+  engine joins it to its node's ranks at that time); a blamed peer -> ``Blame(node, at, how,
+  comm, rank=..., ip=...)``; a device address -> ``Address(ip, node, npu)``; a rank's placement
+  -> ``RankSeen(comm, rank, node, npu=...)``. ``engine.analyze`` needs nothing else.
 
 Nothing here reads a file or a clock. ``Evidence`` is a plain container (picklable, so worker
 processes can return it) with ``extend`` to merge and ``relabel`` to rename a node once a

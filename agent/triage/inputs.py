@@ -41,7 +41,7 @@ from collectors import hccl_ranktable
 from collectors.base import ParseError
 from collectors.flight_recorder import RankDump, parse_dump, rank_from_filename
 
-__all__ = ["BUNDLE_SUFFIXES", "Limits", "expand_inputs", "is_bundle", "read_input", "read_inputs", "read_rank_table"]
+__all__ = ["BUNDLE_SUFFIXES", "Limits", "expand_inputs", "read_input", "read_inputs", "read_rank_table"]
 
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 HEAD_BYTES = 65536
@@ -55,10 +55,6 @@ class Limits:
     input_bytes: int = 64 << 30  # one input, uncompressed
     small_bytes: int = 64 << 20  # a dump, rank table, tool output or manifest (read into memory)
     members: int = 500_000
-
-
-def is_bundle(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(BUNDLE_SUFFIXES)
 
 
 def expand_inputs(paths: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -131,7 +127,7 @@ class _Input:
         head = stream.read(min(HEAD_BYTES, limit))
         self.coverage.files += 1
         if head.startswith(_GZIP_MAGIC):
-            self._gzip_log(name, head, stream, limit, mtime)
+            self._gzip_log(name, head, stream, mtime)
             return
         kind = role or self._sniff(name, head)
         if kind == "log":
@@ -226,11 +222,12 @@ class _Input:
         self.read_bytes += read_stream(_Rejoin(head, stream).read, reader, limit)
         self._logged(reader)
 
-    def _gzip_log(self, name: str, head: bytes, stream: IO[bytes], limit: int, mtime: float | None) -> None:
+    def _gzip_log(self, name: str, head: bytes, stream: IO[bytes], mtime: float | None) -> None:
         reader = LogReader(self.node, f"{self.node}:{name}", mtime)
         try:
             with gzip.GzipFile(fileobj=cast(IO[bytes], _Rejoin(head, stream)), mode="rb") as unzipped:
-                self.read_bytes += read_stream(unzipped.read, reader, min(limit, self.budget()))
+                # the caps count what the file holds, not its compressed size
+                self.read_bytes += read_stream(unzipped.read, reader, min(self.limits.member_bytes, self.budget()))
         except (OSError, EOFError, zlib.error) as exc:
             self.problem(f"{name}: corrupt gzip: {exc}")
         self._logged(reader)

@@ -25,6 +25,7 @@ carry a fact in (``Entry-Hccl``, ``ankNum[``, ``Key Info]``, ``crimer``). Line n
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -189,6 +190,89 @@ def _target(kind: str, value: str) -> tuple[int | None, str | None, int | None]:
     return _int(value), None, None
 
 
+_ALL = -1  # by_pid key of every identity of the stream (no real pid is negative)
+
+
+class _EventIndex:
+    """The stream's timeout-like events, found by time (within ``CODE_NEAR_S``) or by line."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.pids = [_line_pid(event.text) for event in events]
+        wanted = [(i, e) for i, e in enumerate(events) if e.category in INCIDENT_CATEGORIES]
+        timed = sorted((e.timestamp, i) for i, e in wanted if e.timestamp is not None)
+        self._times = [t for t, _ in timed]
+        self._timed = [i for _, i in timed]
+        self._lines = sorted((e.line_no, i) for i, e in wanted)
+        self._line_nos = [line for line, _ in self._lines]
+        self._untimed = {i for i, e in wanted if e.timestamp is None}
+
+    def near(self, at: float | None, line_no: int) -> list[int]:
+        """Event indexes near a failure block, in stream order."""
+        found: set[int] = set()
+        if at is not None:
+            low, high = bisect_left(self._times, at - CODE_NEAR_S), bisect_right(self._times, at + CODE_NEAR_S)
+            found.update(self._timed[low:high])
+        low = bisect_left(self._line_nos, line_no - CODE_NEAR_LINES)
+        high = bisect_right(self._line_nos, line_no + CODE_NEAR_LINES)
+        for _, index in self._lines[low:high]:
+            if at is None or index in self._untimed:
+                found.add(index)
+        return sorted(found)
+
+
+class _Reports:
+    """The failures of a stream that name a communicator, by process, for the nearest-in-time lookup."""
+
+    def __init__(self, failures: list[RankFailure]) -> None:
+        self._pools: dict[int | None, list[tuple[float, str, int | None]]] = {}
+        self._undated: dict[int | None, tuple[str, int | None]] = {}
+        self._all: list[tuple[float, str, int | None]] = []
+        for failure in failures:
+            if failure.comm is None:
+                continue
+            if failure.at is None:
+                self._undated.setdefault(failure.pid, (failure.comm, failure.rank))
+                continue
+            item = (failure.at, failure.comm, failure.rank)
+            self._pools.setdefault(failure.pid, []).append(item)
+            self._all.append(item)
+        for pool in (*self._pools.values(), self._all):
+            pool.sort(key=lambda item: item[0])
+
+    def nearest(self, pid: int | None, at: float | None) -> tuple[str | None, int | None] | None:
+        """(comm, rank) of the failure of process ``pid`` (or of no known process) nearest to ``at``."""
+        pools = [self._all] if pid is None else [self._pools.get(pid, []), self._pools.get(None, [])]
+        best: tuple[float, str, int | None] | None = None
+        for pool in pools:
+            if not pool:
+                continue
+            if at is None:
+                candidate = (REPORTER_NEAR_S, pool[0][1], pool[0][2])
+            else:
+                index = _bisect_at(pool, at)
+                around = pool[max(0, index - 1):index + 1]
+                near = min(around, key=lambda item: abs(item[0] - at))
+                candidate = (abs(near[0] - at), near[1], near[2])
+            if candidate[0] <= REPORTER_NEAR_S and (best is None or candidate[0] < best[0]):
+                best = candidate
+        if best is not None:
+            return best[1], best[2]
+        undated = self._undated.get(pid) if pid is not None else next(iter(self._undated.values()), None)
+        return undated
+
+
+def _bisect_at(pool: list[tuple[float, str, int | None]], at: float) -> int:
+    """``bisect_left`` on the times of ``pool`` (Python 3.9 has no ``key=``)."""
+    low, high = 0, len(pool)
+    while low < high:
+        middle = (low + high) // 2
+        if pool[middle][0] < at:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 @dataclass
 class _HintSeen:
     hint: Hint
@@ -291,7 +375,7 @@ class LogReader:
         evidence = Evidence()
         identities = [f for f in self.facts if isinstance(f, RankIdentity)]
         failures = [f for f in self.facts if isinstance(f, CollectiveFailure)]
-        by_pid: dict[int | None, list[RankIdentity]] = {}
+        by_pid: dict[int | None, list[RankIdentity]] = {_ALL: identities}
         for identity in identities:
             by_pid.setdefault(identity.pid, []).append(identity)
             if identity.group is not None:
@@ -300,13 +384,14 @@ class LogReader:
                                                identity.timestamp, f"{self.source}:{identity.line_no}"))
             self.saw(identity.timestamp)
         used: set[int] = set()
+        codes = _EventIndex(self.events)
         for failure in failures:
-            evidence.failures.append(self._failure(failure, by_pid, used))
+            evidence.failures.append(self._failure(failure, by_pid, used, codes))
         for index, event in enumerate(self.events):
             self.saw(event.timestamp)
             if index in used or event.category not in INCIDENT_CATEGORIES:
                 continue
-            pid = _line_pid(event.text)
+            pid = codes.pids[index]
             group, rank, size, device = self._identity(pid, by_pid, event.timestamp)
             evidence.failures.append(RankFailure(self.node, event.timestamp, event.code, event.category, group, rank,
                                                  size, device, pid=pid, source=f"{self.source}:{event.line_no}"))
@@ -317,9 +402,10 @@ class LogReader:
                 evidence.failures.append(RankFailure(self.node, fact.timestamp, "watchdog", "watchdog_timeout", None,
                                                      fact.rank, None, None, fact.op, fact.seq,
                                                      source=f"{self.source}:{fact.line_no}"))
-        reports = [(f.pid, f.at, f.comm, f.rank) for f in evidence.failures]
+        reports = _Reports(evidence.failures)
         for seen in self.hints:
-            comm, reporter = self._reporter(seen.pid, seen.hint.timestamp, reports, by_pid)
+            comm, reporter = reports.nearest(seen.pid, seen.hint.timestamp) or self._identity(
+                seen.pid, by_pid, seen.hint.timestamp)[:2]
             rank, ip, device = _target(seen.hint.kind, seen.hint.value)
             if rank is None and ip is None:
                 continue
@@ -341,21 +427,12 @@ class LogReader:
         return evidence
 
     def _failure(self, failure: CollectiveFailure, by_pid: dict[int | None, list[RankIdentity]],
-                 used: set[int]) -> RankFailure:
+                 used: set[int], codes: _EventIndex) -> RankFailure:
         code, category = "task_exec_timeout", "exec_timeout"
         best: tuple[float, int] | None = None
-        for index, event in enumerate(self.events):
-            if event.category not in INCIDENT_CATEGORIES:
-                continue
-            if failure.pid is not None and _line_pid(event.text) not in (None, failure.pid):
-                continue
-            if failure.timestamp is not None and event.timestamp is not None:
-                distance = abs(event.timestamp - failure.timestamp)
-                near = distance <= CODE_NEAR_S
-            else:
-                distance = float(abs(event.line_no - failure.line_no))
-                near = distance <= CODE_NEAR_LINES
-            if not near:
+        for index in codes.near(failure.timestamp, failure.line_no):
+            event = self.events[index]
+            if failure.pid is not None and codes.pids[index] not in (None, failure.pid):
                 continue
             ascend = event.code[:2] in ("EI", "EE", "EJ") or event.code.isdigit()
             rank_key = (0.0 if ascend else 1.0, index)
@@ -379,7 +456,7 @@ class LogReader:
     def _identity(self, pid: int | None, by_pid: dict[int | None, list[RankIdentity]], at: float | None
                   ) -> tuple[str | None, int | None, int | None, int | None]:
         """(group, rank, size, device) of a process when its identities name one communicator."""
-        known = by_pid.get(pid) if pid is not None else [i for items in by_pid.values() for i in items]
+        known = by_pid.get(pid) if pid is not None else by_pid.get(_ALL)
         places = {(i.group, i.rank) for i in known or [] if i.group is not None}
         if len(places) != 1:
             return None, None, None, None
@@ -387,21 +464,6 @@ class LogReader:
         sizes = [i.rank_size for i in known or [] if i.rank_size is not None]
         devices = [i.device for i in known or [] if i.device is not None]
         return group, rank, max(sizes) if sizes else None, devices[0] if devices else None
-
-    def _reporter(self, pid: int | None, at: float | None, reports: list[tuple[int | None, float | None, str | None,
-                                                                              int | None]],
-                  by_pid: dict[int | None, list[RankIdentity]]) -> tuple[str | None, int | None]:
-        best: tuple[float, str | None, int | None] | None = None
-        for report_pid, report_at, comm, rank in reports:
-            if comm is None or (pid is not None and report_pid is not None and report_pid != pid):
-                continue
-            distance = abs(report_at - at) if report_at is not None and at is not None else REPORTER_NEAR_S
-            if distance <= REPORTER_NEAR_S and (best is None or distance < best[0]):
-                best = (distance, comm, rank)
-        if best is not None:
-            return best[1], best[2]
-        group, rank, _, _ = self._identity(pid, by_pid, at)
-        return group, rank
 
     def _init_timeout(self, fact: InitTimeout, by_pid: dict[int | None, list[RankIdentity]],
                       evidence: Evidence) -> None:
