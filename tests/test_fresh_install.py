@@ -36,6 +36,13 @@ def fresh_copy(destination: Path) -> Path:
     return destination
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without PYTHONPATH: an installed npuwatch must not import this checkout instead."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
 def wait_for_metrics(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> bytes:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -65,7 +72,7 @@ def test_the_readme_demo_command_serves_metrics_from_a_fresh_copy(tmp_path: Path
     started = time.monotonic()
     with log.open("wb") as out:
         proc = subprocess.Popen([*command.split(), "--port", str(port)], cwd=clone, stdout=out, stderr=out,
-                                env={**os.environ, "NPUWATCH_DEMO_DIR": str(tmp_path / "demo")},
+                                env=clean_env(NPUWATCH_DEMO_DIR=str(tmp_path / "demo")),
                                 start_new_session=True)
     try:
         body = wait_for_metrics(f"http://127.0.0.1:{port}/metrics", proc, log, timeout=600)
@@ -85,12 +92,12 @@ def test_a_built_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     installed = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True,
-                               text=True, timeout=600)
+                               text=True, timeout=600, env=clean_env())
     assert installed.returncode == 0, installed.stderr
     where = ("import agent, collectors.probes, os; print(os.path.dirname(agent.__file__)); "
              "print(os.path.dirname(collectors.probes.__file__))")
     site = subprocess.run([str(python), "-c", where], capture_output=True, text=True, check=True, timeout=60,
-                          cwd=tmp_path).stdout.split()
+                          cwd=tmp_path, env=clean_env()).stdout.split()
     assert str(env_dir) in site[0]
     for worker in ("gemm.py", "allreduce.py", "_common.py"):
         assert (Path(site[1]) / worker).is_file(), worker
@@ -99,7 +106,7 @@ def test_a_built_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
     with log.open("wb") as out:
         proc = subprocess.Popen([str(env_dir / "bin" / "npuwatch"), "run", "--demo", "--demo-dir",
                                  str(tmp_path / "demo"), "--port", str(port)], cwd=tmp_path, stdout=out,
-                                stderr=out, start_new_session=True)
+                                stderr=out, start_new_session=True, env=clean_env())
     try:
         wait_for_metrics(f"http://127.0.0.1:{port}/metrics", proc, log, timeout=120)
         fake = (tmp_path / "demo" / "bin" / "npu-smi").read_text()

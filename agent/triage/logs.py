@@ -40,6 +40,7 @@ from collectors.hccl_comm import (
     RankIdentity,
     WatchdogTimeout,
 )
+from collectors.hccl_incident_window import blame_how
 
 __all__ = ["CHUNK_BYTES", "MAX_LINE", "LogReader", "candidate_lines", "read_stream"]
 
@@ -143,24 +144,6 @@ def _line_pid(line: str) -> int | None:
     if match is None:
         return None
     return int(match.group(1) or match.group(2))
-
-
-def _how(kind: str, line: str) -> str | None:
-    if kind == "crimer_rank":
-        return "lost" if "LOST" in line else "stuck"
-    if kind == "exception_location":
-        if "Lost" in line or "LOST" in line:
-            return "lost"
-        return "stuck" if "Stuck" in line else "waited_on"
-    if kind == "remote_rank":
-        return "waited_on"
-    if kind in ("dst_rank", "link_peer", "root_server"):
-        return "unreachable"
-    if kind == "peer":
-        return "cqe" if "CQE" in line or "cqe" in line else "unreachable"
-    if kind == "missing_rank":
-        return "missing"
-    return None
 
 
 def _int(text: str) -> int | None:
@@ -345,7 +328,7 @@ class LogReader:
             if hint.kind == "device":  # the kernel's "Heartbeat lost! (device=N"
                 self.lost_devices.append((_int(hint.value), hint.timestamp, line_no))
                 continue
-            how = _how(hint.kind, line)
+            how = blame_how(hint.kind, line)
             if how is None:
                 continue
             self.hints.append(_HintSeen(hint, how, pid, line_no))
