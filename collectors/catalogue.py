@@ -165,6 +165,13 @@ _SPECS: tuple[MetricSpec, ...] = (
                ("device",), "host"),
     MetricSpec("npuwatch_host_network_transmit_bytes_total", "counter", "Bytes sent per interface.",
                ("device",), "host"),
+    # --- Kubernetes: who holds each chip (kubelet pod-resources API, on its own schedule)
+    MetricSpec("npu_pod_info", "gauge",
+               "A container holds the chip through the device plugin (always 1; absent when no pod holds it).",
+               (*CHIP, "namespace", "pod", "container"), "pod_resources"),
+    MetricSpec("npuwatch_pod_attribution_unmapped_devices", "gauge",
+               "Device IDs of the configured resources that name no chip npu-smi lists on this node.", (),
+               "pod_resources"),
     # --- the agent itself
     MetricSpec("npuwatch_build_info", "gauge", "npuwatch version (always 1).", ("version", "python"),
                "agent"),

@@ -56,6 +56,12 @@ DEFAULT_PORT = 9611
 
 
 
+def _auto_or_boolean(value: Any) -> bool | str:
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise TypeError(f"expected true, false or auto, got {show(value)}")
+
+
 def _default_log_paths() -> tuple[str, ...]:
     base = os.environ.get("ASCEND_PROCESS_LOG_PATH") or str(Path("~/ascend/log").expanduser())
     return (base,)
@@ -157,6 +163,15 @@ SCHEMA: Schema = {
             "devices": (optional(int_list), None),
             "min_bus_bandwidth": (optional(positive_float), None),  # bytes/s
         },
+    },
+    "kubernetes": {
+        # auto: on when the agent runs in a Kubernetes pod (KUBERNETES_SERVICE_HOST is set)
+        "pod_attribution": (_auto_or_boolean, "auto"),
+        "pod_resources_socket": (string, "/var/lib/kubelet/pod-resources/kubelet.sock"),
+        "interval": (positive_duration, 15.0),
+        "timeout": (positive_duration, 5.0),  # per kubelet call
+        # device-plugin resource names whose devices are chips (globs)
+        "resources": (str_list, ("huawei.com/Ascend910*", "huawei.com/Ascend310P*", "huawei.com/npu")),
     },
     "max_series_per_source": (integer(100, 1_000_000), 20_000),  # more from one run: refused as broken output
     "log_level": (choice("debug", "info", "warning", "error"), "info"),
