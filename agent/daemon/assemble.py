@@ -58,6 +58,11 @@ def internal_jobs(config: Config) -> list[InternalJob]:
         # Counters never expire: an error counted once stays counted.
         jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,
                                 problem=lambda: scanner.problem))
+    from agent.check.job import check_job
+
+    scheduled_checks = check_job(config)  # check.schedule: the levels `npuwatch check` runs, on a timer
+    if scheduled_checks is not None:
+        jobs.append(scheduled_checks)
     return jobs
 
 
