@@ -38,6 +38,7 @@ examples:
   npuwatch check-config /etc/npuwatch/config.yaml
   npuwatch scan-logs ~/ascend/log --json
   npuwatch diagnose
+  npuwatch check --level quick --exit-codes npd
   npuwatch probe gemm --backend cpu
 """
 
@@ -98,6 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="gap between the two optics/counter samples (default 3)")
     diagnose.add_argument("--window", type=float, metavar="SECONDS",
                           help="how far back logs and link flaps count (default 7200)")
+
+    gate = sub.add_parser(
+        "check", help="tiered node checks with one verdict (exit 0 ok, 1 warn, 2 fail, 3 unknown)",
+        description="Run the quick, medium or long checks of this node and gate jobs on the verdict.")
+    _common(gate)
+    from agent.check import cli as check_cli
+
+    check_cli.add_arguments(gate)
+    baseline = sub.add_parser("check-baseline", help="fleet medians for `npuwatch check --baseline`",
+                              description="Build a fleet baseline from `npuwatch check --json` reports or "
+                                          "from Prometheus.")
+    check_cli.add_baseline_arguments(baseline)
 
     probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent.probes import cli as probe_cli
@@ -306,6 +319,18 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return diagnose.main(args, _load(args), _demo_dir(args))
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from agent.check import cli as check_cli
+
+    return check_cli.main(args, _load(args), _demo_dir(args))
+
+
+def cmd_check_baseline(args: argparse.Namespace) -> int:
+    from agent.check import cli as check_cli
+
+    return check_cli.baseline_main(args)
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from agent.probes import cli as probe_cli
 
@@ -324,6 +349,8 @@ COMMANDS = {
     "check-config": cmd_check_config,
     "scan-logs": cmd_scan_logs,
     "diagnose": cmd_diagnose,
+    "check": cmd_check,
+    "check-baseline": cmd_check_baseline,
     "probe": cmd_probe,
     "demo": cmd_demo,
 }

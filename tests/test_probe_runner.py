@@ -77,8 +77,8 @@ def fake_python(tmp_path: Path, modules: dict[str, str]) -> str:
 def test_gemm_passes_and_exports_flops_and_correct() -> None:
     metrics = ProbeMetrics()
     events: list[dict[str, object]] = []
-    result = run_gemm(settings(peaks={"x86_64": {"fp32": 1.0}, "aarch64": {"fp32": 1.0}}),
-                      on_event=events.append)
+    probe = settings(peaks={"x86_64": {"fp32": 1.0}, "aarch64": {"fp32": 1.0}})
+    result = run_gemm(probe, on_event=events.append)
     metrics.record(result)
     assert result.outcome == "pass", result.message
     stage_events = [e for e in events if e["kind"] == "stage"]
@@ -90,6 +90,10 @@ def test_gemm_passes_and_exports_flops_and_correct() -> None:
     [m] = result.gemm
     assert (m.dtype, m.size, m.correct, m.npu, m.chip) == ("fp32", 128, True, 0, 0)
     assert m.flops > 0
+    [raw] = report.result["measurements"]  # type: ignore[index]
+    assert len(raw["loop_seconds"]) == raw["repeats"] == 3  # the worker's default: fastest of 3 loops
+    assert m.seconds == min(raw["loop_seconds"])
+    assert m.flops == pytest.approx(2 * 128**3 * 2 / m.seconds)
     samples = metrics.samples()
     assert value(samples, "npu_probe_gemm_correct", npu="0", chip="0", dtype="fp32") == 1.0
     assert value(samples, "npu_probe_gemm_flops", npu="0", chip="0", dtype="fp32") == pytest.approx(m.flops)
@@ -97,7 +101,8 @@ def test_gemm_passes_and_exports_flops_and_correct() -> None:
     assert value(samples, "npuwatch_probe_runs_total", probe="gemm", outcome="pass") == 1.0
     assert value(samples, "npuwatch_probe_last_success_timestamp_seconds", probe="gemm") == pytest.approx(
         result.started_at + result.duration_s)
-    assert not leftovers(result.ranks[0].argv[-1])
+    assert probe.tag in result.ranks[0].argv
+    assert not leftovers(probe.tag or "")
 
 
 @needs_torch
@@ -140,7 +145,8 @@ def test_gemm_below_a_measured_peak_fails_and_datasheet_peak_does_not() -> None:
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_allreduce_sums_are_correct(ranks: int) -> None:
     metrics = ProbeMetrics()
-    result = run_allreduce(settings(cpu_ranks=ranks))
+    # A timed warm-up: rank 0's clock decides when it ends, for every rank (else they deadlock).
+    result = run_allreduce(settings(cpu_ranks=ranks, warmup_s=0.3, repeats=2))
     metrics.record(result)
     assert result.outcome == "pass", result.message
     ar = result.allreduce
@@ -149,12 +155,68 @@ def test_allreduce_sums_are_correct(ranks: int) -> None:
     assert ar.algbw_bytes_per_second == pytest.approx(ar.size_bytes / ar.seconds_per_iteration)
     assert ar.busbw_bytes_per_second == pytest.approx(ar.algbw_bytes_per_second * 2 * (ranks - 1) / ranks)
     assert [r.result["status"] for r in result.ranks if r.result] == ["ok"] * ranks
+    assert [r.result["repeats"] for r in result.ranks if r.result] == [2] * ranks
     # every rank reports rank 0's timing: one consistent result
     assert len({r.result["busbw_bytes_per_second"] for r in result.ranks if r.result}) == 1
     samples = metrics.samples()
     assert value(samples, "npu_probe_allreduce_correct", scope="node") == 1.0
     assert value(samples, "npu_probe_allreduce_bus_bandwidth_bytes_per_second", scope="node",
                  size_bytes=str(64 << 10)) == pytest.approx(ar.busbw_bytes_per_second)
+
+
+def assert_single_device_skip(result: ProbeResult) -> None:
+    assert result.outcome == "skipped", result.message
+    assert result.message == "1 device: an all-reduce needs at least 2"
+    assert result.allreduce is None
+    assert result.ranks == []  # no worker started
+    assert result.exit_code == 3
+    metrics = ProbeMetrics()
+    metrics.record(result)
+    bandwidths = [s for s in metrics.samples() if s.metric.startswith("npu_probe_allreduce_")]
+    assert bandwidths == []
+    assert value(metrics.samples(), "npuwatch_probe_runs_total", probe="allreduce", outcome="skipped") == 1.0
+
+
+def test_allreduce_on_one_selected_device_is_skipped_without_bandwidth() -> None:
+    assert_single_device_skip(run_allreduce(settings(devices=(0,))))
+
+
+def test_allreduce_with_one_cpu_rank_is_skipped() -> None:
+    assert_single_device_skip(run_allreduce(settings(cpu_ranks=1)))
+
+
+def test_allreduce_on_an_auto_discovered_single_gpu_is_skipped(tmp_path: Path) -> None:
+    """The node of the report: ``auto`` finds one cuda device (a stand-in torch says so)."""
+    one_gpu = ("__version__ = '0-fake'\n"
+               "class cuda:\n    is_available = staticmethod(lambda: True)\n"
+               "    device_count = staticmethod(lambda: 1)\n"
+               "    get_device_name = staticmethod(lambda index: 'NVIDIA H200')\n")
+    python = fake_python(tmp_path, {"torch": one_gpu})
+    result = run_allreduce(settings(python=python, backend="auto"))
+    assert result.backend == "cuda"
+    assert_single_device_skip(result)
+
+
+def test_cli_allreduce_on_one_device_says_skipped(capsys: pytest.CaptureFixture[str]) -> None:
+    code = probe_cli.main(parse("allreduce", "--backend", "cpu", "--devices", "0", "--no-lock", "--json"))
+    out = json.loads(capsys.readouterr().out)
+    assert (code, out["outcome"], out["allreduce"]) == (3, "skipped", None)
+    assert out["message"] == "1 device: an all-reduce needs at least 2"
+
+
+def test_allreduce_worker_refuses_a_world_of_one() -> None:
+    """Run by hand with WORLD_SIZE=1, the worker reports an error instead of a no-op "bandwidth"."""
+    import subprocess
+
+    from agent.probes.runner import _WORKER_DIR
+
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+    proc = subprocess.run([sys.executable, str(_WORKER_DIR / "allreduce.py"), "--backend", "cpu"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    result = json.loads(proc.stdout)
+    assert (proc.returncode, result["status"]) == (3, "error")
+    assert "at least 2 ranks" in result["message"]
+    assert "busbw_bytes_per_second" not in result
 
 
 @needs_torch

@@ -62,6 +62,11 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
         # Counters never expire: an error counted once stays counted.
         jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,
                                 problem=lambda: scanner.problem))
+    from agent.check.job import check_job
+
+    scheduled_checks = check_job(config)  # check.schedule: the levels `npuwatch check` runs, on a timer
+    if scheduled_checks is not None:
+        jobs.append(scheduled_checks)
     pods = attribution_job(config, chips)
     if pods is not None:
         jobs.append(pods)

@@ -1,4 +1,8 @@
-"""``npuwatch probe gemm|allreduce``: run a probe now, under the same lock as the agent's.
+"""``npuwatch probe gemm|allreduce|membw|h2d|p2p|sustained-gemm``: run a probe now, under the agent's lock.
+
+gemm and allreduce are the agent's scheduled probes. membw (device memory copy), h2d (host
+<-> device), p2p (every ordered pair of devices) and sustained-gemm (minutes under load,
+FLOP/s per window, for throttling) are the longer checks, run on demand.
 
 Exit status is Nagios style: 0 pass, 1 pass with a warning, 2 fail or timeout, 3 error or
 skipped (could not check). ``--json`` prints the whole result on stdout; a progress line
@@ -21,8 +25,11 @@ import time
 from typing import Any, TextIO
 
 from agent.core.config import ConfigError, load_config, parse_size
-from agent.probes.records import ProbeResult, ProbeSettings
+from agent.probes.bandwidth import run_h2d, run_membw, run_p2p
+from agent.probes.records import ProbeSettings
+from agent.probes.render import render
 from agent.probes.runner import run_allreduce, run_gemm
+from agent.probes.sustained import run_sustained_gemm
 
 __all__ = ["add_arguments", "main", "settings_from_config"]
 
@@ -38,6 +45,13 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -73,14 +87,21 @@ def _dtypes(text: str) -> tuple[str, ...]:
 
 
 for _converter, _name in ((_positive_int, "positive integer"), (_positive_float, "positive number"),
+                          (_non_negative_float, "non-negative number"),
                           (_ratio, "ratio"), (_bytes, "size"), (_devices, "device list"),
                           (_dtypes, "dtypes")):
     _converter.__name__ = _name  # argparse quotes this name in its errors
 
 
+PROBE_CHOICES = ("gemm", "allreduce", "membw", "h2d", "p2p", "sustained-gemm")
+_COPY_PROBES = ("membw", "h2d", "p2p")
+_SUSTAINED_DEFAULT_S = 180.0  # the worker's npu/cuda default duration
+_SUSTAINED_DEADLINE_MARGIN_S = 120.0  # start-up, warm-up and the final check on top of the duration
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Attach the probe flags to the ``probe`` subparser (every default None = config/worker default)."""
-    parser.add_argument("probe", choices=("gemm", "allreduce"), help="which probe to run")
+    parser.add_argument("probe", choices=PROBE_CHOICES, help="which probe to run")
     parser.add_argument("--config", "--config.file", dest="config", metavar="FILE",
                         help="YAML config file whose probes section supplies the defaults")
     parser.add_argument("--backend", choices=("auto", "npu", "cuda", "cpu"),
@@ -92,12 +113,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="chip model for the efficiency baseline (default: torch's device name)")
     sizes = parser.add_argument_group("sizes")
     sizes.add_argument("--size", type=_positive_int, metavar="N",
-                       help="GEMM matrix size (npu/cuda 8192, cpu 1024)")
-    sizes.add_argument("--dtypes", type=_dtypes, metavar="LIST", help="GEMM dtypes: fp16,bf16,fp32")
+                       help="GEMM matrix size (npu/cuda 8192; cpu 1024, sustained-gemm 512)")
+    sizes.add_argument("--dtypes", type=_dtypes, metavar="LIST",
+                       help="GEMM dtypes: fp16,bf16,fp32 (sustained-gemm: one)")
     sizes.add_argument("--bytes", dest="message_bytes", type=_bytes, metavar="SIZE",
-                       help="all-reduce message size (npu/cuda 256MiB, cpu 8MiB)")
-    sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations")
-    sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations")
+                       help="all-reduce message (npu/cuda 256MiB, cpu 8MiB) or copy buffer size (membw "
+                            "npu/cuda 1GiB, cpu 64MiB; h2d and p2p npu/cuda 256MiB, cpu 32MiB / 16MiB)")
+    sizes.add_argument("--duration", type=_positive_float, metavar="SECONDS",
+                       help="sustained-gemm: seconds under load (npu/cuda 180, cpu 10)")
+    sizes.add_argument("--window", type=_positive_float, metavar="SECONDS",
+                       help="sustained-gemm: seconds per FLOP/s window (npu/cuda 10, cpu 1)")
+    sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations (at least)")
+    sizes.add_argument("--warmup-seconds", dest="warmup_s", type=_non_negative_float, metavar="SECONDS",
+                       help="untimed seconds (at least; npu/cuda 1 s): clocks ramp up under load")
+    sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations per loop")
+    sizes.add_argument("--repeats", type=_positive_int, metavar="N",
+                       help="timed loops; the fastest one counts (default 3)")
     sizes.add_argument("--ranks", type=_positive_int, metavar="N",
                        help="cpu backend: ranks per node (default 2)")
     limits = parser.add_argument_group("time limits and thresholds")
@@ -113,6 +144,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fail below this share of a measured peak (default 0.8)")
     limits.add_argument("--min-busbw", type=_positive_float, metavar="BYTES_PER_S",
                         help="fail below this all-reduce bus bandwidth")
+    limits.add_argument("--min-peer-ratio", type=_ratio, metavar="RATIO",
+                        help="membw/h2d/p2p: fail a cell below this share of the median of its peers "
+                             "(default 0.75)")
+    limits.add_argument("--max-drop", type=_ratio, metavar="RATIO",
+                        help="sustained-gemm: fail when a window falls this far below the best (default 0.15)")
     limits.add_argument("--lock-file", metavar="PATH", help="the probe lock shared with the agent")
     limits.add_argument("--no-lock", action="store_true", help="do not take the probe lock")
     cluster = parser.add_argument_group("all-reduce scope")
@@ -142,10 +178,15 @@ def settings_from_config(config: Any) -> ProbeSettings:
 
 
 def _settings(args: argparse.Namespace, base: ProbeSettings) -> ProbeSettings:
+    copy_probe = args.probe in _COPY_PROBES
     flags = {
         "backend": args.backend, "python": args.python, "model": args.model, "gemm_size": args.size,
-        "gemm_dtypes": args.dtypes, "allreduce_bytes": args.message_bytes, "warmup": args.warmup,
-        "iterations": args.iterations, "deadline_s": args.deadline, "stall_s": args.stall,
+        "gemm_dtypes": args.dtypes, "allreduce_bytes": args.message_bytes if args.probe == "allreduce" else None,
+        "copy_bytes": args.message_bytes if copy_probe else None, "warmup": args.warmup,
+        "sustained_s": args.duration, "window_s": args.window, "min_peer_ratio": args.min_peer_ratio,
+        "max_throttle_drop": args.max_drop,
+        "warmup_s": args.warmup_s, "iterations": args.iterations, "repeats": args.repeats,
+        "deadline_s": args.deadline, "stall_s": args.stall,
         "connect_timeout_s": args.connect_timeout, "exec_timeout_s": args.exec_timeout,
         "min_efficiency": args.min_efficiency, "min_busbw": args.min_busbw, "lock_path": args.lock_file,
         "cpu_ranks": args.ranks,
@@ -155,6 +196,10 @@ def _settings(args: argparse.Namespace, base: ProbeSettings) -> ProbeSettings:
         changes["devices"] = None if args.devices == "all" else args.devices
     if args.no_lock:
         changes["use_lock"] = False
+    if args.probe == "sustained-gemm" and args.deadline is None:
+        # The outer watchdog must outlast the load it asked for.
+        wanted = (args.duration or _SUSTAINED_DEFAULT_S) + _SUSTAINED_DEADLINE_MARGIN_S
+        changes["deadline_s"] = max(base.deadline_s, wanted)
     return dataclasses.replace(base, **changes)
 
 
@@ -186,35 +231,6 @@ class _Progress:
         self._stream.flush()
 
 
-def _fmt_rate(value: float | None, scale: float, digits: int = 2) -> str:
-    return "-" if value is None else f"{value / scale:.{digits}f}"
-
-
-def render(result: ProbeResult) -> str:
-    """The human summary printed without --json."""
-    scope = f" ({result.scope} scope)" if result.scope else ""
-    lines = [f"{result.probe} probe{scope}: {result.outcome.upper()}"
-             f"{' (' + result.backend + ')' if result.backend else ''} in {result.duration_s:.1f} s"
-             f"{': ' + result.message if result.message else ''}"]
-    if result.gemm:
-        lines.append(f"  {'device':>6} {'npu/chip':>8} {'model':<14} {'dtype':<5} {'size':>6} {'TFLOPS':>9} "
-                     f"{'efficiency':>10} {'correct':>7}")
-        for m in result.gemm:
-            efficiency = "-" if m.efficiency is None else f"{m.efficiency:.1%}"
-            chip, correct = f"{m.npu}/{m.chip}", "yes" if m.correct else "NO"
-            lines.append(f"  {m.device:>6} {chip:>8} {m.model[:14]:<14} {m.dtype:<5} {m.size:>6} "
-                         f"{_fmt_rate(m.flops, 1e12, 3):>9} {efficiency:>10} {correct:>7}")
-    if result.allreduce is not None:
-        ar = result.allreduce
-        lines.append(f"  {'ranks':>5} {'bytes':>12} {'time/iter':>11} {'algbw GB/s':>10} {'busbw GB/s':>10} "
-                     f"{'correct':>7}")
-        lines.append(f"  {ar.world_size:>5} {ar.size_bytes:>12} {ar.seconds_per_iteration * 1e3:>9.3f}ms "
-                     f"{_fmt_rate(ar.algbw_bytes_per_second, 1e9, 3):>10} "
-                     f"{_fmt_rate(ar.busbw_bytes_per_second, 1e9, 3):>10} {'yes' if ar.correct else 'NO':>7}")
-    lines += [f"warning: {w}" for w in result.warnings]
-    return "\n".join(lines)
-
-
 def main(args: argparse.Namespace, base: ProbeSettings | None = None) -> int:
     """Run the probe named in ``args``; ``base`` (e.g. from the agent's config) supplies defaults."""
     if base is None:
@@ -227,19 +243,24 @@ def main(args: argparse.Namespace, base: ProbeSettings | None = None) -> int:
         else:
             base = ProbeSettings()
     settings = _settings(args, base)
-    if args.probe == "gemm" and args.scope != "node":
+    if args.probe != "allreduce" and args.scope != "node":
         print("npuwatch probe: --scope applies to allreduce only", file=sys.stderr)
+        return 3
+    if args.probe == "sustained-gemm" and args.dtypes and len(args.dtypes) > 1:
+        print("npuwatch probe: sustained-gemm runs one dtype", file=sys.stderr)
         return 3
     if args.scope == "cluster" and not args.master:
         print("npuwatch probe: --scope cluster needs --master HOST:PORT", file=sys.stderr)
         return 3
     progress = _Progress(args.probe, sys.stderr) if sys.stderr.isatty() else None
     try:
-        if args.probe == "gemm":
-            result = run_gemm(settings, on_event=progress)
-        else:
+        if args.probe == "allreduce":
             result = run_allreduce(settings, scope=args.scope, nnodes=args.nnodes, node_rank=args.node_rank,
                                    master=args.master, on_event=progress)
+        else:
+            runners = {"gemm": run_gemm, "membw": run_membw, "h2d": run_h2d, "p2p": run_p2p,
+                       "sustained-gemm": run_sustained_gemm}
+            result = runners[args.probe](settings, on_event=progress)
     finally:
         if progress is not None:
             progress.close()

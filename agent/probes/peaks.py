@@ -1,4 +1,5 @@
-"""Expected GEMM peak per chip model and dtype, the baseline of ``npu_probe_gemm_efficiency_ratio``.
+"""Expected GEMM peak per chip model and dtype (the baseline of ``npu_probe_gemm_efficiency_ratio``),
+and expected copy bandwidths per chip model (the baseline of the membw, h2d and p2p probes).
 
 Two kinds of figure live here, and only one of them gates a probe:
 
@@ -21,14 +22,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
-__all__ = ["BUILTIN_PEAKS", "Peak", "lookup_peak", "normalise_model"]
+__all__ = ["BANDWIDTH_KINDS", "BUILTIN_BANDWIDTHS", "BUILTIN_PEAKS", "Bandwidth", "Peak", "lookup_bandwidth",
+           "lookup_peak", "normalise_model"]
 
 T = 1e12
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Peak:
     flops: float
     basis: Literal["measured", "datasheet"]
@@ -83,6 +85,53 @@ BUILTIN_PEAKS: dict[str, dict[str, Peak]] = {
     },
 }
 
+# --------------------------------------------------------------------------- bandwidths
+
+G = 1e9
+# What each probe measures, in the probe's own counting:
+#   membw  device-to-device copy within one chip, bytes read + bytes written per second
+#   h2d    host -> device over PCIe (or the A3 HCCS plane), bytes per second, one direction
+#   d2h    device -> host, the same
+#   p2p    chip -> chip copy (HCCS, NVLink, PCIe P2P), bytes per second, one direction
+BANDWIDTH_KINDS = ("membw", "h2d", "d2h", "p2p")
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    bytes_per_second: float
+    basis: Literal["measured", "datasheet"]
+    source: str
+
+    @property
+    def gates(self) -> bool:
+        """Whether falling short of this figure may fail a probe."""
+        return self.basis == "measured"
+
+
+# 910B3 figures: ascend-dmi --bw results (-t d2d, h2d/d2h, p2p) quoted in the npuwatch issue for
+# `npuwatch check --level medium|long`; GB taken as 10^9 bytes. The d2d figure is compared
+# with the membw probe's read + written count, as the issue states it.
+_DMI_BW = "ascend-dmi --bw -t {} on 910B3, as quoted in the npuwatch check --level issue"
+_H200 = "NVIDIA H200 SXM datasheet"
+
+BUILTIN_BANDWIDTHS: dict[str, dict[str, Bandwidth]] = {
+    "910B3": {
+        "membw": Bandwidth(1538 * G, "measured", _DMI_BW.format("d2d") + " (HBM)"),
+        "h2d": Bandwidth(24.8 * G, "measured", _DMI_BW.format("h2d") + " (PCIe)"),
+        "d2h": Bandwidth(24.8 * G, "measured", _DMI_BW.format("d2h") + " (PCIe; the issue gives one "
+                                                                          "host<->device figure)"),
+        "p2p": Bandwidth(26.2 * G, "measured", _DMI_BW.format("p2p") + " (HCCS)"),
+    },
+    # Datasheet peaks: reported as efficiency, never a failure. A device copy reaches ~90 %
+    # of the HBM figure (about 4.3 TB/s read + written measured on an H200).
+    "H200": {
+        "membw": Bandwidth(4.8e12, "datasheet", f"{_H200}: HBM3e 4.8 TB/s"),
+        "h2d": Bandwidth(64 * G, "datasheet", f"{_H200}: PCIe Gen5 128 GB/s, half per direction"),
+        "d2h": Bandwidth(64 * G, "datasheet", f"{_H200}: PCIe Gen5 128 GB/s, half per direction"),
+        "p2p": Bandwidth(450 * G, "datasheet", f"{_H200}: NVLink 900 GB/s, half per direction"),
+    },
+}
+
 _STRIP = re.compile(r"ASCEND|NVIDIA|[\s\-_]")
 
 
@@ -91,7 +140,10 @@ def normalise_model(name: str) -> str:
     return _STRIP.sub("", name.upper())
 
 
-def _find(table: Mapping[str, Mapping[str, Peak]], model: str) -> Mapping[str, Peak] | None:
+_Entry = TypeVar("_Entry")
+
+
+def _find(table: Mapping[str, Mapping[str, _Entry]], model: str) -> Mapping[str, _Entry] | None:
     keys = {normalise_model(key): key for key in table}
     wanted = normalise_model(model)
     if wanted in keys:
@@ -100,6 +152,24 @@ def _find(table: Mapping[str, Mapping[str, Peak]], model: str) -> Mapping[str, P
     if not contained:
         return None
     return table[keys[max(contained, key=len)]]
+
+
+def lookup_bandwidth(model: str | None, kind: str,
+                     overrides: Mapping[str, Mapping[str, float]] | None = None) -> Bandwidth | None:
+    """The expected bandwidth of ``kind`` (see BANDWIDTH_KINDS) for ``model``; ``overrides``
+    (``{model: {kind: bytes/s}}``, e.g. from ascend-dmi on a healthy node) count as measured and win."""
+    if not model:
+        return None
+    if overrides:
+        configured = {
+            name: {k: Bandwidth(float(rate), "measured", "config") for k, rate in per_kind.items()}
+            for name, per_kind in overrides.items()
+        }
+        found = _find(configured, model)
+        if found is not None and kind in found:
+            return found[kind]
+    builtin = _find(BUILTIN_BANDWIDTHS, model)
+    return None if builtin is None else builtin.get(kind)
 
 
 def lookup_peak(model: str | None, dtype: str,

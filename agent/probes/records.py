@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-PROBES = ("gemm", "allreduce")
+PROBES = ("gemm", "allreduce")  # the scheduled probes, whose counters exist from the start
+ON_DEMAND_PROBES = ("membw", "h2d", "p2p", "sustained_gemm")  # `npuwatch probe` (and the coming `check`)
 OUTCOMES = ("pass", "fail", "timeout", "skipped", "error")
 STAGES = ("connect", "exec")
 
@@ -26,8 +27,13 @@ class ProbeSettings:
     gemm_size: int | None = None
     gemm_dtypes: tuple[str, ...] | None = None
     allreduce_bytes: int | None = None
+    copy_bytes: int | None = None  # membw, h2d, p2p buffer size
+    sustained_s: float | None = None  # sustained GEMM: seconds under load
+    window_s: float | None = None  # sustained GEMM: seconds per FLOP/s window
     warmup: int | None = None
+    warmup_s: float | None = None  # warm-up goes on at least this long (clocks ramp up under load)
     iterations: int | None = None
+    repeats: int | None = None  # timed loops of ``iterations``; the fastest one counts
     connect_timeout_s: float = 120.0  # HCCL_CONNECT_TIMEOUT (HCCL default 120 s; minimum 120)
     exec_timeout_s: float = 68.0  # HCCL_EXEC_TIMEOUT (HCCL default 1836 s; minimum 68)
     deadline_s: float = 300.0  # outer watchdog over the whole run
@@ -37,7 +43,13 @@ class ProbeSettings:
     warn_efficiency: float | None = 0.9
     min_busbw: float | None = None  # bytes/s; below fails the probe
     warn_busbw: float | None = None
+    # membw/h2d/p2p: a device or pair below this share of the median of its kind in the same
+    # run fails (one slow link is not averaged away); the expected figures use min_efficiency.
+    min_peer_ratio: float = 0.75
+    max_throttle_drop: float = 0.15  # sustained GEMM: a window this far below the best one fails
+    warn_throttle_drop: float | None = 0.05
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> dtype -> FLOP/s
+    bandwidths: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> kind -> bytes/s
     model: str | None = None  # chip model for efficiency (default: the name torch reports)
     chip_map: dict[int, tuple[int, int]] = field(default_factory=dict)  # device index -> (npu, chip)
     use_lock: bool = True
@@ -76,6 +88,73 @@ class AllreduceMeasurement:
     correct: bool
 
 
+@dataclass(frozen=True)
+class BandwidthMeasurement:
+    """One cell of a copy probe: a device's memory (membw), one direction of its host link
+    (h2d, d2h), or one ordered pair of devices (p2p: ``device`` -> ``peer``)."""
+
+    kind: str  # membw | h2d | d2h | p2p
+    device: int
+    npu: int
+    chip: int
+    model: str
+    size_bytes: int
+    iterations: int
+    seconds: float  # the fastest timed loop
+    bytes_per_second: float  # membw: read + written; the others: one direction
+    correct: bool  # the data arrived intact
+    peer: int | None = None
+    peer_npu: int | None = None
+    peer_chip: int | None = None
+    pinned: bool | None = None  # h2d/d2h: page-locked host memory
+    expected_bytes_per_second: float | None = None
+    expected_basis: str | None = None
+    efficiency: float | None = None
+    peer_ratio: float | None = None  # over the median of the same kind in this run
+    flagged: str | None = None  # why the judging found this cell slow
+
+    @property
+    def where(self) -> str:
+        if self.peer is not None:
+            return f"device {self.device} -> {self.peer}"
+        return f"device {self.device}" + ("" if self.kind in ("membw", "p2p") else f" {self.kind}")
+
+
+@dataclass(frozen=True)
+class SustainedWindow:
+    index: int
+    start_s: float
+    seconds: float
+    iterations: int
+    flops: float
+    clock_hz: float | None = None  # absent where the backend cannot read it
+    power_watts: float | None = None
+    temperature_celsius: float | None = None
+
+
+@dataclass(frozen=True)
+class SustainedGemmMeasurement:
+    device: int
+    npu: int
+    chip: int
+    model: str
+    dtype: str
+    size: int
+    duration_s: float
+    window_s: float
+    windows: list[SustainedWindow]
+    best_flops: float
+    median_flops: float
+    worst_flops: float  # the slowest window after the first
+    worst_window: int
+    drop_ratio: float  # 1 - worst / best: how far the chip fell under sustained load
+    correct: bool
+    residual_ratio: float
+    peak_flops: float | None = None
+    peak_basis: str | None = None
+    efficiency: float | None = None  # median window over the peak
+
+
 @dataclass
 class RankReport:
     """What one worker process left behind."""
@@ -103,6 +182,8 @@ class ProbeResult:
     warnings: list[str] = field(default_factory=list)
     gemm: list[GemmMeasurement] = field(default_factory=list)
     allreduce: AllreduceMeasurement | None = None
+    bandwidth: list[BandwidthMeasurement] = field(default_factory=list)
+    sustained: list[SustainedGemmMeasurement] = field(default_factory=list)
     ranks: list[RankReport] = field(default_factory=list)
 
     @property

@@ -18,6 +18,7 @@ busy); ``error`` (could not run: torch missing, torch_npu import error, no devic
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import socket
@@ -68,8 +69,12 @@ def _common_args(settings: ProbeSettings) -> list[str]:
     args = ["--tag", settings.tag or f"npuwatch-probe-{os.getpid()}-{next(_tags)}"]
     if settings.warmup is not None:
         args += ["--warmup", str(settings.warmup)]
+    if settings.warmup_s is not None:
+        args += ["--warmup-seconds", str(settings.warmup_s)]
     if settings.iterations is not None:
         args += ["--iterations", str(settings.iterations)]
+    if settings.repeats is not None:
+        args += ["--repeats", str(settings.repeats)]
     return args
 
 
@@ -139,7 +144,8 @@ def _notes(reports: Sequence[RankReport]) -> list[str]:
     return notes
 
 
-def _locked(probe: str, settings: ProbeSettings, body: Callable[[], ProbeResult]) -> ProbeResult:
+def run_locked(probe: str, settings: ProbeSettings, body: Callable[[], ProbeResult]) -> ProbeResult:
+    """``body()`` under the probe lock (skipped when another probe holds it), or without it."""
     if not settings.use_lock:
         return body()
     lock = ProbeLock(settings.lock_path)
@@ -161,30 +167,40 @@ def _locked(probe: str, settings: ProbeSettings, body: Callable[[], ProbeResult]
 
 def run_gemm(settings: ProbeSettings, on_event: EventHandler | None = None) -> ProbeResult:
     """Run the GEMM probe on every selected device (under the probe lock)."""
-    return _locked("gemm", settings, lambda: _run_gemm(settings, on_event))
+    return run_locked("gemm", settings, lambda: _run_gemm(settings, on_event))
 
 
-def _run_gemm(settings: ProbeSettings, on_event: EventHandler | None) -> ProbeResult:
+def run_single_worker(probe: str, script: str, args: Sequence[str], settings: ProbeSettings,
+                      on_event: EventHandler | None, *,
+                      deadline_s: float | None = None) -> tuple[ProbeResult, dict[str, Any]]:
+    """Run a one-process worker (``script`` in collectors/probes) with the common flags and
+    ``--devices``; returns the result (outcome ``pass`` unless the worker's run decided
+    otherwise) and the worker's JSON payload (empty when it left none) for the caller to judge."""
     started = time.time()
-    argv = [settings.python, str(_WORKER_DIR / "gemm.py"), "--backend", settings.backend,
-            *_common_args(settings)]
-    if settings.devices is not None:
+    argv = [settings.python, str(_WORKER_DIR / script), "--backend", settings.backend, *_common_args(settings),
+            *args]
+    if settings.devices is not None and "--devices" not in args:
         argv += ["--devices", ",".join(str(d) for d in settings.devices)]
-    if settings.gemm_size is not None:
-        argv += ["--size", str(settings.gemm_size)]
-    if settings.gemm_dtypes:
-        argv += ["--dtypes", ",".join(settings.gemm_dtypes)]
     commands = [(argv, _worker_env(settings, settings.backend))]
-    reports, killed_because = run_workers(commands, settings.deadline_s, settings.term_grace_s, on_event,
-                                           settings.stall_s)
-    result = ProbeResult(probe="gemm", outcome="pass", started_at=started, duration_s=time.time() - started,
+    reports, killed_because = run_workers(commands, deadline_s or settings.deadline_s, settings.term_grace_s,
+                                           on_event, settings.stall_s)
+    result = ProbeResult(probe=probe, outcome="pass", started_at=started, duration_s=time.time() - started,
                          backend=_result_backend(reports), ranks=reports, warnings=_notes(reports))
     problem = _classify_workers(reports, killed_because)
     if problem is not None:
         result.outcome, result.stage, result.message = problem
-    payload = reports[0].result or {}
+    return result, reports[0].result or {}
+
+
+def _run_gemm(settings: ProbeSettings, on_event: EventHandler | None) -> ProbeResult:
+    args = []
+    if settings.gemm_size is not None:
+        args += ["--size", str(settings.gemm_size)]
+    if settings.gemm_dtypes:
+        args += ["--dtypes", ",".join(settings.gemm_dtypes)]
+    result, payload = run_single_worker("gemm", "gemm.py", args, settings, on_event)
     result.gemm = [_gemm_measurement(m, settings) for m in payload.get("measurements", [])]
-    if problem is None:
+    if result.outcome == "pass":
         _judge_gemm(result, settings)
     return result
 
@@ -242,7 +258,7 @@ def run_allreduce(settings: ProbeSettings, scope: Literal["node", "cluster"] = "
 
     Every node of a cluster run must use the same number of ranks per node.
     """
-    return _locked("allreduce", settings,
+    return run_locked("allreduce", settings,
                    lambda: _run_allreduce(settings, scope, nnodes=nnodes, node_rank=node_rank, master=master,
                                           on_event=on_event))
 
@@ -312,6 +328,10 @@ def _run_allreduce(settings: ProbeSettings, scope: str, *, nnodes: int, node_ran
 
     local = len(devices)
     world = nnodes * local
+    if world < 2:
+        # One rank sums with nobody: the "bandwidth" would be a local no-op (busbw 0).
+        return dataclasses.replace(skipped_result("allreduce", f"{world} device: an all-reduce needs at least 2"),
+                                   started_at=started, backend=backend, scope=scope)
     env = _worker_env(settings, backend)
     if scope == "node" and backend == "cpu":
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local; don't guess an interface

@@ -1,9 +1,10 @@
 """Shared helpers of the probe workers: backend choice, timers, stage reports, test hooks.
 
-The workers (``gemm.py``, ``allreduce.py``) run under the *probe* interpreter (on NPU
-nodes the training environment's Python), so this module imports only the standard
-library at import time. torch is imported by ``load_backend`` so that a missing or broken
-torch becomes a reported setup error, never a traceback.
+The workers (``gemm.py``, ``allreduce.py``, ``membw.py``, ``h2d.py``, ``p2p.py``,
+``sustained_gemm.py``) run under the *probe* interpreter (on NPU nodes the training
+environment's Python, 3.8 or later), so this module imports only the standard library at
+import time. torch is imported by ``load_backend`` so that a missing or broken torch
+becomes a reported setup error, never a traceback.
 
 Protocol with the runner (agent/probes/runner.py):
 - stdout carries exactly one JSON object, the result (``emit_result``);
@@ -16,7 +17,13 @@ Test hooks (environment variables the workers honour):
 - ``NPUWATCH_PROBE_STALL=STAGE[:RANK]`` makes the rank (every rank without ``:RANK``) sleep
   for ever on entering STAGE (``connect`` or ``exec``);
 - ``NPUWATCH_PROBE_CORRUPT=PROBE[:RANK]`` corrupts one element of the result of PROBE
-  (``gemm`` or ``allreduce``) before it is checked.
+  (``gemm``, ``allreduce``, ``membw``, ``h2d``, ``p2p`` or ``sustained_gemm``) before it is checked;
+- ``NPUWATCH_PROBE_SLOW_PAIR=SRC:DST:SECONDS`` makes the p2p worker sleep that long after each
+  timed copy from device SRC to device DST, as a degraded link would take.
+
+Timing recipe shared by every worker: a warm-up of at least ``--warmup`` iterations and at
+least ``--warmup-seconds`` (clocks ramp up under load), then ``--repeats`` timed loops of
+``--iterations`` each; the fastest loop is the measurement (``best_of``).
 
 Run as a script with ``--discover`` it prints the backend ``auto`` resolves to and the
 number of devices, which the runner needs before it can spawn one rank per device.
@@ -31,6 +38,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -38,13 +46,22 @@ __all__ = [
     "EXIT_CODES",
     "STAGE_PREFIX",
     "Backend",
+    "Counts",
     "SetupError",
+    "add_timing_arguments",
+    "best_of",
     "corruption_requested",
     "emit_result",
     "load_backend",
     "looks_like_timeout",
     "report_stage",
+    "resolve_counts",
+    "run_probe",
+    "select_devices",
+    "slow_pair_delay",
     "stall_if_requested",
+    "warm_up",
+    "worker_main",
 ]
 
 BACKENDS = ("auto", "npu", "cuda", "cpu")
@@ -52,6 +69,7 @@ DIST_BACKENDS = {"npu": "hccl", "cuda": "nccl", "cpu": "gloo"}
 STAGE_PREFIX = "@npuwatch-stage "
 STALL_ENV = "NPUWATCH_PROBE_STALL"
 CORRUPT_ENV = "NPUWATCH_PROBE_CORRUPT"
+SLOW_PAIR_ENV = "NPUWATCH_PROBE_SLOW_PAIR"
 # Set by an ``auto`` worker that re-executes itself after torch_npu failed to import:
 # the half-imported torch of the first attempt cannot be reused in the same process.
 NO_NPU_ENV = "NPUWATCH_PROBE_NO_NPU"
@@ -94,6 +112,20 @@ def stall_if_requested(stage: str, rank: int = 0) -> None:
 
 def corruption_requested(probe: str, rank: int = 0) -> bool:
     return _hook_matches(CORRUPT_ENV, probe, rank)
+
+
+def slow_pair_delay(src: int, dst: int) -> float:
+    """Test hook: seconds to sleep after each timed copy from ``src`` to ``dst`` (0: none)."""
+    spec = os.environ.get(SLOW_PAIR_ENV, "").strip()
+    if not spec:
+        return 0.0
+    try:
+        want_src, want_dst, seconds = spec.split(":")
+        if (int(want_src), int(want_dst)) == (src, dst):
+            return float(seconds)
+    except ValueError:
+        raise SetupError(f"{SLOW_PAIR_ENV}={spec!r}: expected SRC:DST:SECONDS") from None
+    return 0.0
 
 
 def looks_like_timeout(exc: BaseException) -> bool:
@@ -153,6 +185,27 @@ class Backend:
     def synchronize(self) -> None:
         if self.module is not None:
             self.module.synchronize()
+
+    def synchronize_device(self, index: int) -> None:
+        """Wait for everything queued on device ``index`` (not just the current one)."""
+        if self.module is not None:
+            self.module.synchronize(index)
+
+    def copy_threads(self) -> None:
+        """cpu: one host thread for the copy probes. A copy split over threads waits for the
+        slowest of them, and on a shared machine that is whichever the scheduler parked:
+        4 MiB copies swing from 0.2 ms to 100 ms with threads, not without."""
+        if self.module is None:
+            self.torch.set_num_threads(1)
+
+    def host_buffer(self, numel: int, dtype: Any) -> tuple[Any, bool]:
+        """(host tensor, pinned?): page-locked where the backend has pinned memory, else pageable."""
+        if self.module is not None:
+            try:
+                return self.torch.empty(numel, dtype=dtype, pin_memory=True), True
+            except RuntimeError:
+                pass  # no pinned allocator: a pageable copy is still a host-device copy
+        return self.torch.empty(numel, dtype=dtype), False
 
     def device_name(self, index: int) -> str:
         if self.module is None:
@@ -243,6 +296,135 @@ def _pick_cuda_or_cpu(torch: Any, notes: list[str]) -> Backend:
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return Backend("cuda", torch, notes)
     return Backend("cpu", torch, notes)
+
+
+# --------------------------------------------------------------------------- worker scaffolding
+
+
+class Counts:
+    """How much to run: warm-up iterations and seconds, timed iterations per loop, loops."""
+
+    def __init__(self, warmup: int, warmup_seconds: float, iterations: int, repeats: int) -> None:
+        self.warmup = warmup
+        self.warmup_seconds = warmup_seconds
+        self.iterations = iterations
+        self.repeats = repeats
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags every worker takes: backend, warm-up, iterations, repeats, tag (-1/0: backend default)."""
+    parser.add_argument("--backend", choices=BACKENDS, default="auto")
+    parser.add_argument("--warmup", type=int, default=-1, help="untimed iterations (at least)")
+    parser.add_argument("--warmup-seconds", type=float, default=-1.0, help="untimed seconds (at least)")
+    parser.add_argument("--iterations", type=int, default=0, help="timed iterations per loop")
+    parser.add_argument("--repeats", type=int, default=0, help="timed loops; the fastest one counts")
+    parser.add_argument("--tag", default="", help="ignored; lets the runner find its processes")
+
+
+def resolve_counts(args: argparse.Namespace, default: Counts) -> Counts:
+    return Counts(
+        warmup=args.warmup if args.warmup >= 0 else default.warmup,
+        warmup_seconds=args.warmup_seconds if args.warmup_seconds >= 0 else default.warmup_seconds,
+        iterations=args.iterations or default.iterations,
+        repeats=args.repeats or default.repeats,
+    )
+
+
+def select_devices(spec: str, backend: Backend) -> list[int]:
+    """Device indices from ``all`` or ``0,1,2``.
+
+    On the cpu backend an explicit list names fake devices that all share host memory
+    (so multi-device probes keep their shape in CI); ``all`` is one device.
+    """
+    wanted = None if spec in ("", "all") else [int(part) for part in spec.split(",") if part.strip()]
+    if backend.module is None:
+        return wanted if wanted else [0]
+    count = backend.device_count()
+    if wanted is None:
+        return list(range(count))
+    missing = [d for d in wanted if not 0 <= d < count]
+    if missing:
+        raise SetupError(f"device(s) {missing} not visible ({count} {backend.name} devices)")
+    return wanted
+
+
+def warm_up(run_once: Callable[[], None], synchronize: Callable[[], None], counts: Counts) -> int:
+    """Run ``run_once`` at least ``counts.warmup`` times and for at least ``counts.warmup_seconds``.
+
+    The time-based part waits for the device after every call, so the host clock sees the
+    device's work rather than the launch queue. Returns how many calls ran.
+    """
+    done = 0
+    start = time.perf_counter()
+    while done < counts.warmup or time.perf_counter() - start < counts.warmup_seconds:
+        run_once()
+        done += 1
+        if counts.warmup_seconds > 0:
+            synchronize()
+    synchronize()
+    return done
+
+
+def best_of(backend: Backend, run_once: Callable[[], None], counts: Counts) -> tuple[float, list[float]]:
+    """Time ``counts.repeats`` loops of ``counts.iterations`` calls: (fastest loop's seconds, every loop's)."""
+    loops = []
+    for _ in range(counts.repeats):
+        timer = backend.timer()
+        timer.start()
+        for _ in range(counts.iterations):
+            run_once()
+        loops.append(timer.stop())
+        backend.synchronize()
+    return min(loops), loops
+
+
+def run_probe(probe: str, requested_backend: str, prepare: Callable[[Backend], Any],
+              execute: Callable[[Backend, Any, dict[str, Any]], None], *,
+              validate: Callable[[], None] | None = None,
+              initial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One single-process probe through its stages, with the protocol's statuses.
+
+    ``validate`` runs before torch is imported (a typo should not cost seconds); ``prepare``
+    (setup stage) turns the backend into a plan; ``execute`` (exec stage) measures into the
+    result, which starts as ``initial``. "connect" is device attach here: the stage where a
+    wedged driver hangs.
+    """
+    result: dict[str, Any] = {"probe": probe, **(initial or {})}
+    report_stage("setup")
+    stage = "setup"
+    try:
+        if validate is not None:
+            validate()
+        backend = load_backend(requested_backend)
+        result.update(backend=backend.name, torch_version=str(backend.torch.__version__), notes=backend.notes)
+        plan = prepare(backend)
+        stage = "connect"
+        report_stage(stage)
+        stall_if_requested(stage)
+        backend.strict_fp32()
+        backend.seed_everything(int.from_bytes(os.urandom(7), "little"))
+        stage = "exec"
+        report_stage(stage)
+        stall_if_requested(stage)
+        execute(backend, plan, result)
+    except SetupError as exc:
+        result.update(status="error", stage=stage, message=str(exc))
+        return result
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}"
+        environmental = stage != "exec" or "out of memory" in message.lower()
+        status = "timeout" if looks_like_timeout(exc) else ("error" if environmental else "fail")
+        result.update(status=status, stage=stage, message=message)
+        return result
+    report_stage("done")
+    result.update(status="ok", stage="done")
+    return result
+
+
+def worker_main(run: Callable[[], dict[str, Any]]) -> int:
+    result = run()
+    emit_result(result)
+    return EXIT_CODES[result["status"]]
 
 
 def discover(requested: str) -> dict[str, Any]:

@@ -12,8 +12,11 @@ and no home-made protocol. Stages, as the runner reports them when a run hangs:
 
 - ``connect``: store + process group + one tiny all-reduce (nccl and hccl build their
   communicators lazily, on the first collective);
-- ``exec``: warm-up, then timed all-reduces of one fixed message of fp32 zeros, then one
-  all-reduce of a known pattern whose sum every rank checks element by element.
+- ``exec``: warm-up (``--warmup`` all-reduces and at least ``--warmup-seconds`` by rank 0's
+  clock, which decides for every rank so that all run the same collectives), then
+  ``--repeats`` timed loops of ``--iterations`` all-reduces of one fixed message of fp32
+  zeros (rank 0's fastest loop counts), then one all-reduce of a known pattern whose sum
+  every rank checks element by element.
 
 algbw = bytes / (seconds per all-reduce); busbw = algbw x 2(n-1)/n (nccl-tests). Every
 rank reports rank 0's timing and the all-ranks verdict on correctness, so all nodes of a
@@ -27,34 +30,34 @@ import contextlib
 import datetime
 import os
 import sys
+import time
 from typing import Any
 
 import _common as common
 
 _FP32_BYTES = 4
 _PATTERN_PERIOD = 7
-DEFAULTS = {  # backend -> (size_bytes, warmup, iterations)
-    "npu": (256 << 20, 5, 20),
-    "cuda": (256 << 20, 5, 20),
-    "cpu": (8 << 20, 2, 5),
+DEFAULTS = {  # backend -> (size_bytes, counts)
+    "npu": (256 << 20, common.Counts(warmup=5, warmup_seconds=1.0, iterations=20, repeats=3)),
+    "cuda": (256 << 20, common.Counts(warmup=5, warmup_seconds=1.0, iterations=20, repeats=3)),
+    "cpu": (8 << 20, common.Counts(warmup=2, warmup_seconds=0.0, iterations=5, repeats=3)),
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="npuwatch all-reduce probe worker (one rank)")
-    parser.add_argument("--backend", choices=common.BACKENDS, default="auto")
+    common.add_timing_arguments(parser)
     parser.add_argument("--device", type=int, default=-1, help="device index (default: LOCAL_RANK)")
     parser.add_argument("--size-bytes", type=int, default=0, help="message size (0: backend default)")
-    parser.add_argument("--warmup", type=int, default=-1)
-    parser.add_argument("--iterations", type=int, default=0)
     parser.add_argument("--connect-timeout", type=float, default=120.0)
     parser.add_argument("--exec-timeout", type=float, default=120.0)
-    parser.add_argument("--tag", default="", help="ignored; lets the runner find its processes")
     return parser.parse_args(argv)
 
 
 def bus_bandwidth(algbw: float, world_size: int) -> float:
-    """nccl-tests' all-reduce bus bandwidth: algbw x 2(n-1)/n."""
+    """nccl-tests' all-reduce bus bandwidth: algbw x 2(n-1)/n (n >= 2: one rank moves nothing)."""
+    if world_size < 2:
+        raise ValueError(f"bus bandwidth needs at least 2 ranks, got {world_size}")
     return algbw * 2.0 * (world_size - 1) / world_size
 
 
@@ -96,24 +99,51 @@ def exchange(backend: common.Backend, dist: Any, values: list[float]) -> list[fl
     return [float(v) for v in tensor.cpu().tolist()]
 
 
+def warm_up(backend: common.Backend, dist: Any, buffer: Any, rank: int, counts: common.Counts) -> int:
+    """All-reduce ``buffer`` ``counts.warmup`` times, then on until rank 0 has seen
+    ``counts.warmup_seconds`` pass: after each extra round every rank learns rank 0's
+    verdict through a one-element all-reduce, so all ranks stop after the same round."""
+    torch = backend.torch
+    flag = torch.zeros(1, dtype=torch.float32, device=buffer.device)
+    start = time.perf_counter()
+    done = 0
+    while True:
+        if done >= counts.warmup:
+            backend.synchronize()
+            more = rank == 0 and time.perf_counter() - start < counts.warmup_seconds
+            flag.fill_(1.0 if more else 0.0)
+            dist.all_reduce(flag)
+            if float(flag.item()) == 0.0:
+                return done
+        dist.all_reduce(buffer)
+        done += 1
+
+
+def timed_loops(backend: common.Backend, dist: Any, buffer: Any, counts: common.Counts) -> list[float]:
+    """Seconds of each of ``counts.repeats`` loops, every loop started together after a barrier."""
+    loops = []
+    for _ in range(counts.repeats):
+        dist.barrier()
+        timer = backend.timer()
+        timer.start()
+        for _ in range(counts.iterations):
+            dist.all_reduce(buffer)
+        loops.append(timer.stop())
+        backend.synchronize()
+    return loops
+
+
 def measure(backend: common.Backend, dist: Any, rank: int, world_size: int, *, size_bytes: int,
-            warmup: int, iterations: int) -> dict[str, Any]:
+            counts: common.Counts) -> dict[str, Any]:
     torch = backend.torch
     device = backend.device(torch_device_index(backend))
     numel = max(1, size_bytes // _FP32_BYTES)
     # Zeros for timing: repeated in-place sums of anything else overflow or go denormal.
     buffer = torch.zeros(numel, dtype=torch.float32, device=device)
-    for _ in range(warmup):
-        dist.all_reduce(buffer)
-    backend.synchronize()
+    warm_up(backend, dist, buffer, rank, counts)
     common.report_stage("exec", rank, progress="warm-up")
-    dist.barrier()
-    timer = backend.timer()
-    timer.start()
-    for _ in range(iterations):
-        dist.all_reduce(buffer)
-    seconds = timer.stop()
-    backend.synchronize()
+    loops = timed_loops(backend, dist, buffer, counts)
+    seconds = min(loops)
     common.report_stage("exec", rank, progress="timed")
 
     # Correctness: rank r contributes (r + 1) + (i mod 7); the sum is exact in fp32.
@@ -128,13 +158,14 @@ def measure(backend: common.Backend, dist: Any, rank: int, world_size: int, *, s
 
     rank0_seconds, failed_ranks = exchange(
         backend, dist, [seconds if rank == 0 else 0.0, 1.0 if mismatches else 0.0])
-    per_iteration = rank0_seconds / iterations
+    per_iteration = rank0_seconds / counts.iterations
     algbw = numel * _FP32_BYTES / per_iteration if per_iteration > 0 else 0.0
     return {
         "size_bytes": numel * _FP32_BYTES,
-        "iterations": iterations,
+        "iterations": counts.iterations,
+        "repeats": counts.repeats,
         "seconds_per_iteration": per_iteration,
-        "local_seconds_per_iteration": seconds / iterations,
+        "local_seconds_per_iteration": seconds / counts.iterations,
         "algbw_bytes_per_second": algbw,
         "busbw_bytes_per_second": bus_bandwidth(algbw, world_size),
         "local_mismatches": mismatches,
@@ -151,6 +182,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         rank, world_size, local_rank, master_addr, master_port = _rendezvous()
         result.update(rank=rank, world_size=world_size, local_rank=local_rank)
+        if world_size < 2:
+            raise common.SetupError(f"WORLD_SIZE={world_size}: an all-reduce needs at least 2 ranks")
         backend = common.load_backend(args.backend)
         device_index = args.device if args.device >= 0 else local_rank
         result.update(backend=backend.name, device=device_index, torch_version=str(backend.torch.__version__),
@@ -161,10 +194,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise common.SetupError(f"device {device_index} not visible ({count} devices)")
             backend.set_device(device_index)
             result["model"] = backend.device_name(device_index)
-        size_bytes, warmup, iterations = DEFAULTS[backend.name]
+        size_bytes, counts = DEFAULTS[backend.name]
         size_bytes = args.size_bytes or size_bytes
-        warmup = args.warmup if args.warmup >= 0 else warmup
-        iterations = args.iterations or iterations
+        counts = common.resolve_counts(args, counts)
 
         stage = "connect"
         common.report_stage(stage, rank)
@@ -175,8 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stage = "exec"
         common.report_stage(stage, rank)
         common.stall_if_requested(stage, rank)
-        result.update(measure(backend, dist, rank, world_size, size_bytes=size_bytes, warmup=warmup,
-                              iterations=iterations))
+        result.update(measure(backend, dist, rank, world_size, size_bytes=size_bytes, counts=counts))
     except common.SetupError as exc:
         result.update(status="error", stage=stage, message=str(exc))
         return result

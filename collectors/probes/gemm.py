@@ -4,10 +4,11 @@ Run by path under the probe interpreter (standard library + torch only)::
 
     python collectors/probes/gemm.py --backend npu --devices 0,1 --size 8192 --dtypes fp16,bf16
 
-For every (device, dtype): fresh random inputs, ``warmup`` untimed products, then
-``iterations`` timed ones (device events on npu/cuda, wall clock on cpu); FLOP/s is
-2·n³·iterations / seconds. The last product is then checked on the host in float64 with
-Freivalds' test: C·x against A·(B·x) for two random vectors x with |x_j| in [1, 2]. That
+For every (device, dtype): fresh random inputs, a warm-up (``--warmup`` products and at
+least ``--warmup-seconds``: clocks ramp up under load), then ``--repeats`` timed loops of
+``--iterations`` products (device events on npu/cuda, wall clock on cpu); FLOP/s is
+2·n³·iterations / seconds of the fastest loop. The last product is then checked on the
+host in float64 with Freivalds' test: C·x against A·(B·x) for two random vectors x with |x_j| in [1, 2]. That
 sees every element of C at O(n²) cost; the tolerance per row scales with the dtype's
 rounding and the row's magnitude, so it holds for any n. A mismatch is a wrong result,
 which the runner reports as a failed probe: silent data corruption is the fault a large
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from typing import Any
 
@@ -31,22 +31,19 @@ DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 _EPS = {"fp16": 2.0**-10, "bf16": 2.0**-7, "fp32": 2.0**-23}
 _EPS_ACCUMULATE = 2.0**-23
 _HOST_BLOCK_ROWS = 1024
-DEFAULTS = {  # backend -> (size, dtypes, warmup, iterations)
-    "npu": (8192, ("fp16", "bf16"), 10, 50),
-    "cuda": (8192, ("fp16", "bf16"), 10, 50),
-    "cpu": (1024, ("fp32",), 2, 5),
+DEFAULTS = {  # backend -> (size, dtypes, counts)
+    "npu": (8192, ("fp16", "bf16"), common.Counts(warmup=10, warmup_seconds=1.0, iterations=50, repeats=3)),
+    "cuda": (8192, ("fp16", "bf16"), common.Counts(warmup=10, warmup_seconds=1.0, iterations=50, repeats=3)),
+    "cpu": (1024, ("fp32",), common.Counts(warmup=2, warmup_seconds=0.0, iterations=5, repeats=3)),
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="npuwatch GEMM probe worker")
-    parser.add_argument("--backend", choices=common.BACKENDS, default="auto")
+    common.add_timing_arguments(parser)
     parser.add_argument("--devices", default="all", help="'all' or comma-separated device indices")
     parser.add_argument("--size", type=int, default=0, help="matrix size n (0: backend default)")
     parser.add_argument("--dtypes", default="", help="comma-separated: fp16,bf16,fp32 (default per backend)")
-    parser.add_argument("--warmup", type=int, default=-1)
-    parser.add_argument("--iterations", type=int, default=0)
-    parser.add_argument("--tag", default="", help="ignored; lets the runner find its processes")
     return parser.parse_args(argv)
 
 
@@ -76,13 +73,20 @@ def _host_product(torch: Any, matrix: Any, vectors: Any) -> tuple[Any, Any]:
     return product, norm.sqrt()
 
 
-def check_product(torch: Any, a: Any, b: Any, c: Any, dtype: str) -> tuple[bool, float]:
-    """Freivalds' test of c == a @ b on the host; returns (correct, worst residual / tolerance)."""
-    a_host, b_host, c_host = a.cpu(), b.cpu(), c.cpu()
-    n_cols = b_host.shape[1]
+def freivalds_vectors(torch: Any, n_cols: int) -> Any:
+    """Two random float64 columns with |x_j| in [1, 2] and random signs (torch's seeded generator)."""
     magnitude = torch.rand(n_cols, 2, dtype=torch.float64) + 1.0
     sign = torch.randint(0, 2, (n_cols, 2), dtype=torch.float64) * 2.0 - 1.0
-    x = magnitude * sign
+    return magnitude * sign
+
+
+def check_product(torch: Any, a: Any, b: Any, c: Any, dtype: str, *, vectors: Any = None) -> tuple[bool, float]:
+    """Freivalds' test of c == a @ b on the host; returns (correct, worst residual / tolerance).
+
+    ``vectors`` (n_cols x m, float64) replaces the random test vectors, for tests.
+    """
+    a_host, b_host, c_host = a.cpu(), b.cpu(), c.cpu()
+    x = freivalds_vectors(torch, b_host.shape[1]) if vectors is None else vectors
     expected = _host_product(torch, a_host, _host_product(torch, b_host, x)[0])[0]
     got, row_scale = _host_product(torch, c_host, x)
     tolerance = row_tolerance_factor(dtype, a_host.shape[1]) * row_scale + 1e-30
@@ -102,103 +106,70 @@ def corrupt_one_element(torch: Any, c: Any) -> None:
     flat[index] = -value - math.copysign(8.0 * math.sqrt(k), value)
 
 
-def measure(backend: common.Backend, device_index: int, dtype: str, *, size: int, warmup: int,
-            iterations: int) -> dict[str, Any]:
+def measure(backend: common.Backend, device_index: int, dtype: str, *, size: int,
+            counts: common.Counts) -> dict[str, Any]:
     torch = backend.torch
     device = backend.device(device_index)
     torch_dtype = getattr(torch, DTYPES[dtype])
     a = torch.randn(size, size, device=device, dtype=torch_dtype)
     b = torch.randn(size, size, device=device, dtype=torch_dtype)
     c = torch.empty(size, size, device=device, dtype=torch_dtype)
-    for _ in range(warmup):
+
+    def product() -> None:
         torch.matmul(a, b, out=c)
-    backend.synchronize()
-    timer = backend.timer()
-    timer.start()
-    for _ in range(iterations):
-        torch.matmul(a, b, out=c)
-    seconds = timer.stop()
-    backend.synchronize()
+
+    common.warm_up(product, backend.synchronize, counts)
+    seconds, loops = common.best_of(backend, product, counts)
     if common.corruption_requested("gemm"):
         corrupt_one_element(torch, c)
     correct, residual_ratio = check_product(torch, a, b, c, dtype)
-    del a, b, c
     return {
         "device": device_index,
         "model": backend.device_name(device_index),
         "dtype": dtype,
         "size": size,
-        "iterations": iterations,
+        "iterations": counts.iterations,
+        "repeats": counts.repeats,
         "seconds": seconds,
-        "flops": 2.0 * size**3 * iterations / seconds if seconds > 0 else 0.0,
+        "loop_seconds": loops,
+        "flops": 2.0 * size**3 * counts.iterations / seconds if seconds > 0 else 0.0,
         "correct": correct,
         "residual_ratio": residual_ratio,
     }
 
 
 def _device_list(spec: str, backend: common.Backend) -> list[int]:
-    count = backend.device_count()
-    if backend.name == "cpu":
-        return [0]
-    if spec in ("", "all"):
-        return list(range(count))
-    devices = [int(part) for part in spec.split(",") if part.strip()]
-    missing = [d for d in devices if not 0 <= d < count]
-    if missing:
-        raise common.SetupError(f"device(s) {missing} not visible ({count} {backend.name} devices)")
-    return devices
+    # One real device on cpu: GEMM FLOP/s of fake devices sharing the cores would only repeat it.
+    return [0] if backend.name == "cpu" else common.select_devices(spec, backend)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    result: dict[str, Any] = {"probe": "gemm", "measurements": []}
-    common.report_stage("setup")
-    stage = "setup"
-    try:
-        requested_dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    requested_dtypes = tuple(d for d in args.dtypes.split(",") if d)
+
+    def validate() -> None:
         unknown = [d for d in requested_dtypes if d not in DTYPES]
-        if unknown:  # before importing torch: a typo should not cost seconds
+        if unknown:
             raise common.SetupError(f"unknown dtype(s) {unknown}; expected {', '.join(DTYPES)}")
-        backend = common.load_backend(args.backend)
-        result.update(backend=backend.name, torch_version=str(backend.torch.__version__), notes=backend.notes)
-        size, dtypes, warmup, iterations = DEFAULTS[backend.name]
-        size = args.size or size
-        dtypes = requested_dtypes or dtypes
-        warmup = args.warmup if args.warmup >= 0 else warmup
-        iterations = args.iterations or iterations
-        devices = _device_list(args.devices, backend)
-        # "connect" for GEMM is device attach: the stage where a wedged driver hangs.
-        stage = "connect"
-        common.report_stage(stage)
-        common.stall_if_requested(stage)
-        backend.strict_fp32()
-        backend.seed_everything(int.from_bytes(os.urandom(7), "little"))
-        stage = "exec"
-        common.report_stage(stage)
-        common.stall_if_requested(stage)
+
+    def prepare(backend: common.Backend) -> tuple[list[int], int, tuple[str, ...], common.Counts]:
+        size, dtypes, counts = DEFAULTS[backend.name]
+        return (_device_list(args.devices, backend), args.size or size, requested_dtypes or dtypes,
+                common.resolve_counts(args, counts))
+
+    def execute(backend: common.Backend, plan: tuple[list[int], int, tuple[str, ...], common.Counts],
+                result: dict[str, Any]) -> None:
+        devices, size, dtypes, counts = plan
         for device_index in devices:
             backend.set_device(device_index)
             for dtype in dtypes:
-                result["measurements"].append(measure(backend, device_index, dtype, size=size, warmup=warmup,
-                                                      iterations=iterations))
-                common.report_stage(stage, progress=f"device {device_index} {dtype}")
-    except common.SetupError as exc:
-        result.update(status="error", stage=stage, message=str(exc))
-        return result
-    except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}"
-        environmental = stage != "exec" or "out of memory" in message.lower()
-        status = "timeout" if common.looks_like_timeout(exc) else ("error" if environmental else "fail")
-        result.update(status=status, stage=stage, message=message)
-        return result
-    common.report_stage("done")
-    result.update(status="ok", stage="done")
-    return result
+                result["measurements"].append(measure(backend, device_index, dtype, size=size, counts=counts))
+                common.report_stage("exec", progress=f"device {device_index} {dtype}")
+
+    return common.run_probe("gemm", args.backend, prepare, execute, validate=validate, initial={"measurements": []})
 
 
 def main(argv: list[str] | None = None) -> int:
-    result = run(parse_args(argv))
-    common.emit_result(result)
-    return common.EXIT_CODES[result["status"]]
+    return common.worker_main(lambda: run(parse_args(argv)))
 
 
 if __name__ == "__main__":
