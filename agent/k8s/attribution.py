@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent.core.jobs import InternalJob
@@ -39,7 +39,7 @@ UNMAPPED_METRIC = "npuwatch_pod_attribution_unmapped_devices"
 MAX_WARNED_IDS = 256  # distinct unmappable device IDs warned about; later ones only at debug level
 
 
-def wanted(setting: Any, environ: dict[str, str] | None = None) -> bool:
+def wanted(setting: Any, environ: Mapping[str, str] | None = None) -> bool:
     """``kubernetes.pod_attribution``: true, false, or ``auto`` (on inside a Kubernetes pod)."""
     if setting == "auto":
         env = os.environ if environ is None else environ
@@ -48,7 +48,8 @@ def wanted(setting: Any, environ: dict[str, str] | None = None) -> bool:
 
 
 class PodAttribution:
-    """The ``pod_resources`` job: one ``List`` call per run, mapped onto the chips the agent knows."""
+    """The ``pod_resources`` job: ``List`` (who holds what) and ``GetAllocatableResources`` (every device,
+    to find IDs that name no chip) per run, mapped onto the chips the agent knows."""
 
     def __init__(
         self,
