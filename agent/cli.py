@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import tempfile
-import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "from Prometheus.")
     check_cli.add_baseline_arguments(baseline)
 
-    probe = sub.add_parser("probe", help="run a GEMM or all-reduce probe now (exit 0 pass, 1 warn, 2 fail, 3 error)")
+    probe = sub.add_parser("probe", help="run a probe now: gemm, allreduce, membw, h2d, p2p, sustained-gemm "
+                                         "(exit 0 pass, 1 warn, 2 fail, 3 error)")
     from agent.probes import cli as probe_cli
 
     probe_cli.add_arguments(probe)
@@ -249,20 +250,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bundle.demo is not None:
         log.info("demo node: %d simulated chips, state in %s (switch faults with `npuwatch demo "
                  "--demo-dir %s ...`)", args.demo_chips, demo_dir, demo_dir)
-    stop = threading.Event()
-    reload_requested = threading.Event()
+    # The handlers only append to a list: a handler runs in the main thread between bytecodes, and
+    # one that took a lock (Event.set) could interrupt the main thread holding that same lock
+    # (inside Event.wait) and deadlock the agent for good.
+    received: list[int] = []
 
-    def on_term(signum: int, _frame: Any) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
 
-    def on_hup(_signum: int, _frame: Any) -> None:
-        reload_requested.set()
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    signal.signal(signal.SIGHUP, on_hup)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     try:
         agent.start()
     except OSError as exc:
@@ -276,13 +274,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     schedule_probes(agent)
     try:
         while True:
-            stop.wait()
-            if reload_requested.is_set():
-                reload_requested.clear()
-                stop.clear()
+            time.sleep(0.1)  # how soon a signal is acted on
+            batch = received[:]
+            del received[: len(batch)]  # one step: a signal arriving meanwhile stays for the next turn
+            stops = [sig for sig in batch if sig != signal.SIGHUP]
+            if stops:
+                log.info("received %s, shutting down", signal.Signals(stops[0]).name)
+                break
+            if batch:
                 _reload(agent, args)
-                continue
-            break
     finally:
         agent.stop()
     return EXIT_OK

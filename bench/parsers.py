@@ -144,7 +144,7 @@ def render(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(row[i]) for row in (COLUMNS, *rows)) for i in range(len(COLUMNS))]
 
     def line(cells: Sequence[str]) -> str:
-        return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()  # noqa: B905
+        return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
     return "\n".join([line(COLUMNS), "-|-".join("-" * width for width in widths), *(line(row) for row in rows)])
 

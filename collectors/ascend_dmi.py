@@ -78,7 +78,7 @@ _JSON_RATE_KEY_RE = re.compile(r"^(?P<prefix>[kmgtp]?)(?:flops|ops)(?:@(?P<dtype
 _VALUE_UNIT_RE = re.compile(r"^\s*(?P<num>[-+]?\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z/@0-9]*)\s*$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FlopsResult:
     device: int
     dtype: str  # lowercase, e.g. "fp16", "int8"
@@ -88,7 +88,7 @@ class FlopsResult:
     duration_seconds: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BandwidthResult:
     device: int
     path: str  # h2d / d2h / d2d / p2p
@@ -148,7 +148,7 @@ def parse_flops(text: str) -> list[FlopsResult]:
             cells = line.split()
         if len(cells) != len(header):
             raise ParseError("row does not match the header's columns", line_no, raw)
-        row = dict(zip(header, cells, strict=True))
+        row = dict(zip(header, cells))
         rate_cell = next(value for key, value in row.items() if _RATE_UNIT_RE.match(key))
         rate_value = number(rate_cell)
         if rate_value is None or not math.isfinite(rate_value * multiplier):
@@ -209,7 +209,7 @@ def _bandwidth_row(header: list[str], cells: list[str], *, scale: float, section
                    line_no: int, raw: str) -> BandwidthResult:
     if len(cells) != len(header):
         raise ParseError("row does not match the header's columns", line_no, raw)
-    row = dict(zip(header, cells, strict=True))
+    row = dict(zip(header, cells))
     path = next((cell.lower() for cell in cells if _PATH_RE.fullmatch(cell)), section_path)
     if path is None:
         raise ParseError("no transfer path (h2d/d2h/d2d/p2p) for this row", line_no, raw)
@@ -283,7 +283,7 @@ def _json_number(node: Mapping[str, Any], names: tuple[str, ...]) -> float | Non
     keys = _lower_keys(node)
     for name in names:
         value = keys.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         if isinstance(value, str):
             parsed = number(value)
@@ -297,7 +297,7 @@ def _value_with_unit(value: Any) -> tuple[float, str] | None:
         return None
     amount: float | None = None
     unit = ""
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         amount = float(value)
     elif isinstance(value, str) and (match := _VALUE_UNIT_RE.match(value)) is not None:
         amount, unit = float(match.group("num").replace(",", "")), match.group("unit")

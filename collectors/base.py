@@ -30,7 +30,7 @@ def label_pairs(**labels: str | int) -> LabelPairs:
     return tuple((key, str(value)) for key, value in labels.items())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Sample:
     """One exported value. ``metric`` is the full exposed name (counters end in ``_total``)."""
 
@@ -39,7 +39,7 @@ class Sample:
     value: float
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, order=True)
 class ChipRef:
     """A chip as npu-smi addresses it: ``-i npu -c chip``.
 
@@ -83,7 +83,7 @@ class NoData(Exception):
     """Nothing to collect on this node (tool absent, no RoCE port): not an error."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CollectContext:
     """What a ``samples`` mapper may know beyond its own output.
 
@@ -98,7 +98,7 @@ class CollectContext:
     process_owner: Callable[[int], tuple[str, str]] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Source:
     """One tool invocation the agent schedules.
 

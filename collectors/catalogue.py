@@ -15,7 +15,7 @@ __all__ = ["CATALOGUE", "HCCL_CATEGORIES", "MetricSpec", "spec"]
 MetricType = Literal["gauge", "counter", "info"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MetricSpec:
     name: str
     type: MetricType

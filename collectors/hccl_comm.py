@@ -234,7 +234,7 @@ class WatchdogTimeout:
 
 
 # typing.Union, not "|": this alias is evaluated at run time, and Python 3.9 has no "|" on classes.
-Fact = Union[RankIdentity, Communicator, RootInfoCreated, CollectiveOp, CollectiveFailure, InitTimeout,  # noqa: UP007
+Fact = Union[RankIdentity, Communicator, RootInfoCreated, CollectiveOp, CollectiveFailure, InitTimeout,
              WatchdogTimeout]
 
 # ---------------------------------------------------------------- line pieces

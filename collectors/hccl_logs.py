@@ -60,7 +60,7 @@ PRIMARY_CODES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HintSummary:
     """A culprit hint seen in recent events, with how often and when last."""
 

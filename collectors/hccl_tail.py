@@ -110,7 +110,7 @@ def iter_line_batches(read: Callable[[int], bytes], max_line: int = DEFAULT_MAX_
         yield [carry.decode("utf-8", "replace")]
 
 
-@dataclass(slots=True)
+@dataclass
 class Chunk:
     """Complete lines read from one file in one step."""
 
@@ -121,7 +121,7 @@ class Chunk:
     restarted: bool = False  # the file was rotated in place, truncated or replaced: a new stream
 
 
-@dataclass(slots=True)
+@dataclass
 class _Pending:
     key: str
     real: str
@@ -130,7 +130,7 @@ class _Pending:
     mtime: float
 
 
-@dataclass(slots=True)
+@dataclass
 class _Tracked:
     path: str
     offset: int

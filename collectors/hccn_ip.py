@@ -33,13 +33,13 @@ _IP_LINE_RE = re.compile(r"^(?P<key>ipaddr|netmask)\s*:\s*(?P<value>\S*)$", re.I
 _CONF_KEY_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z_]*?)_(?P<dev>\d+)$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class IpRecord:
     address: str
     netmask: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HccnConfEntry:
     device: int
     address: str | None = None

@@ -130,7 +130,7 @@ def hccn_source(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkRecord:
     up: bool
     state: str  # as printed: "UP" / "DOWN"

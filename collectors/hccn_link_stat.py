@@ -55,13 +55,13 @@ _STATE_CELL_RE = re.compile(r"^LINK[ _](UP|DOWN)$", re.IGNORECASE)
 _KEY_RE = re.compile(r"^(?P<key>[A-Za-z ]+?)\s*:\s*(?P<value>.*)$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkChange:
     at: datetime  # naive local wall time as printed
     state: str  # LINK_UP or LINK_DOWN constants ("LINK UP" / "LINK DOWN")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkStatRecord:
     link_up_count: int
     link_down_count: int | None

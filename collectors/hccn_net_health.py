@@ -27,7 +27,7 @@ __all__ = ["SOURCE", "NetHealthRecord", "parse", "samples", "state_label"]
 _STATUS_RE = re.compile(r"^net\s+health\s+status\s*:\s*(?P<state>.*?)\s*$", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NetHealthRecord:
     state: str  # as printed, e.g. "Socket failed"
 

@@ -56,7 +56,7 @@ _UNIT_SUFFIX = {"c": "celsius", "v": "volts", "mv": "volts", "a": "amps", "ma": 
                 "w": "watts", "mw": "watts", "uw": "watts", "dbm": "watts", "db": "db"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OpticalRecord:
     present: str | None = None  # printed but unreliable; never used for metrics
     temperature_celsius: float | None = None
@@ -144,7 +144,7 @@ def parse(text: str) -> OpticalRecord:
     return OpticalRecord(**{name: getattr(draft, name) for name in _FIELDS}, rejected=draft.rejects.freeze())
 
 
-@dataclass(slots=True)
+@dataclass
 class _Draft:
     """Mutable twin of ``OpticalRecord`` filled line by line."""
 

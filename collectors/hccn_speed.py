@@ -29,7 +29,7 @@ _VALUE_RE = re.compile(r"^(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[MG])(?:b/s|bps|bit/
 _BITS_PER_UNIT = {"m": 1e6, "g": 1e9}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SpeedRecord:
     bytes_per_second: float | None  # None: the tool said Unknown (link down)
     printed: str

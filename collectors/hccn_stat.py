@@ -39,7 +39,7 @@ _COUNTER_RE = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]{0,63})\s*:\s*(?P<value>\S.
 _INTEGER_RE = re.compile(r"[0-9]{1,20}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StatRecord:
     counters: dict[str, int] = field(default_factory=dict)  # every integer counter, name as printed
     rejected: tuple[Rejection, ...] = ()  # lines refused (collectors.bounds)

@@ -49,7 +49,7 @@ _BANDWIDTH_RE = re.compile(
 _BYTES = {"kb": 1e3, "mb": 1e6, "gb": 1e9}  # decimal units assumed: the docs do not say
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UbConnectRecord:
     state: str  # "LINK", "PARTIAL LINK", ... as printed
     ports: dict[int, str]  # port -> "UP" / "DOWN" / "PARTIAL UP"
@@ -59,7 +59,7 @@ class UbConnectRecord:
         return all(state.upper() == "UP" for state in self.ports.values()) and bool(self.ports)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UbPort:
     udie: int
     port: int
@@ -69,7 +69,7 @@ class UbPort:
     media: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UbBandwidth:
     tx_bytes_per_second: float | None
     rx_bytes_per_second: float | None
@@ -112,7 +112,7 @@ def parse_dev_info_ports(text: str) -> list[UbPort]:
             if "Port ID" in cells:
                 header = [cell.lower() for cell in cells]
             continue
-        row = dict(zip(header, cells, strict=False))
+        row = dict(zip(header, cells))
         if len(ports) >= LIMITS["links"]:
             raise ParseError(f"more than {LIMITS['links']} ports", line_no, line)
         try:

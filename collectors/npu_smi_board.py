@@ -53,7 +53,7 @@ _TEXT_KEYS = {
 _CHIP_COUNT = r"Chip\s*Count"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BoardRecord:
     """Card facts as printed (``NA`` -> None)."""
 

@@ -48,7 +48,7 @@ _CHIP_KEYS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CommonRecord:
     """One chip's ``-t common`` values; ``mcu_*`` come from the board MCU block (card level)."""
 

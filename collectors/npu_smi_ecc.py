@@ -43,7 +43,7 @@ _KINDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EccCounts:
     """One memory's counters; None where the key is absent or NA."""
 
@@ -61,7 +61,7 @@ class EccCounts:
         return value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EccRecord:
     ddr: EccCounts = field(default_factory=EccCounts)
     hbm: EccCounts = field(default_factory=EccCounts)

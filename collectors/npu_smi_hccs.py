@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from collectors._text import is_absent, number
 from collectors.base import ChipRef, CollectContext, Sample, Source
@@ -46,12 +46,12 @@ _ARRAYS = {
     "error_counts": r"error\s*count",
 }
 
-Counts = tuple[float | None, ...]
+Counts = tuple[Optional[float], ...]  # evaluated at run time: no `X | None` on 3.9
 
 _BOUND_OF = {"lane_modes": "hccs_lanes", "link_speeds_gbps": "hccs_link_speed_gbps"}  # others: "counter"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HccsRecord:
     """HCCS state of one chip; each tuple has one entry per port (None where unparsable)."""
 

@@ -37,14 +37,14 @@ _HEADER_RE = re.compile(r"(?:hccs|xlink)\s+link\s+(tx|rx)_bandwidth\(GB/S\)\s+(t
 _ROW_RE = re.compile(r"(\d{1,9}|total)\s+(\S+)\s+(\S+)", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LinkBandwidth:
     link: int
     tx_bytes_per_second: float | None
     rx_bytes_per_second: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HccsBandwidthRecord:
     links: tuple[LinkBandwidth, ...] = ()
     total_tx_bytes_per_second: float | None = None
@@ -82,7 +82,7 @@ def parse(text: str) -> HccsBandwidthRecord:
         if order is None or row is None:
             continue
         tx_rx = (_rate(row.group(2), rejects, line_no, line), _rate(row.group(3), rejects, line_no, line))
-        rates = dict(zip(order, tx_rx))  # noqa: B905 - both have two items
+        rates = dict(zip(order, tx_rx))
         if row.group(1).lower() == "total":
             totals = rates
         elif int(row.group(1)) in links:

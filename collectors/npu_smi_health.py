@@ -40,7 +40,7 @@ _ERROR_INFORMATION = r"Error\s*Information"
 _CODE_RE = re.compile(r"(?:0[xX])?[0-9A-Fa-f]{1,16}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HealthRecord:
     health: str | None = None  # as printed: OK, Warning, Alarm, Critical, ...
     error_codes: tuple[str, ...] = ()

@@ -104,7 +104,7 @@ _NPU_LINE_DEFAULT = ("power", "temp", "hugepages")
 _CHIP_LINE_DEFAULT = ("aicore", "memory", "hbm")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ChipStatus:
     """One chip (die) of the device box. Absent values (``NA``, ``-``, out of range) are None."""
 
@@ -127,7 +127,7 @@ class ChipStatus:
     hbm_total_bytes: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NpuProcess:
     """One row of the process box; ``name`` is empty for pids of another PID namespace."""
 
@@ -139,7 +139,7 @@ class NpuProcess:
     container_pid: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class InfoTable:
     """The parsed table. ``process_section`` tells "no processes" apart from "not printed".
 
@@ -265,8 +265,8 @@ def _split_values(value_cell: str, columns: tuple[str, ...]) -> dict[str, str]:
     pair_keys = [key for key in columns if key in _PAIR_COLUMNS]
     if len(scalars) > len(scalar_keys) or len(pairs) > len(pair_keys):
         raise _RowRejected(f"{len(scalars) + len(pairs)} values for {len(columns)} columns")
-    values = dict(zip(scalar_keys, scalars))  # noqa: B905 - fewer values than columns: a cut line
-    values.update(zip(pair_keys, pairs))  # noqa: B905
+    values = dict(zip(scalar_keys, scalars))
+    values.update(zip(pair_keys, pairs))
     return values
 
 
@@ -600,8 +600,9 @@ def _process_samples(table: InfoTable, ctx: CollectContext) -> list[Sample]:
             continue  # a chip the table does not list (a cut capture): no series for it
         counts[key] += 1
         if process.memory_bytes is not None:
-            previous = memory.get((*key, process.pid), (process.name, 0.0))
-            memory[(*key, process.pid)] = (previous[0], previous[1] + process.memory_bytes)
+            slot = (key[0], key[1], process.pid)
+            previous = memory.get(slot, (process.name, 0.0))
+            memory[slot] = (previous[0], previous[1] + process.memory_bytes)
     out = [
         Sample("npu_processes", label_pairs(npu=npu, chip=chip), float(count))
         for (npu, chip), count in counts.items()

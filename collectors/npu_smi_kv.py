@@ -60,7 +60,7 @@ def _key_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KvBlock:
     """One blank-line separated block of ``key : value`` pairs, keys as printed.
 

@@ -38,7 +38,7 @@ _INT_RE = re.compile(r"[0-9]{1,12}")
 _ABSENT = frozenset({"", "NA", "N/A", "-", "--"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ListedNpu:
     npu: int
     chip_count: int | None
@@ -46,7 +46,7 @@ class ListedNpu:
     serial: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NpuList:
     """``total`` is the printed Total/Card Count (None when not printed)."""
 

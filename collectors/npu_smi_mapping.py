@@ -47,7 +47,7 @@ _HEADER_FIELDS = {
 _DEFAULT_COLUMNS = ("npu", "chip", "logic_id", "name")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MappingRow:
     """One line of ``npu-smi info -m``; ``logic_id`` is None for ``Mcu`` rows and on 950."""
 
@@ -120,7 +120,7 @@ def _parse_row(tokens: list[str], columns: tuple[str, ...]) -> MappingRow:
     id_columns = [column for column in columns if column != "name"]
     if len(tokens) < 2:
         raise ValueError("fewer than two columns")
-    values = dict(zip(id_columns, tokens))  # noqa: B905 - the name takes the tokens past the ids
+    values = dict(zip(id_columns, tokens))
     npu = _checked_id(values.get("npu"))
     if npu is None:
         raise ValueError(f"NPU ID {values.get('npu')!r} is not an integer")

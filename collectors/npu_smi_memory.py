@@ -36,7 +36,7 @@ _HBM_MANUFACTURER = r"HBM\s*Manufacturer\s*ID"
 _KEYS = (_DDR_CAPACITY, _DDR_CLOCK, _HBM_CAPACITY, _HBM_CLOCK, _HBM_TEMPERATURE, _HBM_MANUFACTURER)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MemoryRecord:
     ddr_capacity_bytes: float | None = None
     ddr_clock_hertz: float | None = None

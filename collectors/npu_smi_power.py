@@ -25,7 +25,7 @@ _POWER = r"NPU\s*Real-time\s*Power\s*\(W\)|Power\s*Dissipation\s*\(W\)"
 _RATED = r"Rated\s*Power\s*Dissipation\s*\(W\)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PowerRecord:
     power_watts: float | None = None
     rated_power_watts: float | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 from collectors.base import ParseError
 from collectors.bounds import Rejection, Rejects
@@ -22,10 +23,10 @@ _CHIP_TEMPERATURE = r"(?:NPU\s*)?Temperature\s*\(C\)"
 _ANY_CELSIUS = r".*\(C\)"
 _CHIP_KEY_RE = re.compile(_CHIP_TEMPERATURE, re.IGNORECASE)
 
-SensorReadings = tuple[tuple[str, float | None], ...]
+SensorReadings = tuple[tuple[str, Optional[float]], ...]  # evaluated at run time: no `X | None` on 3.9
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TempRecord:
     """``temperature_celsius`` is the chip key; ``*_sensors_celsius`` keep every (key, value) as printed.
 

@@ -42,7 +42,7 @@ _NPU_LABEL_RE = re.compile(r"NPU([0-9]{1,12})")
 _LINK_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z_]{0,15}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TopoLink:
     """One matrix cell: ``npu`` (row) to ``peer`` (column); ``cpu_affinity`` is the row's CPU list."""
 
@@ -109,7 +109,7 @@ def _row_links(npu: int, cells: list[str], peers: list[int]) -> list[TopoLink]:
     affinity = " ".join(cells[len(types):]) or None
     return [
         TopoLink(npu=npu, peer=peer, link_type=link_type, cpu_affinity=affinity)
-        for peer, link_type in zip(peers, types, strict=False)
+        for peer, link_type in zip(peers, types)
     ]
 
 

@@ -50,7 +50,7 @@ _KEYS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UsagesRecord:
     """One chip's ``-t usages`` values; None where the key is absent or NA."""
 

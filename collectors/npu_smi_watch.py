@@ -40,7 +40,7 @@ _RATIO_FIELDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WatchRow:
     """One sample line; ratios are 0..1, absent columns None. ``chip`` is 0 where none is printed."""
 
@@ -95,7 +95,7 @@ def _id(cell: str | None, what: str) -> int | None:
 def _parse_row(tokens: list[str], labels: list[str], rejects: Rejects, line_no: int, line: str) -> WatchRow | None:
     if len(tokens) != len(labels):
         return None  # a cut line or stray text
-    cells = dict(zip(labels, tokens))  # noqa: B905 - same length, checked above
+    cells = dict(zip(labels, tokens))
     npu = _id(cells.get("npuid(idx)"), "NpuID")
     if npu is None:
         return None

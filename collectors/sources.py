@@ -55,7 +55,7 @@ def _load_sources() -> tuple[Source, ...]:
             value = getattr(module, attr, None)
             if isinstance(value, Source):
                 found.append(value)
-            elif isinstance(value, tuple | list):
+            elif isinstance(value, (tuple, list)):
                 found.extend(item for item in value if isinstance(item, Source))
     return tuple(found)
 
@@ -76,7 +76,7 @@ def chip_refs(store: RecordStore) -> list[ChipRef]:
 
 def _unwrap(records: Any) -> Any:
     """Node-scope sources store ``parse()``'s one-element sequence; the record is inside."""
-    if isinstance(records, list | tuple) and len(records) == 1:
+    if isinstance(records, (list, tuple)) and len(records) == 1:
         return records[0]
     return records
 

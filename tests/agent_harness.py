@@ -53,7 +53,7 @@ def serving(bundle: AgentBundle) -> Iterator[str]:
     """Start HTTP only (no scheduler); yields the base URL."""
     from agent.web.server import make_server
 
-    server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health)
+    server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health, ready=bundle.agent.readiness)
     server.start()
     try:
         yield f"http://127.0.0.1:{server.port}"

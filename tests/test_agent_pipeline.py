@@ -98,10 +98,11 @@ def test_hung_npu_smi_does_not_slow_scrapes_and_is_killed(tmp_path: Path) -> Non
             latencies.append(elapsed)
             time.sleep(0.05)
         collecting.join()
-        # Under 50 ms as a rule; one scheduler hiccup on a loaded 2-core CI box may not fail the run.
+        # A scrape that waited on the hung tool would take its whole timeout (seconds); the bounds allow a
+        # loaded shared 2-core machine. The speed target itself (p99 < 5 ms) is bench/agent.py's.
         latencies.sort()
-        assert latencies and latencies[int(0.95 * (len(latencies) - 1))] < 0.05, latencies
-        assert max(latencies) < 0.25, latencies
+        assert latencies and latencies[int(0.95 * (len(latencies) - 1))] < 0.15, latencies
+        assert max(latencies) < 0.5, latencies
         values = _values(get(url + "/metrics")[1])
         assert _get(values, "npuwatch_collector_up", collector="npu_smi_info") == 0
         assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="timeout") == 1
@@ -224,27 +225,28 @@ def test_faults_show_in_metrics(tmp_path: Path) -> None:
     bundle.agent.stop()
 
 
-def test_healthz_reports_missing_tool_and_staleness(tmp_path: Path) -> None:
+def test_readyz_reports_missing_tool_while_healthz_stays_ok(tmp_path: Path) -> None:
     config = build_config(fast_config({
         "collectors": {"npu_smi": {"path": str(tmp_path / "no-npu-smi")}}, "state_dir": str(tmp_path)}))
     bundle = build_agent(config)
     with serving(bundle) as url:
-        status, body, _ = get(url + "/healthz")
-        assert status == 503 and b"no collection yet" in body
+        status, body, _ = get(url + "/readyz")
+        assert status == 503 and b"not run yet" in body
         bundle.agent.collect_group("info")
-        status, body, _ = get(url + "/healthz")
+        status, body, _ = get(url + "/readyz")
         assert status == 503 and b"not found" in body
+        assert get(url + "/healthz")[0] == 200  # a missing tool is not the agent being dead
         values = _values(get(url + "/metrics")[1])
         assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="missing_tool") == 1
 
 
-def test_healthz_ok_when_fresh(tmp_path: Path) -> None:
+def test_readyz_ok_once_the_chip_list_is_read(tmp_path: Path) -> None:
     bundle = demo_bundle(tmp_path)
     with serving(bundle) as url:
         bundle.agent.collect_group("inventory")
         bundle.agent.collect_group("info")
-        status, body, _ = get(url + "/healthz")
-        assert status == 200 and body.startswith(b"ok")
+        status, body, _ = get(url + "/readyz")
+        assert status == 200 and b'"ready": true' in body
         status, body, _ = get(url + "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
         assert status == 200 and body.endswith(b"# EOF\n")
 

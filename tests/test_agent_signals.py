@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import psutil
 import pytest
 import yaml
@@ -115,20 +117,63 @@ def test_sigterm_during_a_probe_leaves_no_child(tmp_path: Path) -> None:
     running = Daemon(tmp_path, config, env={"NPUWATCH_PROBE_STALL": "exec"})
     try:
         def probe_workers() -> list[psutil.Process]:
+            """This daemon's GEMM ranks only: other test runs may share the machine."""
             found = []
-            for proc in psutil.process_iter(["cmdline"]):
+            for proc in psutil.process_iter(["cmdline", "ppid"]):
                 try:
-                    if any("collectors/probes/gemm.py" in part for part in proc.info["cmdline"] or []):
+                    if proc.info["ppid"] == running.proc.pid and any(
+                            "collectors/probes/gemm.py" in part for part in proc.info["cmdline"] or []):
                         found.append(proc)
                 except psutil.Error:
                     continue
             return found
 
+        def gone(proc: psutil.Process) -> bool:
+            try:
+                return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                return True
+
         assert wait_for(lambda: bool(probe_workers()), timeout=60), running.log_text()
+        workers = probe_workers()
         started = time.monotonic()
         running.proc.send_signal(signal.SIGTERM)
         assert running.proc.wait(10) == 0, running.log_text()
         assert time.monotonic() - started < 5
-        assert wait_for(lambda: not probe_workers(), timeout=3)
+        assert wait_for(lambda: all(gone(proc) for proc in workers), timeout=3)
+    finally:
+        running.stop()
+
+
+def _with_auth(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def test_sighup_reloads_the_web_config(tmp_path: Path) -> None:
+    """A revoked basic-auth password stops working on SIGHUP; a broken web config keeps the old one."""
+    web = tmp_path / "web.yml"
+    alice = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
+    bob = bcrypt.hashpw(b"bob-pw", bcrypt.gensalt(rounds=4)).decode()
+    web.write_text(f"basic_auth_users:\n  alice: {alice}\n")
+    running = Daemon(tmp_path, {**BASE_CONFIG, "web": {**BASE_CONFIG["web"], "config_file": str(web)}})
+    try:
+        as_alice, as_bob = _with_auth("alice", "alice-pw"), _with_auth("bob", "bob-pw")
+        assert wait_for(lambda: get(running.url + "/metrics", as_alice, timeout=1)[0] == 200, timeout=30), \
+            running.log_text()
+        assert get(running.url + "/metrics", as_bob)[0] == 401
+
+        web.write_text(f"basic_auth_users:\n  bob: {bob}\n")
+        running.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: running.log_text().count("SIGHUP: config reloaded") == 1, timeout=10)
+        assert get(running.url + "/metrics", as_alice)[0] == 401  # applied by the time the reload is logged
+        assert get(running.url + "/metrics", as_bob)[0] == 200
+
+        web.write_text("basic_auth_users: [\n")
+        running.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: running.log_text().count("SIGHUP: config reloaded") == 2, timeout=10)
+        assert "keeping the running web config" in running.log_text()
+        assert get(running.url + "/metrics", as_bob)[0] == 200
+        assert get(running.url + "/metrics")[0] == 401  # never drops to no auth
+        assert running.proc.poll() is None
     finally:
         running.stop()

@@ -18,7 +18,7 @@ from agent.demo.node import DEMO_PROBE_SCHEDULE, PROBE_PYTHON, DemoNode, demo_ov
 from agent.demo.plog import HcclTimeout, append_plog, hccl_timeout_lines
 from agent.probes.records import ProbeSettings
 from agent.probes.runner import run_allreduce, run_gemm
-from tests.agent_harness import FAST, demo_bundle, merged
+from tests.agent_harness import demo_bundle, fast_config
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -154,7 +154,7 @@ def test_roce_cqe_fault_is_counted_as_roce_cqe(tmp_path: Path) -> None:
 
 
 def config_with(extra: dict[str, Any]) -> Any:
-    return build_config(merged(FAST, extra))
+    return build_config(fast_config(extra))
 
 
 def test_demo_without_torch_turns_its_probes_off_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

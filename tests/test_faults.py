@@ -31,10 +31,11 @@ from agent.web.server import make_server
 from tests.agent_harness import demo_bundle, get, wait_for
 
 HCCN_COLLECTORS = ("hccn_link", "hccn_link_stat", "hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed")
-SCRAPE_BUDGET_S = 0.05
-# The 2-core test machines are shared, so the OS may delay a rare scrape; none may come anywhere
-# near a tool timeout (>= 600 ms here), which is what a scrape that waited on a tool would take.
-SCHEDULER_NOISE_CAP_S = 0.25
+# A scrape that waited on a tool or on a log read would take its whole time (>= 600 ms here); these
+# bounds catch that on a loaded shared 2-core machine without making a speed target of a unit test
+# (the speed targets, p99 < 5 ms, are bench/agent.py's and bench/attack.py's).
+SCRAPE_BUDGET_S = 0.15
+SCHEDULER_NOISE_CAP_S = 0.5
 ERRORS = "npu_hccl_errors_total"
 
 Values = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -19,6 +19,9 @@ def test_ruff_is_clean() -> None:
 def test_mypy_is_clean() -> None:
     mypy = shutil.which("mypy")
     assert mypy, "mypy missing: pip install -e '.[test]'"
-    result = subprocess.run([mypy, "--no-incremental", "agent", "collectors", "dashboards"],
-                            capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert result.returncode == 0, result.stdout + result.stderr
+    # What runs on the nodes is checked for their oldest Python (pyproject: python_version 3.9); the
+    # dashboard generator runs on a developer's machine, with the newest grafana-foundation-sdk.
+    for argv in (["agent", "collectors"], ["--python-version", "3.11", "dashboards"]):
+        result = subprocess.run([mypy, "--no-incremental", *argv], capture_output=True, text=True, timeout=600,
+                                cwd=REPO)
+        assert result.returncode == 0, result.stdout + result.stderr

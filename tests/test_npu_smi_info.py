@@ -2,16 +2,14 @@
 
 Golden files: ``tests/fixtures/npu_smi_tables/info_*.txt`` (synthetic, modelled
 on real captures) each sit next to the expected records in ``info_*.json``.
-Regenerate after a deliberate change with ``NPUWATCH_UPDATE_GOLDEN=1 pytest
+Regenerate after a deliberate change with ``python -m tests.golden`` (a separate command: a test run never
+writes golden files) and review the diff. Formerly ``NPUWATCH_UPDATE_GOLDEN=1 pytest
 tests/test_npu_smi_info.py`` and review the diff.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -25,10 +23,10 @@ from collectors.bounds import clip
 from collectors.catalogue import CATALOGUE
 from collectors.npu_smi_info import HEALTH_STATES, InfoTable, chip_refs, health_state, parse, samples
 from collectors.npu_smi_mapping import MappingRow
+from tests import golden
 
 FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
 INFO_CASES = sorted(FIXTURES.glob("info_*.txt"))
-UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
 
 
 def _load(name: str) -> InfoTable:
@@ -55,11 +53,7 @@ def test_fixtures_present() -> None:
 
 @pytest.mark.parametrize("case", INFO_CASES, ids=lambda path: path.stem)
 def test_golden(case: Path) -> None:
-    parsed = json.loads(json.dumps(dataclasses.asdict(parse(case.read_text()))))
-    golden = case.with_suffix(".json")
-    if UPDATE_GOLDEN:
-        golden.write_text(json.dumps(parsed, indent=2, sort_keys=True) + "\n")
-    assert parsed == json.loads(golden.read_text())
+    assert golden.parsed(case) == golden.expected(case)
 
 
 # --- layouts, value by value ----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Tests of the ``npu-smi info -m`` / ``-l`` / ``-t topo`` / ``watch`` parsers.
 
 Golden files: ``tests/fixtures/npu_smi_tables/{mapping,list,topo,watch}_*.txt`` (synthetic)
-with the expected records in the matching ``.json``. Regenerate with
-``NPUWATCH_UPDATE_GOLDEN=1 pytest tests/test_npu_smi_mapping_topo.py`` and review the diff.
+with the expected records in the matching ``.json``. Regenerate with ``python -m tests.golden`` (never
+from a test run) and review the diff.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from hypothesis import strategies as st
 from collectors import npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
 from collectors.base import CollectContext, ParseError, ToolError
 from collectors.catalogue import CATALOGUE
+from tests import golden
 
 FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
-UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
 PARSERS: dict[str, Callable[[str], Any]] = {
     "mapping": npu_smi_mapping.parse,
     "list": npu_smi_list.parse,
@@ -51,11 +50,7 @@ def _read(name: str) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda path: path.stem)
 def test_golden(case: Path) -> None:
-    parsed = _as_json(PARSERS[case.stem.split("_")[0]](case.read_text()))
-    golden = case.with_suffix(".json")
-    if UPDATE_GOLDEN:
-        golden.write_text(json.dumps(parsed, indent=2, sort_keys=True) + "\n")
-    assert parsed == json.loads(golden.read_text())
+    assert golden.parsed(case) == golden.expected(case)
 
 
 def test_every_kind_has_fixtures() -> None:

@@ -1,14 +1,12 @@
 """TLS, basic auth and request limits on the agent's HTTP endpoints, with real clients.
 
-Certificates are made at test time (``cryptography`` if importable, else the ``openssl``
-CLI); bcrypt hashes use cost 4 so the suite stays fast.
+Helpers (certificates, servers, clients from any loopback address) are in ``tests/web_harness.py``.
 """
 
 from __future__ import annotations
 
 import base64
 import http.client
-import ipaddress
 import select
 import shutil
 import socket
@@ -16,188 +14,38 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import pytest
 
 from agent.core.config import ConfigError
-from agent.core.exporter import Exposition
-from agent.web.config import WebConfig, build_web_config, load_web_config
-from agent.web.security import BasicAuth, RateLimiter, ServerLimits, parse_basic_authorization
-from agent.web.server import AgentHTTPServer, make_server
+from agent.web.auth import Auth, BasicAuth, parse_basic_authorization
+from agent.web.config import build_web_config, load_web_config
+from agent.web.security import RateLimiter, ServerLimits
+from tests.web_harness import (
+    BODY,
+    HASH,
+    PASSWORD,
+    USER,
+    Certs,
+    FakeCache,
+    StartServer,
+    _certs_with_openssl,
+    basic,
+    certs,
+    client_context,
+    get,
+    make_certs,
+    raw_exchange,
+    serve,
+    status_of,
+    tls_config,
+    wait_for,
+    write_web_config,
+)
 
-BODY = b"# HELP npu_chips Chips seen.\n# TYPE npu_chips gauge\nnpu_chips 8.0\n"
-USER, PASSWORD = "prometheus", "s3cret-scrape"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-
-
-class _FakeCache:
-    def render(self, openmetrics: bool = False, gzipped: bool = False) -> Exposition:
-        return Exposition(BODY, "text/plain; version=0.0.4; charset=utf-8", False)
-
-
-# --- certificates
-@dataclass(frozen=True)
-class Certs:
-    dir: Path
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path  # signed by ca, SAN DNS:scraper.example
-    client_key: Path
-    rogue_cert: Path  # self-signed, unknown to the server
-    rogue_key: Path
-
-
-def _certs_with_cryptography(out: Path) -> Certs:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.now(UTC)
-
-    def write(name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
-        cert_path, key_path = out / f"{name}.crt", out / f"{name}.key"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
-        return cert_path, key_path
-
-    def issue(cn: str, sans: list[x509.GeneralName], signer: tuple[Any, x509.Name] | None,
-              ca: bool = False) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        signing_key, issuer = signer or (key, subject)
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(signing_key, hashes.SHA256()), key
-
-    ca_cert, ca_key = issue("npuwatch test CA", [], None, ca=True)
-    ca_path, _ = write("ca", ca_cert, ca_key)
-    signer = (ca_key, ca_cert.subject)
-    loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
-    server = issue("localhost", [x509.DNSName("localhost"), loopback], signer)
-    client = issue("scraper", [x509.DNSName("scraper.example")], signer)
-    rogue = issue("rogue", [x509.DNSName("scraper.example")], None)
-    return Certs(out, ca_path, *write("server", *server), *write("client", *client), *write("rogue", *rogue))
-
-
-def _certs_with_openssl(out: Path) -> Certs:
-    def run(*argv: str) -> None:
-        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=30, cwd=out)
-
-    ec_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run("req", "-x509", *ec_key, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=npuwatch test CA",
-        "-days", "1")
-    run("req", "-x509", *ec_key, "-keyout", "rogue.key", "-out", "rogue.crt", "-subj", "/CN=rogue",
-        "-days", "1", "-addext", "subjectAltName=DNS:scraper.example")
-    for name, san in (("server", "DNS:localhost,IP:127.0.0.1"), ("client", "DNS:scraper.example")):
-        (out / f"{name}.ext").write_text(f"subjectAltName={san}\nbasicConstraints=critical,CA:FALSE\n")
-        run("req", *ec_key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext")
-    return Certs(out, out / "ca.crt", out / "server.crt", out / "server.key", out / "client.crt",
-                 out / "client.key", out / "rogue.crt", out / "rogue.key")
-
-
-def make_certs(out: Path) -> Certs:
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
-        return _certs_with_openssl(out)
-    return _certs_with_cryptography(out)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
-
-
-def write_web_config(directory: Path, text: str) -> Path:
-    path = directory / "web.yml"
-    path.write_text(text)
-    return path
-
-
-def tls_config(certs: Certs, extra: str = "", users: bool = True) -> WebConfig:
-    text = f"tls_server_config:\n  cert_file: {certs.server_cert}\n  key_file: {certs.server_key}\n{extra}"
-    if users:
-        text += f"basic_auth_users:\n  {USER}: {HASH}\n"
-    return load_web_config(write_web_config(certs.dir, text))
-
-
-# --- servers and clients
-StartServer = Callable[..., AgentHTTPServer]
-
-
-@pytest.fixture
-def serve() -> Iterator[StartServer]:
-    servers: list[AgentHTTPServer] = []
-
-    def start(web_config: WebConfig | None = None, limits: ServerLimits | None = None) -> AgentHTTPServer:
-        server = make_server("127.0.0.1", 0, _FakeCache(), lambda: (True, "ok"),  # type: ignore[arg-type]
-                             web_config=web_config, limits=limits)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def client_context(certs: Certs, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(certs.ca))
-    if cert is not None:
-        context.load_cert_chain(str(cert), str(key))
-    return context
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def get(port: int, path: str = "/metrics", *, context: ssl.SSLContext | None = None,
-        headers: dict[str, str] | None = None, method: str = "GET",
-        body: bytes | None = None) -> tuple[int, bytes, http.client.HTTPResponse]:
-    conn: http.client.HTTPConnection
-    if context is None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    else:
-        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, response.read(), response
-    finally:
-        conn.close()
-
-
-def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
-    """Send ``data`` on a plain socket and read until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
-        chunks = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        except ConnectionResetError:
-            pass
-        return b"".join(chunks)
-
-
-def status_of(response: bytes) -> int:
-    return int(response.split(b" ", 2)[1])
+__all__ = ["certs", "serve"]  # fixtures
 
 
 # --- web config file
@@ -312,17 +160,19 @@ def test_basic_auth_caches_verifications() -> None:
 
     auth = BasicAuth({USER: HASH}, checkpw=counting_checkpw)
     for _ in range(5):
-        assert auth.check(basic(USER, PASSWORD))
+        assert auth.check(basic(USER, PASSWORD)) is Auth.GRANTED
     assert len(calls) == 1
-    assert not auth.check(basic(USER, "wrong"))
-    assert not auth.check(basic("mallory", PASSWORD))  # unknown user: decoy hash, still refused
+    assert auth.check(basic(USER, "wrong"), "127.0.0.2") is Auth.DENIED
+    time.sleep(0.01)  # one check in flight per client
+    assert auth.check(basic("mallory", PASSWORD), "127.0.0.2") is Auth.DENIED  # unknown user: decoy hash
     assert len(calls) == 3
-    assert not auth.check(basic("mallory", PASSWORD))
+    assert auth.check(basic("mallory", PASSWORD), "127.0.0.2") is Auth.DENIED
     assert len(calls) == 3
+    auth.close()
 
 
 def test_basic_auth_refuses_over_long_password() -> None:
-    assert not BasicAuth({USER: HASH}).check(basic(USER, "x" * 100))
+    assert BasicAuth({USER: HASH}).check(basic(USER, "x" * 100)) is Auth.DENIED
 
 
 def test_rate_limiter_token_bucket() -> None:
@@ -357,7 +207,7 @@ def test_tls_with_basic_auth(serve: StartServer, certs: Certs) -> None:
 @pytest.mark.parametrize("authorization", [
     None, basic(USER, "wrong"), basic("mallory", PASSWORD), basic(USER, ""), "Basic not-base64", "Bearer x",
 ])
-@pytest.mark.parametrize("path", ["/metrics", "/healthz"])
+@pytest.mark.parametrize("path", ["/metrics", "/readyz", "/"])
 def test_tls_refuses_bad_credentials_without_leaking(serve: StartServer, certs: Certs,
                                                      authorization: str | None, path: str) -> None:
     server = serve(tls_config(certs))
@@ -559,35 +409,35 @@ def test_per_client_rate_limit(serve: StartServer) -> None:
     assert status == 429 and response.getheader("Retry-After") == "1"
 
 
-def _held_connection(port: int) -> socket.socket:
-    """A keep-alive connection that has been served once, so the server holds a slot for it."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
-    return sock
+def _busy_requests(port: int, count: int, context: ssl.SSLContext | None = None) -> list[threading.Thread]:
+    """``count`` scrapes that stay in progress while the cache is held (see FakeCache.hold)."""
+    threads = [threading.Thread(target=lambda: get(port, context=context, timeout=10)) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
-def test_connection_cap_answers_503_quickly(serve: StartServer) -> None:
-    server = serve(limits=ServerLimits(max_connections=2, request_timeout_s=5))
-    held = [_held_connection(server.port) for _ in range(2)]
+def test_connection_cap_answers_503_quickly_when_every_connection_is_busy(serve: StartServer) -> None:
+    cache = FakeCache()
+    server = serve(limits=ServerLimits(max_connections=2, max_connections_per_client=8), cache=cache)
+    cache.hold.clear()
+    busy = _busy_requests(server.port, 2)
     try:
+        assert wait_for(lambda: server.table.counts().get("127.0.0.1", {}).get("busy") == 2, timeout=5)
         started = time.monotonic()
         answer = raw_exchange(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         assert status_of(answer) == 503 and time.monotonic() - started < 1.0
         assert b"npu_chips" not in answer
     finally:
-        held.pop().close()
-    deadline = time.monotonic() + 3
-    while get(server.port)[0] != 200:  # the slot frees once the server sees the close
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    for sock in held:
-        sock.close()
+        cache.hold.set()
+        for thread in busy:
+            thread.join(10)
+    assert get(server.port)[0] == 200
 
 
 def test_slow_client_is_dropped_and_others_are_served(serve: StartServer) -> None:
     timeout = 1.0
-    server = serve(limits=ServerLimits(request_timeout_s=timeout))
+    server = serve(limits=ServerLimits(head_timeout_s=timeout))
     slow = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
     started = time.monotonic()
@@ -621,7 +471,7 @@ def test_slow_client_is_dropped_and_others_are_served(serve: StartServer) -> Non
 
 
 def test_tls_handshake_stall_does_not_block_others(serve: StartServer, certs: Certs) -> None:
-    server = serve(tls_config(certs, users=False), limits=ServerLimits(request_timeout_s=1.0))
+    server = serve(tls_config(certs, users=False), limits=ServerLimits(head_timeout_s=1.0))
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as stalled:
         stalled.sendall(b"\x16\x03\x01")  # the start of a TLS record, then nothing
         started = time.monotonic()
@@ -639,18 +489,23 @@ def test_openssl_cli_certificates_work(serve: StartServer, tmp_path: Path) -> No
     assert get(server.port, context=client_context(generated))[0] == 200
 
 
-def test_tls_connection_cap_closes_excess(serve: StartServer, certs: Certs) -> None:
-    limits = ServerLimits(max_connections=1, request_timeout_s=5)
-    server = serve(tls_config(certs, users=False), limits=limits)
+def test_tls_connection_cap_closes_excess_when_every_connection_is_busy(serve: StartServer,
+                                                                       certs: Certs) -> None:
+    cache = FakeCache()
+    server = serve(tls_config(certs, users=False), ServerLimits(max_connections=1), cache=cache)
     context = client_context(certs)
-    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock, \
-            context.wrap_socket(sock, server_hostname="127.0.0.1") as held:
-        held.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert held.recv(4096).startswith(b"HTTP/1.1 200")
+    cache.hold.clear()
+    busy = _busy_requests(server.port, 1, context)
+    try:
+        assert wait_for(lambda: server.table.counts().get("127.0.0.1", {}).get("busy") == 1, timeout=5)
         started = time.monotonic()
         with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected, OSError)):
             get(server.port, context=context)
         assert time.monotonic() - started < 1.0
+    finally:
+        cache.hold.set()
+        for thread in busy:
+            thread.join(10)
 
 
 def test_rotated_certificate_is_picked_up(serve: StartServer, tmp_path: Path) -> None:
@@ -665,12 +520,13 @@ def test_rotated_certificate_is_picked_up(serve: StartServer, tmp_path: Path) ->
                                                     "  key_file: server.key\n"))
     server = serve(config)
     assert server.tls_context is not None
-    server.tls_context._interval = 0.0  # check the files on every connection
     assert get(server.port, context=client_context(first))[0] == 200
     shutil.copy(second.server_cert, live / "server.crt")
     (live / "server.key").write_text("half-written")  # a rotation in progress keeps the old pair
+    assert not server.poll_web_files()
     assert get(server.port, context=client_context(first))[0] == 200
     shutil.copy(second.server_key, live / "server.key")
+    assert server.poll_web_files()
     assert get(server.port, context=client_context(second))[0] == 200
     with pytest.raises(ssl.SSLCertVerificationError):
         get(server.port, context=client_context(first))
@@ -680,5 +536,5 @@ def test_rotated_certificate_is_picked_up(serve: StartServer, tmp_path: Path) ->
 def test_request_head_line_endings(serve: StartServer, eol: bytes, blank: bytes) -> None:
     server = serve()
     head = b"GET /healthz HTTP/1.1" + eol + b"Host: x" + eol + blank
-    answer = raw_exchange(server.port, head + b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+    answer = raw_exchange(server.port, head + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert answer.count(b"HTTP/1.1 200 OK") == 2

@@ -67,7 +67,7 @@ class CheckSchedule:
     def _next_cron(self, level: str, now: float) -> float:
         from datetime import datetime, timezone
 
-        current = datetime.fromtimestamp(now, tz=timezone.utc)  # noqa: UP017 - datetime.UTC is 3.11+
+        current = datetime.fromtimestamp(now, tz=timezone.utc)
         fire = self._triggers[level].get_next_fire_time(None, current)
         return fire.timestamp() if fire is not None else float("inf")
 

@@ -31,7 +31,7 @@ STATUSES = (PASS, WARN, UNKNOWN, FAIL)  # least to most severe
 _RANK = {status: index for index, status in enumerate(STATUSES)}
 VERDICT_OF = {PASS: "ok", WARN: "warn", FAIL: "fail", UNKNOWN: "unknown"}
 
-Value = Union[float, int, str, None]  # noqa: UP007 - evaluated at run time, on Python 3.9 too
+Value = Union[float, int, str, None]
 
 
 def worst(statuses: Iterable[str], default: str = PASS) -> str:

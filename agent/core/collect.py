@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 OPTIONAL_TOOLS = frozenset({"hccn_tool", "ascend-dmi"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolSettings:
     path: str | None
     timeout_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Failure:
     reason: str
     message: str

@@ -90,6 +90,7 @@ SCHEMA: Schema = {
         "port": (integer(1, 65535), DEFAULT_PORT),
         "config_file": (optional(string), None),  # exporter-toolkit style TLS / basic auth file
         "max_connections": (integer(1, 1024), 32),
+        "max_connections_per_client": (integer(1, 1024), 4),  # per client IP address
     },
     "labels": (optional(labels_map), None),  # constant labels; `node` defaults from $NODE_NAME
     "expected_chips": (integer(0, 4096), 0),

@@ -38,7 +38,7 @@ def parse_duration(value: Any) -> float:
     """``10s``, ``5m``, ``1.5h``, ``250ms`` or a bare number of seconds -> seconds."""
     if isinstance(value, bool):
         raise ValueError(value)
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         if value < 0:
             raise ValueError(value)
         return float(value)
@@ -114,13 +114,13 @@ def integer(minimum: int, maximum: int | None = None) -> Checker:
 
 
 def ratio(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise TypeError(f"expected a ratio between 0 and 1, got {show(value)}")
     return float(value)
 
 
 def positive_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise TypeError(f"expected a positive number, got {show(value)}")
     return float(value)
 
@@ -168,7 +168,7 @@ def labels_map(value: Any) -> dict[str, str]:
             raise TypeError(f"invalid label name {show(key)}")
         if key in _RESERVED_LABELS:
             raise TypeError(f"label name {key!r} is used by npuwatch's own series")
-        if not isinstance(item, str | int | float) or isinstance(item, bool):
+        if not isinstance(item, (str, int, float)) or isinstance(item, bool):
             raise TypeError(f"label {key!r}: expected a string value, got {show(item)}")
         result[key] = str(item)
     return result
@@ -181,7 +181,7 @@ def peaks_table(value: Any) -> dict[str, dict[str, float]]:
     result: dict[str, dict[str, float]] = {}
     for model, per_dtype in value.items():
         if not isinstance(per_dtype, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in per_dtype.values()
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in per_dtype.values()
         ):
             raise TypeError(f"{model}: expected {{dtype: positive FLOP/s}}, got {show(per_dtype)}")
         result[str(model)] = {str(k): float(v) for k, v in per_dtype.items()}

@@ -81,7 +81,7 @@ def parse_cron(expression: str) -> tuple[str, str, str, str, str]:
     names = _weekday_names("*" if weekday == "?" else weekday)
     day = "*" if day == "?" else day
     try:
-        CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=names, timezone=dt.UTC)
+        CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=names, timezone=dt.timezone.utc)
     except ValueError as exc:
         raise CronError(str(exc)) from None
     return minute, hour, day, month, names

@@ -91,7 +91,7 @@ class NpuwatchCollector:
             yield family
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Exposition:
     body: bytes
     content_type: str

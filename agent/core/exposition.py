@@ -29,7 +29,7 @@ __all__ = ["FamilyBlock", "SnapshotRenderer", "self_metric_samples", "valid_rows
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FamilyBlock:
     name: str
     text: str
@@ -64,7 +64,7 @@ def valid_rows(spec: MetricSpec, samples: Iterable[Sample]) -> Iterator[tuple[tu
         if wanted:
             if len(sample.labels) != len(wanted):
                 continue
-            names, values = zip(*sample.labels, strict=True)
+            names, values = zip(*sample.labels)
             if names != wanted:
                 log.debug("dropping %s%s: labels do not match the catalogue", spec.name, sample.labels)
                 continue
@@ -88,7 +88,7 @@ def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[st
     for values, value in valid_rows(spec, samples):
         full = (*(_escape_value(v) for v in values), *const_values)
         if full:
-            labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order, strict=True)])
+            labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order)])
             lines.append(f'{name}{{{labels}"}} {_format_value(value)}\n')
         else:
             lines.append(f"{name} {_format_value(value)}\n")

@@ -10,7 +10,7 @@ from collectors.base import Sample
 __all__ = ["InternalJob"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class InternalJob:
     """A collector with no external tool (host metrics, log scanner, probes)."""
 

@@ -28,7 +28,7 @@ DOWN_REASONS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SourceSnapshot:
     source: str
     interval_s: float

@@ -91,7 +91,7 @@ class ToolFailed(Exception):
         self.result = result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RunResult:
     argv: tuple[str, ...]
     returncode: int

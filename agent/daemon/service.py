@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -25,6 +28,7 @@ from agent.core.tool_runner import kill_running_tools
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
+from agent.web.health import Heartbeat, liveness, readiness
 from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import npu_smi_info
 from collectors import sources as source_registry
@@ -100,7 +104,11 @@ class Agent:
         self._chips_lock = threading.Lock()
         self._known_chips: list[ChipRef] = []
         self._last_healthy: dict[tuple[tuple[str, str], ...], float] = {}
-        self.probe_metrics = ProbeMetrics()
+        self.heartbeat = Heartbeat()
+        state_dir = Path(os.path.expanduser(config.state_dir))
+        with contextlib.suppress(OSError):  # unusable: ProbeMetrics says so once and counts in memory
+            state_dir.mkdir(parents=True, exist_ok=True)
+        self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.probe_controller = ProbeController(self, self.probe_metrics)
         self._configure(config)
 
@@ -251,25 +259,15 @@ class Agent:
         for job in self._internal:
             self.run_internal(job)
 
-    # --- health
+    # --- health (agent/web/health.py says what each answer means)
     def health(self) -> tuple[bool, str]:
-        if not self.config.collectors.npu_smi.enabled:
-            return True, "ok (npu-smi collectors disabled)"
-        snap = self.store.get("npu_smi_info")
-        if snap is None:
-            return True, "ok (npu_smi_info disabled)"
-        now = self.store.clock()
-        if snap.error_reason == "missing_tool":
-            return False, f"npu_smi_info: {snap.error}"
-        if snap.started_at is None:
-            return False, "npu_smi_info: no collection yet"
-        if not snap.fresh(now):
-            age = "never succeeded" if snap.last_success is None else f"last success {now - snap.last_success:.0f}s ago"
-            why = f": {snap.error}" if snap.error else ""
-            return False, f"npu_smi_info stale ({age}){why}"
-        if not snap.ok:
-            return True, f"ok (last npu_smi_info run failed: {snap.error}; serving data from the run before)"
-        return True, "ok"
+        """``/healthz``: the agent itself is alive (scheduler heartbeat), whatever the tools do."""
+        return liveness(self.heartbeat, self._scheduler is not None, self._stopping)
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """``/readyz``: the chip list was read since start (or is not collected), plus every collector."""
+        chip_list = any(source.name == "npu_smi_info" for source in self.sources)
+        return readiness(self.store, chip_list)
 
     # --- lifecycle
     def start(self, serve_http: bool | None = None) -> None:
@@ -279,17 +277,25 @@ class Agent:
             web = self.config.web
             web_config = load_web_config(web.config_file) if web.config_file else None
             self._http = make_server(
-                web.listen_address, web.port, self.cache, self.health,
-                web_config=web_config, limits=ServerLimits(max_connections=web.max_connections),
+                web.listen_address, web.port, self.cache, self.health, ready=self.readiness,
+                web_config=web_config, web_config_file=web.config_file,
+                limits=ServerLimits(max_connections=web.max_connections,
+                                    max_connections_per_client=web.max_connections_per_client),
             )
             self._http.start()
             log.info("serving /metrics on %s:%d", web.listen_address, self._http.port)
         self._scheduler = BackgroundScheduler(
-            executors={"default": {"type": "threadpool", "max_workers": 8}},
+            executors={"default": {"type": "threadpool", "max_workers": 8},
+                       # The heartbeat has a thread of its own: collectors stuck on a tool never delay it.
+                       "heartbeat": {"type": "threadpool", "max_workers": 1}},
             job_defaults={"coalesce": True, "max_instances": 1},
             timezone="UTC",
         )
         self._schedule_jobs(first_run_now=True)
+        self.heartbeat.reset()
+        self._scheduler.add_job(self.heartbeat.beat, IntervalTrigger(seconds=self.heartbeat.interval_s),
+                                id="heartbeat", name="heartbeat", executor="heartbeat",
+                                misfire_grace_time=None)
         self._scheduler.start()
 
     def _schedule_jobs(self, first_run_now: bool) -> None:
@@ -349,6 +355,9 @@ class Agent:
             log.warning("web.listen_address/web.port changes take effect at the next restart")
         self._internal = list(self._jobs_factory(config))
         self._configure(config)
+        if self._http is not None:  # a broken web config is logged there and the running one kept
+            self._http.reload_web_config(config.web.config_file)
+            self._http.set_connection_limits(config.web.max_connections, config.web.max_connections_per_client)
         if self._scheduler is not None:
             for job in self._scheduler.get_jobs():
                 if job.id.startswith(("group:", "internal:", "timed:probe:")):
@@ -381,7 +390,7 @@ class Agent:
 
 
 def _at(timestamp: float) -> Any:
-    from datetime import UTC, datetime
+    from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(timestamp, tz=UTC)
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
 

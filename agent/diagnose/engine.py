@@ -69,7 +69,7 @@ EXIT_CODES = {"ok": 0, "warn": 1, "fail": 2, "unknown": 3}
 SAMPLE_GAP_ENV = "NPUWATCH_DIAGNOSE_SAMPLE_GAP"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DiagnoseOptions:
     window_s: float = DEFAULT_WINDOW_S  # how far back logs and link flaps count
     sample_gap_s: float = DEFAULT_SAMPLE_GAP_S  # between the two optics/counter samples
@@ -92,7 +92,7 @@ class DiagnoseOptions:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Verdict:
     status: str  # ok | warn | fail | unknown
     cause: str | None  # a key of CAUSES, remote_peer, log_errors, no_chip_list, tool_hung or None
@@ -103,7 +103,7 @@ class Verdict:
         return {"status": self.status, "cause": self.cause, "device": self.device, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Report:
     checks: tuple[Check, ...]
     verdict: Verdict
@@ -278,8 +278,8 @@ def render_text(report: Report) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     indent = " " * (sum(widths) + 6)
     lines = []
-    for row, check in zip([header, *rows], [None, *report.checks], strict=True):
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+    for row, check in zip([header, *rows], [None, *report.checks]):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths))
                      + "  " + row[3])
         if check is not None and check.status != PASS and check.hint:
             lines.append(f"{indent}hint: {check.hint}")

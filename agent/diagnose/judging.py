@@ -12,7 +12,7 @@ from collectors.base import ChipRef
 __all__ = ["DeviceResult", "aggregate", "device_finding", "no_chips", "unknown_result"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeviceResult:
     npu: int | None
     status: str

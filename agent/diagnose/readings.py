@@ -111,7 +111,7 @@ def _key(tool: str) -> str:
 # ----------------------------------------------------------------------------- reading the node
 
 
-@dataclass(slots=True)
+@dataclass
 class LogScan:
     """Errors the recent logs hold: counted incidents and the culprit hints near them."""
 
@@ -135,7 +135,7 @@ class LogScan:
         return sum(1 for event in self.events if event.category in TIMEOUT_CATEGORIES)
 
 
-@dataclass(slots=True)
+@dataclass
 class RoceReadings:
     link: Reading
     link_stat: Reading
@@ -145,7 +145,7 @@ class RoceReadings:
     stat: list[Reading]
 
 
-@dataclass(slots=True)
+@dataclass
 class NodeReadings:
     """Everything diagnose read; ``table`` is an error Reading when npu-smi could not list chips."""
 

@@ -69,7 +69,7 @@ TIMEOUT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_t
 # ----------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Finding:
     """A local cause found by a check: what, where, and the evidence in one phrase."""
 
@@ -84,7 +84,7 @@ class Finding:
         return CAUSE_ORDER[self.cause]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Check:
     name: str
     status: str
@@ -102,7 +102,7 @@ def worst(statuses: Iterable[str]) -> str:
     return max(statuses, key=SEVERITY.__getitem__, default=PASS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Reading:
     """One tool call: the parsed record, or why there is none; ``at`` is when it finished."""
 

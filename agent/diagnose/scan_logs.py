@@ -41,7 +41,7 @@ EXIT_UNREADABLE = 2
 BINARY_PROBE = 8192
 
 
-@dataclass(slots=True)
+@dataclass
 class FileResult:
     path: str
     lines: int = 0
@@ -54,7 +54,7 @@ class FileResult:
                 "error": self.error}
 
 
-@dataclass(slots=True)
+@dataclass
 class ScanReport:
     """Aggregates of a scan; holds no per-line data, so any amount of logs fits."""
 

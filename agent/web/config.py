@@ -13,7 +13,7 @@ node_exporter already uses::
     http_server_config:
       headers: {X-Content-Type-Options: nosniff}
     basic_auth_users:
-      prometheus: $2b$10$...         # bcrypt hash (htpasswd -nBC 10 "" | tr -d ':\\n')
+      prometheus: $2b$10$...         # bcrypt hash, cost 4..12 (htpasswd -nBC 10 "" | tr -d ':\\n')
     rate_limit: {interval: 50ms, burst: 40}
 
 Where npuwatch cannot do what the file asks, loading fails with a clear
@@ -43,6 +43,7 @@ from agent.web.tls import (
 
 __all__ = [
     "CIPHER_SUITES",
+    "MAX_BCRYPT_COST",
     "ClientAuth",
     "RateLimit",
     "TLSServerConfig",
@@ -60,12 +61,15 @@ _EXTRA_HEADERS: Mapping[str, tuple[str, ...]] = {
     "Content-Security-Policy": (),
 }
 
+# bcrypt's own floor, and what an uncached check in a scrape can afford (cost 12: ~0.3 s on a
+# server core, ~1 s on a slow one; every step doubles it).
+MIN_BCRYPT_COST, MAX_BCRYPT_COST = 4, 12
 _BCRYPT_RE = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 _GO_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RateLimit:
     """Server-wide token bucket (exporter-toolkit ``rate_limit``): one token per interval."""
 
@@ -73,7 +77,7 @@ class RateLimit:
     burst: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WebConfig:
     """A validated web config file. ``tls`` None means plain HTTP (auth may still be on)."""
 
@@ -296,8 +300,13 @@ def _users(raw: Any, problems: list[str]) -> dict[str, str]:
         # The hash itself is never echoed: a config error can end up in a log.
         elif not isinstance(hashed, str) or not _BCRYPT_RE.match(hashed):
             problems.append(f"{path}.{user}: expected a bcrypt hash like $2b$10$... (htpasswd -nB)")
-        elif not 4 <= int(_BCRYPT_RE.match(hashed).group(1)) <= 31:  # type: ignore[union-attr]
-            problems.append(f"{path}.{user}: bcrypt cost must be between 4 and 31")
+        elif not MIN_BCRYPT_COST <= int(_BCRYPT_RE.match(hashed).group(1)) <= MAX_BCRYPT_COST:  # type: ignore[union-attr]
+            cost = int(_BCRYPT_RE.match(hashed).group(1))  # type: ignore[union-attr]
+            problems.append(
+                f"{path}.{user}: bcrypt cost {cost} is outside {MIN_BCRYPT_COST}..{MAX_BCRYPT_COST}: "
+                f"each new credential costs one bcrypt check in a scrape, about 0.1-1 s of CPU at cost "
+                f"{MAX_BCRYPT_COST} and doubling with every step above it; rehash with cost 10 "
+                f"(htpasswd -nBC 10 {user})")
         else:
             users[user] = hashed
     return users

@@ -1,128 +1,48 @@
-"""Protections for the HTTP endpoints: basic auth and request limits (TLS is ``agent/web/tls.py``).
+"""Request limits for the HTTP endpoints: what one client may cost (auth is ``agent/web/auth.py``).
 
-Pure building blocks, used by ``agent/web/server.py``:
-
-- ``BasicAuth(users).check(authorization_header)``: constant-time user match and
-  bcrypt password check, with verified credentials cached (keyed by a SHA-256 of
-  them) so bcrypt's deliberate cost is paid once, not on every scrape.
-- ``RateLimiter``: token buckets keyed by client IP (or one shared key).
-- ``ServerLimits``: the caps the server enforces (header size, connections,
-  request rate, time to receive a request).
+- ``ServerLimits``: the caps the server enforces (head size, connections overall and per client
+  address, time to send a request head, keep-alive idle time, request and connection rates).
+- ``RateLimiter``: token buckets keyed by client address (or one shared key).
 """
 
 from __future__ import annotations
 
-import binascii
-import hashlib
-import hmac
-import logging
-import secrets
 import threading
 import time
-from base64 import b64decode
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-log = logging.getLogger(__name__)
-
-__all__ = [
-    "BasicAuth",
-    "RateLimiter",
-    "ServerLimits",
-    "parse_basic_authorization",
-]
+__all__ = ["RateLimiter", "ServerLimits"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ServerLimits:
-    """What one misbehaving scraper may cost the agent.
+    """What one misbehaving client may cost the agent.
 
-    ``request_timeout_s`` bounds the whole time to receive a request head (and the TLS
-    handshake), not each read, so a client trickling one byte at a time is still dropped.
+    A client is an IP address. Each may hold ``max_connections_per_client`` connections that are
+    waiting for a request (a new one beyond that closes its longest-waiting one) and have as many
+    requests in progress (a further request waits up to ``turn_wait_s`` for a turn, then gets 503).
+    When ``max_connections`` are open, a new connection closes the longest-waiting connection of
+    the client that holds the most. Connections and requests are each rate limited per client.
+
+    ``head_timeout_s`` bounds the whole time to send a request head (and, on a new connection, the
+    TLS handshake before it), not each read, so a client trickling one byte at a time is dropped;
+    ``idle_timeout_s`` is how long a kept-alive connection may wait for the next request to begin.
     """
 
     max_connections: int = 32  # config: web.max_connections
+    max_connections_per_client: int = 4  # config: web.max_connections_per_client
     max_header_bytes: int = 8192  # request line + headers; 414 / 431 past it
-    request_timeout_s: float = 10.0  # also the keep-alive idle timeout and the write timeout
-    rate_per_s: float = 20.0  # per client IP; 429 past it
+    head_timeout_s: float = 3.0
+    idle_timeout_s: float = 20.0  # longer than a 15 s scrape interval, so the connection is reused
+    write_timeout_s: float = 10.0
+    turn_wait_s: float = 1.0
+    rate_per_s: float = 20.0  # requests, and new connections, per client address; 429 past it
     burst: int = 40
     max_tracked_clients: int = 4096  # rate buckets kept; least recently seen dropped first
 
 
-# --- basic auth
-def parse_basic_authorization(header: str | None) -> tuple[bytes, bytes] | None:
-    """``Authorization: Basic base64(user:password)`` -> (user, password), or None."""
-    if not header:
-        return None
-    scheme, _, token = header.strip().partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = b64decode(token.strip(), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    user, sep, password = decoded.partition(b":")
-    return (user, password) if sep else None
-
-
-class BasicAuth:
-    """Checks Basic credentials against ``{user: bcrypt hash}``.
-
-    The user name is compared with ``hmac.compare_digest`` against every configured user,
-    and an unknown user is checked against a decoy hash of the same cost, so timing tells
-    nothing about which users exist. Outcomes are cached under a salted SHA-256 of
-    (user, hash, password): a scraper with the right password pays bcrypt once, one with a
-    wrong password does too, and bcrypt runs one check at a time so a flood of guesses
-    uses at most one core.
-    """
-
-    def __init__(self, users: Mapping[str, str], cache_size: int = 1024,
-                 checkpw: Callable[[bytes, bytes], bool] | None = None) -> None:
-        import bcrypt
-
-        if not users:
-            raise ValueError("BasicAuth needs at least one user")
-        self._checkpw = checkpw or bcrypt.checkpw
-        self._users = [(name.encode(), hashed.encode()) for name, hashed in users.items()]
-        cost = max(int(hashed.split("$")[2]) for hashed in users.values())
-        self._decoy = bcrypt.hashpw(secrets.token_bytes(18), bcrypt.gensalt(rounds=cost))
-        self._salt = secrets.token_bytes(16)
-        self._cache: OrderedDict[bytes, bool] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_lock = threading.Lock()
-        self._bcrypt_lock = threading.Lock()
-
-    def check(self, authorization: str | None) -> bool:
-        credentials = parse_basic_authorization(authorization)
-        if credentials is None:
-            return False
-        user, password = credentials
-        hashed, known = self._decoy, False
-        for name, candidate in self._users:
-            if hmac.compare_digest(name, user):
-                hashed, known = candidate, True
-        key = hashlib.sha256(
-            self._salt + f"{len(user)}:{len(hashed)}:".encode() + user + hashed + password
-        ).digest()
-        with self._cache_lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
-        with self._bcrypt_lock:
-            try:
-                ok = self._checkpw(password, hashed) and known
-            except ValueError:  # e.g. a password over bcrypt's 72-byte limit
-                ok = False
-        with self._cache_lock:
-            self._cache[key] = ok
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return ok
-
-
-# --- rate limiting
 class RateLimiter:
     """Token buckets: ``rate_per_s`` tokens a second, holding at most ``burst``."""
 

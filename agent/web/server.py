@@ -1,290 +1,327 @@
-"""HTTP endpoints: ``/metrics`` (cached exposition) and ``/healthz``.
+"""HTTP endpoints: ``/metrics`` (cached exposition), ``/healthz``, ``/readyz`` and a landing page.
 
-A scrape never runs a tool; it serves bytes rendered from the snapshot store,
-so it answers in milliseconds even while npu-smi hangs.
+A scrape never runs a tool; it serves bytes rendered from the snapshot store, so it answers in
+milliseconds even while npu-smi hangs.
 
-With a ``WebConfig`` (see ``agent/web/config.py``) the endpoints are served over
-TLS and/or behind HTTP basic auth. Whatever the config, ``ServerLimits`` caps what
-one client may cost: request head size, concurrent connections, requests per
-second per client IP, and the time allowed to send a request. Only GET and HEAD
-without a body are accepted.
+With a ``WebConfig`` (see ``agent/web/config.py``) the endpoints are served over TLS and/or
+behind HTTP basic auth. The web config file and the TLS files it names are polled every few
+seconds and reloaded when they change (and on the agent's SIGHUP); a config that fails to load,
+or one that would switch basic auth or TLS off, is logged and the running one kept.
+
+Each connection has a thread of its own; ``ConnectionTable`` decides which connections may stay
+open (per client address and overall), ``Connection`` parses requests strictly (h11) against
+deadlines (and refuses what it cannot serve: methods, bodies, versions), and ``ServerLimits``
+holds the numbers. Requests are then checked cheapest first: rate, then basic auth (every
+path but ``/healthz``; see ``_AUTH_EXEMPT``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
+import json
 import logging
 import socket
+import socketserver
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.core.exporter import ExpositionCache
-from agent.web.config import WebConfig
-from agent.web.security import BasicAuth, RateLimiter, ServerLimits
-from agent.web.tls import ReloadingSSLContext, peer_san_allowed
+from agent.core.config import ConfigError
+from agent.web.auth import Auth, BasicAuth, BcryptVerifier, CredentialCache
+from agent.web.config import WebConfig, load_web_config
+from agent.web.connections import ConnectionTable, Slot
+from agent.web.protocol import Connection, Refusal, Request, canned_response, status_text
+from agent.web.security import RateLimiter, ServerLimits
+from agent.web.settings import WebSettings, files_stamp, watched_files, weakening
+from agent.web.tls import peer_san_allowed
 
-__all__ = ["AgentHTTPServer", "HealthCheck", "ServerLimits", "make_server"]
+if TYPE_CHECKING:
+    from agent.core.exporter import ExpositionCache
+
+__all__ = ["AgentHTTPServer", "HealthCheck", "ReadyCheck", "ServerLimits", "make_server"]
 
 log = logging.getLogger(__name__)
 
 HealthCheck = Callable[[], tuple[bool, str]]
+ReadyCheck = Callable[[], tuple[bool, dict[str, Any]]]
 
 _LANDING = b"""<html><head><title>npuwatch</title></head><body>
-<h1>npuwatch</h1><p><a href="/metrics">/metrics</a> &middot; <a href="/healthz">/healthz</a></p>
+<h1>npuwatch</h1><p><a href="/metrics">/metrics</a> &middot; <a href="/healthz">/healthz</a>
+&middot; <a href="/readyz">/readyz</a></p>
 </body></html>
 """
 _TEXT = "text/plain; charset=utf-8"
+_JSON = "application/json"
 _TLS_HANDSHAKE_RECORD = 0x16
+# Liveness carries no data ("ok" or "scheduler stalled") and must be checkable by a supervisor
+# or a Kubernetes probe that holds no password; everything else needs the password when one is set.
+_AUTH_EXEMPT = frozenset({"/healthz"})
+_UNAUTHORIZED = (("WWW-Authenticate", 'Basic realm="npuwatch", charset="UTF-8"'),)
+_RETRY = (("Retry-After", "1"),)
 
-
-def _canned(status: HTTPStatus, body: bytes, version: str, *headers: str) -> bytes:
-    """A complete response sent on a raw socket, before any request is parsed."""
-    lines = [f"{version} {status.value} {status.phrase}", f"Content-Type: {_TEXT}", *headers,
-             "Connection: close", f"Content-Length: {len(body)}", "", ""]
-    return "\r\n".join(lines).encode() + body
-
-
-_HTTP_TO_HTTPS = _canned(HTTPStatus.BAD_REQUEST, b"Client sent an HTTP request to an HTTPS server.\n",
-                         "HTTP/1.0")
-_BUSY = _canned(HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections\n", "HTTP/1.1", "Retry-After: 1")
+_HTTP_TO_HTTPS = canned_response(HTTPStatus.BAD_REQUEST, b"Client sent an HTTP request to an HTTPS server.\n",
+                                 "HTTP/1.0")
+_BUSY = canned_response(HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections\n", headers=_RETRY)
+_TOO_MANY = canned_response(HTTPStatus.TOO_MANY_REQUESTS, b"too many connections from this address\n",
+                            headers=_RETRY)
 
 
 class _Dropped(Exception):
     """The connection is closed without an HTTP exchange (bad handshake, timeout, refused)."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: AgentHTTPServer
-    protocol_version = "HTTP/1.1"
-    server_version = "npuwatch"
-    sys_version = ""
-    disable_nagle_algorithm = True  # headers and body go in two writes; don't let Nagle hold the second
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(self.server.limits.request_timeout_s)
-        # Request heads are read straight from the socket against a deadline (see _read_head):
-        # a buffered readline would wait forever on a client trickling one byte per timeout.
-        self.rfile.close()
-        self.rfile = io.BytesIO()
-        self._unread = b""
-
-    # --- reading a request
-    def _read_head(self) -> bytes | int | None:
-        """The next request head, an HTTP status to refuse it with, or None to just close."""
-        limits = self.server.limits
-        deadline = time.monotonic() + limits.request_timeout_s
-        buffer = self._unread.lstrip(b"\r\n")
-        while True:
-            ends = [at + len(mark) for mark in (b"\n\r\n", b"\n\n") if (at := buffer.find(mark)) >= 0]
-            end = min(ends, default=-1)
-            if 0 <= end <= limits.max_header_bytes:
-                self._unread = buffer[end:]
-                return buffer[:end]
-            if end > limits.max_header_bytes or len(buffer) > limits.max_header_bytes:
-                first_line_ends = buffer.find(b"\n", 0, limits.max_header_bytes)
-                return HTTPStatus.REQUEST_URI_TOO_LONG if first_line_ends < 0 else (
-                    HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self.connection.settimeout(remaining)
-            try:
-                chunk = self.connection.recv(4096)
-            except (TimeoutError, OSError):
-                return None
-            if not chunk:
-                return None
-            buffer = (buffer + chunk).lstrip(b"\r\n")
-
-    def handle_one_request(self) -> None:
-        self.close_connection = True
-        head = self._read_head()
-        if head is None:
-            return
-        self.connection.settimeout(self.server.limits.request_timeout_s)  # bounds writing the reply
-        if isinstance(head, int):
-            self.requestline, self.request_version, self.command = "", "HTTP/1.1", ""
-            self.send_error(head)
-            return
-        request_line, _, header_lines = head.partition(b"\n")
-        self.raw_requestline = request_line + b"\n"
-        self.rfile = io.BytesIO(header_lines)
-        if not self.parse_request():
-            return
-        refusal = self._refusal()
-        if refusal is not None:
-            status, extra = refusal
-            self.close_connection = True
-            self._reply(status, f"{status.value} {status.phrase}\n".encode(), _TEXT, extra)
-            return
-        self.do_GET()
-        self.wfile.flush()
-
-    def _refusal(self) -> tuple[HTTPStatus, dict[str, str]] | None:
-        """Why this request gets no answer from the endpoints, checked cheapest first."""
-        server = self.server
-        if not server.client_rate.allow(self.client_address[0]) or (
-            server.global_rate is not None and not server.global_rate.allow()
-        ):
-            return HTTPStatus.TOO_MANY_REQUESTS, {"Retry-After": "1"}
-        if self.command not in ("GET", "HEAD"):
-            return HTTPStatus.METHOD_NOT_ALLOWED, {"Allow": "GET, HEAD"}
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0").strip() != "0":
-            return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {}  # no endpoint takes a body
-        if server.auth is not None and not server.auth.check(self.headers.get("Authorization")):
-            return HTTPStatus.UNAUTHORIZED, {"WWW-Authenticate": 'Basic realm="npuwatch", charset="UTF-8"'}
-        return None
-
-    def handle_expect_100(self) -> bool:
-        return True  # never invite a body: the request is refused before any would be read
-
-    # --- answering
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._metrics()
-        elif path == "/healthz":
-            ok, reason = self.server.health()
-            self._reply(200 if ok else 503, (reason + "\n").encode(), _TEXT)
-        elif path == "/":
-            self._reply(200, _LANDING, "text/html; charset=utf-8")
-        else:
-            self._reply(404, b"not found\n", _TEXT)
-
-    def do_HEAD(self) -> None:
-        self.do_GET()
-
-    def _metrics(self) -> None:
-        accept = self.headers.get("Accept", "")
-        openmetrics = "application/openmetrics-text" in accept
-        gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
-        exposition = self.server.cache.render(openmetrics=openmetrics, gzipped=gzipped)
-        headers = {"Content-Encoding": "gzip"} if exposition.gzipped else {}
-        self._reply(200, exposition.body, exposition.content_type, headers)
-
-    def _reply(self, status: int, body: bytes, content_type: str,
-               headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def end_headers(self) -> None:
-        for key, value in self.server.extra_headers.items():
-            self.send_header(key, value)
-        super().end_headers()
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        # The stock error page quotes the request back; a short fixed text leaks nothing.
-        status = HTTPStatus(code)
-        self.close_connection = True
-        self._reply(status, f"{status.value} {status.phrase}\n".encode(), _TEXT)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s " + format, self.address_string(), *args)
-
-
-class AgentHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class AgentHTTPServer(socketserver.TCPServer):
+    allow_reuse_address = True
     request_queue_size = 64
 
     def __init__(self, address: tuple[str, int], cache: ExpositionCache, health: HealthCheck, *,
-                 web_config: WebConfig | None = None, limits: ServerLimits | None = None) -> None:
+                 ready: ReadyCheck | None = None, web_config: WebConfig | None = None,
+                 web_config_file: str | None = None, limits: ServerLimits | None = None,
+                 reload_interval_s: float = 3.0) -> None:
         self.cache = cache
         self.health = health
+        self.ready = ready
         self.limits = limits or ServerLimits()
-        self.web_config = web_config
-        tls = web_config.tls if web_config else None
-        self.tls_context = ReloadingSSLContext(tls) if tls else None
-        self._allowed_sans = tls.client_allowed_sans if tls else None
-        users = web_config.basic_auth_users if web_config else {}
-        self.auth: BasicAuth | None = BasicAuth(users) if users else None
-        self.extra_headers = dict(web_config.headers) if web_config else {}
+        self._credentials = CredentialCache()
+        self._verifier = BcryptVerifier()
+        # web_config_file: the file to reload; without one, web_config is fixed (its TLS files still reload).
+        self._web_config_file = web_config_file
+        self._fixed_config = None if web_config_file else web_config
+        self.settings = WebSettings.build(web_config, verifier=self._verifier, cache=self._credentials)
+        self._stamp = files_stamp(watched_files(web_config, web_config_file))
+        self._reload_lock = threading.Lock()
+        self._reload_interval_s = reload_interval_s
+        self._stopped = threading.Event()
         limits = self.limits
+        self.table = ConnectionTable(limits.max_connections, limits.max_connections_per_client)
         self.client_rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_tracked_clients)
-        rate = web_config.rate_limit if web_config else None
-        self.global_rate = RateLimiter(1.0 / rate.interval_s, rate.burst) if rate else None
-        self._slots = threading.BoundedSemaphore(self.limits.max_connections)
+        # Connections get twice the request allowance, so a client over its rate normally reads a 429.
+        self.connect_rate = RateLimiter(2 * limits.rate_per_s, 2 * limits.burst, limits.max_tracked_clients)
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, _Handler)
-        self._thread: threading.Thread | None = None
+        super().__init__(address, socketserver.BaseRequestHandler)
+        self._threads: list[threading.Thread] = []
 
+    # --- what the settings say
     @property
     def port(self) -> int:
         return int(self.server_address[1])
 
     @property
     def scheme(self) -> str:
-        return "https" if self.tls_context else "http"
+        return "https" if self.settings.tls_context else "http"
 
+    @property
+    def auth(self) -> BasicAuth | None:
+        return self.settings.auth
+
+    @property
+    def tls_context(self) -> ssl.SSLContext | None:
+        return self.settings.tls_context
+
+    @property
+    def web_config(self) -> WebConfig | None:
+        return self.settings.config
+
+    # --- lifecycle
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="http", daemon=True)
-        self._thread.start()
+        serving = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1},
+                                   name="http", daemon=True)
+        watching = threading.Thread(target=self._watch_files, name="web-config-watch", daemon=True)
+        self._threads = [serving, watching]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
+        self._stopped.set()
         self.shutdown()
+        self.table.close_all()
         self.server_close()
+        self._verifier.close()
 
-    # --- connection handling: runs in the accept loop, so nothing here may block
+    def set_connection_limits(self, max_connections: int, max_connections_per_client: int) -> None:
+        self.limits = replace(self.limits, max_connections=max_connections,
+                              max_connections_per_client=max_connections_per_client)
+        self.table.total, self.table.per_client = max_connections, max_connections_per_client
+
+    # --- web config reloads
+    def reload_web_config(self, path: str | None) -> bool:
+        """Load the web config at ``path`` (None: no file) now; False when the running one is kept."""
+        with self._reload_lock:
+            self._web_config_file = path
+            self._fixed_config = None
+        return self._reload("reload requested")
+
+    def poll_web_files(self) -> bool:
+        """Reload when the web config file or a TLS file changed; True when new settings apply."""
+        paths = watched_files(self.settings.config, self._web_config_file)
+        if files_stamp(paths) == self._stamp:
+            return False
+        return self._reload("changed on disk")
+
+    def _watch_files(self) -> None:
+        while not self._stopped.wait(self._reload_interval_s):
+            try:
+                self.poll_web_files()
+            except Exception:  # the watcher must outlive any surprise
+                log.exception("checking the web config files failed")
+
+    def _reload(self, why: str) -> bool:
+        with self._reload_lock:
+            path = self._web_config_file
+            source = path or "(no file)"
+            if path is None and self._fixed_config is None and self.settings.config is None:
+                return True  # no web config before or after: nothing to say
+            try:
+                config = load_web_config(path) if path else self._fixed_config
+                weaker = weakening(self.settings.config, config)
+                if weaker is not None:
+                    log.error("web config %s: not applied, %s (restart npuwatch to do that); keeping the "
+                              "running web config", source, weaker)
+                    return False
+                settings = WebSettings.build(config, verifier=self._verifier, cache=self._credentials,
+                                             previous=self.settings)
+            except ConfigError as exc:
+                log.error("web config %s: keeping the running web config; the new one is %s", source, exc)
+                return False
+            finally:
+                # Stamped whatever the outcome, so a file that keeps failing is reported once per change.
+                self._stamp = files_stamp(watched_files(self.settings.config, path))
+            self.settings = settings
+            self._stamp = files_stamp(watched_files(settings.config, path))
+            users = len(settings.auth.users) if settings.auth else 0
+            log.info("web config %s reloaded (%s): TLS %s, basic auth %s", source, why,
+                     "on" if settings.tls_context else "off", f"for {users} user(s)" if users else "off")
+            return True
+
+    # --- accept loop: runs in the serving thread, so nothing here may block
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self._refuse_busy(request)
+        client = str(client_address[0])
+        if not self.connect_rate.allow(client):
+            log.debug("http %s: connection rate exceeded", client)
+            self._refuse_at_once(request, _TOO_MANY)
             return
+        slot = self.table.admit(client, request)
+        if slot is None:
+            log.debug("refusing a connection: %d connections open, all answering", self.limits.max_connections)
+            self._refuse_at_once(request, _BUSY)
+            return
+        thread = threading.Thread(target=self._serve_connection, args=(request, client, slot, time.monotonic()),
+                                  name="http-conn", daemon=True)
         try:
-            super().process_request(request, client_address)
+            thread.start()
         except RuntimeError:  # no thread could be started
-            log.warning("cannot start a thread for a connection from %s", client_address[0])
-            self._slots.release()
+            log.warning("cannot start a thread for a connection from %s", client)
+            self.table.release(slot)
             self.shutdown_request(request)
 
-    def _refuse_busy(self, sock: socket.socket) -> None:
-        log.debug("refusing a connection: %d connections open", self.limits.max_connections)
-        if self.tls_context is None:
+    def _refuse_at_once(self, sock: socket.socket, answer: bytes) -> None:
+        """Refuse a new connection without a thread: a canned answer on plain HTTP, a close on TLS."""
+        if self.settings.tls_context is None:
             try:
                 sock.setblocking(False)
                 sock.recv(self.limits.max_header_bytes)  # unread input would turn our close into a reset
             except OSError:
                 pass
             with contextlib.suppress(OSError):
-                sock.send(_BUSY)
+                sock.send(answer)
         self.shutdown_request(sock)
 
     # --- per connection, in its own thread
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        connection = request
+    def _serve_connection(self, sock: socket.socket, client: str, slot: Slot, accepted_at: float) -> None:
+        connection = sock
         try:
-            connection = self._secure(request)
-            self.finish_request(connection, client_address)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            deadline = accepted_at + self.limits.head_timeout_s
+            settings = self.settings
+            if settings.tls_context is not None:
+                connection = self._secure(sock, settings, deadline)
+                if not self.table.replace_socket(slot, connection):
+                    return
+            self._exchange(Connection(connection, self.limits, deadline), client, slot)
         except _Dropped as why:
-            log.debug("http %s: connection dropped: %s", client_address[0], why)
+            log.debug("http %s: connection dropped: %s", client, why)
+        except OSError:
+            log.debug("http %s: connection failed", client, exc_info=True)
         except Exception:
-            self.handle_error(connection, client_address)
+            log.exception("http %s: request failed", client)
         finally:
-            self.shutdown_request(connection)
-            self._slots.release()
+            self.table.release(slot)
+            with contextlib.suppress(OSError):
+                connection.close()
+            with contextlib.suppress(OSError):
+                sock.close()
 
-    def _secure(self, sock: socket.socket) -> socket.socket:
-        """The TLS side of a fresh connection, handshake done within the request timeout."""
-        if self.tls_context is None:
-            return sock
-        deadline = time.monotonic() + self.limits.request_timeout_s
-        sock.settimeout(self.limits.request_timeout_s)
+    def _exchange(self, conn: Connection, client: str, slot: Slot) -> None:
+        while True:
+            request = conn.next_request()
+            if request is None:
+                return
+            settings = self.settings  # per request: a revoked password stops working on open connections too
+            headers = list(settings.headers.items())
+            if isinstance(request, Refusal):
+                conn.refuse(request, headers)
+                return
+            turn = self.table.begin_request(slot, self.limits.turn_wait_s)
+            if turn is None:
+                return
+            if not turn:
+                conn.refuse(Refusal(HTTPStatus.SERVICE_UNAVAILABLE, _RETRY), headers)
+                return
+            try:
+                refusal = self._refusal(request, settings, client)
+                if refusal is not None:
+                    conn.refuse(refusal, headers)
+                    return
+                status, body, content_type, extra = self._route(request)
+                keep = conn.respond(status, body, content_type, extra + headers, head_only=request.method == "HEAD")
+            finally:
+                self.table.end_request(slot)
+            if not keep:
+                return
+
+    def _refusal(self, request: Request, settings: WebSettings, client: str) -> Refusal | None:
+        """Why this request gets no answer from the endpoints, checked cheapest first."""
+        if not self.client_rate.allow(client) or (
+            settings.global_rate is not None and not settings.global_rate.allow()
+        ):
+            return Refusal(HTTPStatus.TOO_MANY_REQUESTS, _RETRY)
+        if settings.auth is not None and request.path not in _AUTH_EXEMPT:
+            verdict = settings.auth.check(request.header("authorization"), client)
+            if verdict is Auth.BUSY:
+                return Refusal(HTTPStatus.TOO_MANY_REQUESTS, _RETRY)
+            if verdict is not Auth.GRANTED:
+                return Refusal(HTTPStatus.UNAUTHORIZED, _UNAUTHORIZED)
+        return None
+
+    def _route(self, request: Request) -> tuple[int, bytes, str, list[tuple[str, str]]]:
+        path = request.path
+        if path == "/metrics":
+            accept = request.header("accept") or ""
+            exposition = self.cache.render(openmetrics="application/openmetrics-text" in accept,
+                                           gzipped="gzip" in (request.header("accept-encoding") or ""))
+            extra = [("Content-Encoding", "gzip")] if exposition.gzipped else []
+            return 200, exposition.body, exposition.content_type, extra
+        if path == "/healthz":
+            alive, reason = self.health()
+            return (200 if alive else 503), (reason + "\n").encode(), _TEXT, []
+        if path == "/readyz" and self.ready is not None:
+            ready, report = self.ready()
+            body = (json.dumps(report, indent=1, sort_keys=True) + "\n").encode()
+            return (200 if ready else 503), body, _JSON, [("Cache-Control", "no-store")]
+        if path == "/":
+            return 200, _LANDING, "text/html; charset=utf-8", []
+        return 404, status_text(HTTPStatus.NOT_FOUND), _TEXT, []
+
+    def _secure(self, sock: socket.socket, settings: WebSettings, deadline: float) -> socket.socket:
+        """The TLS side of a fresh connection, handshake done before ``deadline``."""
+        assert settings.tls_context is not None
         try:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
             first = sock.recv(1, socket.MSG_PEEK)
         except OSError as exc:
             raise _Dropped(f"no TLS handshake: {exc}") from None
@@ -296,8 +333,7 @@ class AgentHTTPServer(ThreadingHTTPServer):
                     sock.sendall(_HTTP_TO_HTTPS)
             raise _Dropped("plain HTTP on the TLS port")
         try:
-            context = self.tls_context.get()
-            secured = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            secured = settings.tls_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         except (ssl.SSLError, OSError) as exc:
             raise _Dropped(f"TLS setup failed: {exc}") from None
         try:
@@ -306,21 +342,22 @@ class AgentHTTPServer(ThreadingHTTPServer):
         except (ssl.SSLError, OSError) as exc:
             secured.close()
             raise _Dropped(f"TLS handshake failed: {exc}") from None
-        if self._allowed_sans is not None and not peer_san_allowed(secured.getpeercert(), self._allowed_sans):
+        allowed = settings.allowed_sans
+        if allowed is not None and not peer_san_allowed(secured.getpeercert(), allowed):
             secured.close()
             raise _Dropped("client certificate has none of client_allowed_sans")
         return secured
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients vanishing or stalling mid-reply are routine for a scrape endpoint; anything else is a bug.
-        peer = client_address[0] if client_address else "?"
-        if isinstance(sys.exc_info()[1], OSError):
-            log.debug("http %s: connection failed", peer, exc_info=True)
-        else:
-            log.exception("http %s: request failed", peer)
-
 
 def make_server(address: str, port: int, cache: ExpositionCache, health: HealthCheck, *,
-                web_config: WebConfig | None = None, limits: ServerLimits | None = None) -> AgentHTTPServer:
-    """Bind the endpoints; ``web_config`` None serves plain HTTP without auth, as before."""
-    return AgentHTTPServer((address, port), cache, health, web_config=web_config, limits=limits)
+                ready: ReadyCheck | None = None, web_config: WebConfig | None = None,
+                web_config_file: str | None = None, limits: ServerLimits | None = None,
+                reload_interval_s: float = 3.0) -> AgentHTTPServer:
+    """Bind the endpoints; no ``web_config`` serves plain HTTP without auth.
+
+    ``web_config_file`` is the file ``web_config`` was read from: it is polled every
+    ``reload_interval_s`` and reloaded when it changes.
+    """
+    return AgentHTTPServer((address, port), cache, health, ready=ready, web_config=web_config,
+                           web_config_file=web_config_file, limits=limits,
+                           reload_interval_s=reload_interval_s)

@@ -2,7 +2,7 @@
 
 - ``TLSServerConfig`` / ``ClientAuth`` / ``CIPHER_SUITES``: what a web config file may ask for;
 - ``server_ssl_context(tls)``: an ``ssl.SSLContext`` honouring versions, ciphers and client
-  certificates; ``ReloadingSSLContext`` rebuilds it when the certificate files change;
+  certificates (``agent/web/settings.py`` rebuilds it when the files change);
 - ``peer_san_allowed``: the ``client_allowed_sans`` check on a verified client certificate.
 """
 
@@ -13,9 +13,7 @@ import logging
 import os
 import ssl
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +25,6 @@ __all__ = [
     "CIPHER_SUITES",
     "TLS_VERSIONS",
     "ClientAuth",
-    "ReloadingSSLContext",
     "TLSServerConfig",
     "peer_san_allowed",
     "server_ssl_context",
@@ -69,7 +66,7 @@ class ClientAuth:
     UNVERIFIED = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TLSServerConfig:
     """``tls_server_config`` with paths made absolute; inline PEM fields kept as text."""
 
@@ -166,49 +163,3 @@ def peer_san_allowed(peer_cert: Mapping[str, Any] | None, allowed: Iterable[str]
     wanted = {_normal_san(item) for item in allowed}
     return any(_normal_san(str(value)) in wanted for _kind, value in peer_cert.get("subjectAltName", ()))
 
-
-
-class ReloadingSSLContext:
-    """Rebuilds the context when a certificate, key or CA file changes (rotated certificates).
-
-    Files are stat'ed at most once per ``check_interval_s``; a change that fails to load keeps
-    the previous context and is logged, so a half-written rotation never takes the endpoint down.
-    """
-
-    def __init__(self, tls: TLSServerConfig, check_interval_s: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._tls = tls
-        self._paths = [p for p in (tls.cert_file, tls.key_file, tls.client_ca_file) if p]
-        self._interval = check_interval_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._stamp = self._stat()
-        self._context = server_ssl_context(tls)
-        self._checked_at = clock()
-
-    def _stat(self) -> tuple[tuple[int, int], ...]:
-        stamps = []
-        for path in self._paths:
-            try:
-                info = os.stat(path)
-                stamps.append((info.st_mtime_ns, info.st_size))
-            except OSError:
-                stamps.append((-1, -1))
-        return tuple(stamps)
-
-    def get(self) -> ssl.SSLContext:
-        now = self._clock()
-        with self._lock:
-            if now - self._checked_at < self._interval:
-                return self._context
-            self._checked_at = now
-            stamp = self._stat()
-            if stamp != self._stamp:
-                self._stamp = stamp
-                try:
-                    self._context = server_ssl_context(self._tls)
-                    log.info("reloaded TLS certificate and key")
-                except ConfigError as exc:
-                    log.warning("TLS files changed but cannot be loaded, keeping the previous ones: %s",
-                                "; ".join(exc.problems))
-            return self._context
