@@ -108,6 +108,10 @@ NO_DATA_PANELS: dict[str, str] = {
     "Probe duration and age": "probes off",
     # 910B chips have no device DDR: npu-smi prints "0 / 0" and no sample is exported.
     "Device DDR used": "no device DDR on 910B",
+    # The demo node is no Kubernetes node: no kubelet, no npu_pod_info (tests/test_k8s_join.py runs
+    # these panels against a real Prometheus with a kubelet of its own).
+    "Who is on the sick chip": "no kubelet on the demo node",
+    "Pods on the chips": "no kubelet on the demo node",
 }
 # Panels that are empty only for the single chip picked in the $npu variant of a dashboard.
 NO_DATA_FOR_CHIP: dict[tuple[str, str], str] = {

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from dashboards.node_detail import sick_chip_pods_query
+from dashboards.node_detail import chip, sick_chip_pods_query
 from dashboards.queries import substitute
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,3 +90,36 @@ def test_the_sick_chip_panel_lists_every_pod_on_a_sick_chip_even_a_shared_one(tm
         {"labels": _labels(npu="5", chip="0", namespace="infer", pod="b", container="c"), "value": 0}]}]
     result = promtool_test(tmp_path, shared, cases)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_panels_name_the_pod_in_a_real_prometheus_scraping_a_demo_agent(tmp_path: Path) -> None:
+    """End to end: kubelet -> agent job -> /metrics -> Prometheus -> the node dashboard's queries."""
+    import sys
+
+    from agent_harness import demo_bundle, serving
+    from k8s_podresources_server import FakeKubelet, FakePod
+    from prom_harness import start_prometheus
+
+    with FakeKubelet() as kubelet:
+        kubelet.set_pods(FakePod("train", "llm-0", {"worker": [("huawei.com/Ascend910", ["Ascend910-1",
+                                                                                         "Ascend910-2"])]}),
+                         FakePod("infer", "svc-a", {"server": [("huawei.com/Ascend910", ["Ascend910-4"])]}))
+        bundle = demo_bundle(tmp_path, {"kubernetes": {"pod_attribution": True, "pod_resources_socket": kubelet.socket},
+                                        "collectors": {"hccn_tool": {"enabled": False}}})
+        subprocess.run([sys.executable, "-m", "agent", "demo", "--demo-dir", str(tmp_path / "demo"), "set", "health",
+                        "--npu", "1", "--param", "state=Alarm", "--param", "codes=8C084E00"],
+                       capture_output=True, text=True, timeout=60, cwd=REPO, check=True)
+        bundle.agent.collect_once()
+        with serving(bundle) as url:
+            target = url.removeprefix("http://")
+            prom = start_prometheus(tmp_path, [target], target_labels={target: {"node": "npu-node-07"}})
+            try:
+                variables = {"node": "npu-node-07", "npu": ".*"}
+                sick = prom.wait_for(substitute(sick_chip_pods_query(), variables))
+                assert [(r["metric"]["npu"], r["metric"]["namespace"], r["metric"]["pod"], r["metric"]["container"])
+                        for r in sick] == [("1", "train", "llm-0", "worker")]
+                held = prom.wait_for(substitute(chip("npu_pod_info"), variables))
+                assert sorted((r["metric"]["npu"], r["metric"]["pod"]) for r in held) == [
+                    ("1", "llm-0"), ("2", "llm-0"), ("4", "svc-a")]
+            finally:
+                prom.stop()
