@@ -39,6 +39,7 @@ examples:
   npuwatch scan-logs ~/ascend/log --json
   npuwatch diagnose
   npuwatch bundle --since 2h           then, on any machine: npuwatch triage *.tar.gz
+  npuwatch check --level quick --exit-codes npd
   npuwatch probe gemm --backend cpu
 """
 
@@ -132,6 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.triage import prometheus as triage_prometheus
 
     triage_prometheus.add_arguments(triage)
+    gate = sub.add_parser(
+        "check", help="tiered node checks with one verdict (exit 0 ok, 1 warn, 2 fail, 3 unknown)",
+        description="Run the quick, medium or long checks of this node and gate jobs on the verdict.")
+    _common(gate)
+    from agent.check import cli as check_cli
+
+    check_cli.add_arguments(gate)
+    baseline = sub.add_parser("check-baseline", help="fleet medians for `npuwatch check --baseline`",
+                              description="Build a fleet baseline from `npuwatch check --json` reports or "
+                                          "from Prometheus.")
+    check_cli.add_baseline_arguments(baseline)
 
     probe = sub.add_parser("probe", help="run a probe now: gemm, allreduce, membw, h2d, p2p, sustained-gemm "
                                          "(exit 0 pass, 1 warn, 2 fail, 3 error)")
@@ -350,6 +362,16 @@ def cmd_triage(args: argparse.Namespace) -> int:
     from agent.triage import command as triage
 
     return triage.main(args)
+def cmd_check(args: argparse.Namespace) -> int:
+    from agent.check import cli as check_cli
+
+    return check_cli.main(args, _load(args), _demo_dir(args))
+
+
+def cmd_check_baseline(args: argparse.Namespace) -> int:
+    from agent.check import cli as check_cli
+
+    return check_cli.baseline_main(args)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -372,6 +394,8 @@ COMMANDS = {
     "diagnose": cmd_diagnose,
     "bundle": cmd_bundle,
     "triage": cmd_triage,
+    "check": cmd_check,
+    "check-baseline": cmd_check_baseline,
     "probe": cmd_probe,
     "demo": cmd_demo,
 }

@@ -162,6 +162,19 @@ _SPECS: tuple[MetricSpec, ...] = (
                "All-reduce bus bandwidth (algbw x 2(n-1)/n).", ("scope", "size_bytes"), "probes"),
     MetricSpec("npu_probe_allreduce_correct", "gauge", "1 when the all-reduce sums were correct.",
                ("scope",), "probes"),
+    # --- npuwatch check, scheduled levels (check.schedule); node-wide results carry npu="" chip=""
+    MetricSpec("npu_check_result", "gauge", "1 when the check passed (or warned), 0 when it failed; absent when "
+               "it could not tell.", ("level", "check", "npu", "chip"), "check"),
+    MetricSpec("npu_check_verdict", "gauge", "The level's verdict: 1 for the current one (ok, warn, fail, unknown).",
+               ("level", "verdict"), "check"),
+    MetricSpec("npu_check_last_run_timestamp_seconds", "gauge", "When the level last finished a run.", ("level",),
+               "check"),
+    MetricSpec("npu_check_duration_seconds", "gauge", "How long the level's last run took.", ("level",), "check"),
+    MetricSpec("npu_check_bandwidth_bytes_per_second", "gauge",
+               "Bandwidth a check measured (measure: hbm_bandwidth, h2d_bandwidth, d2h_bandwidth, p2p_bandwidth, "
+               "allreduce, dmi_bandwidth:<path>).", ("level", "measure", "model", "npu", "chip", "peer"), "check"),
+    MetricSpec("npu_check_flops", "gauge", "GEMM rate a check measured (measure: gemm:<dtype>, "
+               "sustained_gemm:<dtype>).", ("level", "measure", "model", "npu", "chip"), "check"),
     MetricSpec("npuwatch_probe_runs_total", "counter", "Probe runs by outcome.", ("probe", "outcome"),
                "probes"),
     MetricSpec("npuwatch_probe_timeouts_total", "counter", "Probe runs killed at the deadline, by stage.",
@@ -182,6 +195,13 @@ _SPECS: tuple[MetricSpec, ...] = (
                ("device",), "host"),
     MetricSpec("npuwatch_host_network_transmit_bytes_total", "counter", "Bytes sent per interface.",
                ("device",), "host"),
+    # --- Kubernetes: who holds each chip (kubelet pod-resources API, on its own schedule)
+    MetricSpec("npu_pod_info", "gauge",
+               "A container holds the chip through the device plugin (always 1; absent when no pod holds it).",
+               (*CHIP, "namespace", "pod", "container"), "pod_resources"),
+    MetricSpec("npuwatch_pod_attribution_unmapped_devices", "gauge",
+               "Device IDs of the configured resources that name no chip npu-smi lists on this node.", (),
+               "pod_resources"),
     # --- the agent itself
     MetricSpec("npuwatch_build_info", "gauge", "npuwatch version (always 1).", ("version", "python"),
                "agent"),

@@ -26,7 +26,7 @@ from dashboards.panels import (
 if TYPE_CHECKING:
     from grafana_foundation_sdk.builders import timeseries as timeseries_b
 
-__all__ = ["UID", "build"]
+__all__ = ["UID", "build", "sick_chip_pods_query"]
 
 UID = "npuwatch-node-detail"
 
@@ -87,6 +87,31 @@ def _health_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         .with_panel(state_timeline("HCCS health", "HCCS link health per chip over time.",
                                    unit="short", thresholds=HEALTHY, mapping=mapping,
                                    queries=[Query(chip("npu_hccs_healthy"), CHIP)]))
+    )
+
+
+def sick_chip_pods_query() -> str:
+    """Each pod holding a chip that is not healthy, by the join the README documents (the pod side first,
+    so a chip split into vNPUs for several pods gives one row per pod)."""
+    return f"{chip('npu_pod_info')} * on (node, npu, chip) group_left () ({chip('npu_healthy')} == 0)"
+
+
+def _pods_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    held = {"1": ("held", "blue")}
+    return (
+        dash.with_row(dashboard_b.Row("Pods (Kubernetes)"))
+        .with_panel(table(
+            "Who is on the sick chip", "The pods and containers holding a chip whose npu-smi health is not OK "
+            "(npu_pod_info from the kubelet's pod-resources API; empty outside Kubernetes or when no sick "
+            "chip is held).",
+            unit="short", thresholds=HEALTHY, width=12, height=8,
+            queries=[Query(sick_chip_pods_query())],
+            columns=[Column("Health", "short", HEALTHY, {"0": ("not OK", "red")})]))
+        .with_panel(table(
+            "Pods on the chips", "Every container holding a chip of this node, by the device plugin's "
+            "allocation.",
+            unit="short", thresholds=INFO, width=12, height=8,
+            queries=[Query(chip("npu_pod_info"))], columns=[Column("Held", "short", INFO, held)]))
     )
 
 
@@ -273,7 +298,7 @@ def build() -> dashboard_b.Dashboard:
                                       multi=False, include_all=False))
         .with_variable(label_variable("npu", "NPU", f"label_values(npu_info{{{JOB},{NODE}}}, npu)"))
     )
-    for add_row in (_node_row, _health_row, _utilization_row, _memory_row, _thermal_row, _errors_row,
+    for add_row in (_node_row, _health_row, _pods_row, _utilization_row, _memory_row, _thermal_row, _errors_row,
                     _processes_row, _probes_row, _host_row, _agent_row):
         dash = add_row(dash)
     return dash

@@ -15,8 +15,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = ("agent", "collectors")
-PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.diagnose", "agent.triage", "agent.daemon",
-            "collectors.probes")
+PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.diagnose", "agent.triage", "agent.check",
+            "agent.daemon", "agent.k8s", "collectors.probes")
 
 
 def module_files() -> dict[str, Path]:
@@ -121,8 +121,8 @@ def allowed_imports() -> dict[str, set[str]]:
     table: dict[str, set[str]] = {}
     for line in text.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and re.fullmatch(r"`[a-z_.]+`", cells[0]):
-            table[cells[0].strip("`")] = set(re.findall(r"`([a-z_.]+)`", cells[2]))
+        if len(cells) == 3 and re.fullmatch(r"`[a-z0-9_.]+`", cells[0]):
+            table[cells[0].strip("`")] = set(re.findall(r"`([a-z0-9_.]+)`", cells[2]))
     return table
 
 

@@ -110,6 +110,10 @@ NO_DATA_PANELS: dict[str, str] = {
     "Device DDR used": "no device DDR on 910B",
     # A cluster hang (one communicator over several nodes) is tests/test_triage_online.py's subject.
     "HCCL incidents and culprits": "no multi-node HCCL incident here",
+    # The demo node is no Kubernetes node: no kubelet, no npu_pod_info (tests/test_k8s_join.py runs
+    # these panels against a real Prometheus with a kubelet of its own).
+    "Who is on the sick chip": "no kubelet on the demo node",
+    "Pods on the chips": "no kubelet on the demo node",
 }
 # Panels that are empty only for the single chip picked in the $npu variant of a dashboard.
 NO_DATA_FOR_CHIP: dict[tuple[str, str], str] = {

@@ -56,12 +56,32 @@ DEFAULT_PORT = 9611
 
 
 
+def _auto_or_boolean(value: Any) -> bool | str:
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise TypeError(f"expected true, false or auto, got {show(value)}")
+
+
 def _default_log_paths() -> tuple[str, ...]:
     base = os.environ.get("ASCEND_PROCESS_LOG_PATH") or str(Path("~/ascend/log").expanduser())
     return (base,)
 
 
 Schema = Mapping[str, Any]
+
+
+def _references_table(value: Any) -> dict[str, dict[str, float]]:
+    """``{model: {measure: value}}`` in base units, e.g. ``{"910B3": {"hbm_bandwidth": 1.5e12}}``."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a mapping of model to {{measure: value}}, got {show(value)}")
+    result: dict[str, dict[str, float]] = {}
+    for model, measures in value.items():
+        if not isinstance(measures, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in measures.values()
+        ):
+            raise TypeError(f"{model}: expected {{measure: positive value}}, got {show(measures)}")
+        result[str(model)] = {str(k): float(v) for k, v in measures.items()}
+    return result
 
 SCHEMA: Schema = {
     "web": {
@@ -159,6 +179,56 @@ SCHEMA: Schema = {
             "devices": (optional(int_list), None),
             "min_bus_bandwidth": (optional(positive_float), None),  # bytes/s
         },
+    },
+    "check": {
+        # `npuwatch check` and the agent's scheduled levels (agent/check/)
+        "tool_timeout": (positive_duration, 4.0),  # per tool call, at most the collector's own timeout
+        "flap_window": (positive_duration, 900.0),  # roce_flaps: link-down events this recent fail
+        "hccl_window": (positive_duration, 3600.0),  # hccl_errors: log errors this recent warn
+        "max_isolated_pages": (integer(0), 60),  # hbm_ecc: more isolated HBM pages than this fail
+        "expected_driver": (optional(string), None),  # versions: the fleet's driver, when set
+        "expected_firmware": (optional(string), None),  # versions: the fleet's firmware, when set
+        "skip": (str_list, ()),  # check names this node never runs (e.g. [hccs, roce_ip])
+        "references": (optional(_references_table), None),  # {MODEL: {measure: value}}, base units
+        "fail_ratio": (ratio, 0.8),  # of a reference figure; below fails
+        "warn_ratio": (ratio, 0.9),
+        "baseline_file": (optional(string), None),  # fleet medians (JSON); --baseline wins
+        "prometheus_url": (optional(string), None),  # fleet medians from Prometheus; --prometheus wins
+        "fleet_fail_ratio": (ratio, 0.85),  # of the fleet median; below fails
+        "fleet_warn_ratio": (ratio, 0.92),
+        "fleet_min_nodes": (integer(1), 5),  # a median over fewer nodes is not used
+        "max_temperature": (positive_float, 95.0),  # sustained_gemm: chip degrees C that fail
+        "sustained_duration": (positive_duration, 180.0),  # sustained_gemm: seconds under load
+        "copy_size": (optional(size), None),  # bandwidth checks' buffer (default: the worker's)
+        "schedule": {
+            "quick": {
+                "enabled": (boolean, True),
+                "interval": (positive_duration, 300.0),
+                "cron": (optional(cron_expression), None),
+                "first_run": (duration, 60.0),  # after the agent starts (interval schedules)
+            },
+            "medium": {
+                "enabled": (boolean, False),
+                "interval": (positive_duration, 86400.0),
+                "cron": (optional(cron_expression), None),
+                "first_run": (duration, 600.0),
+            },
+            "long": {
+                "enabled": (boolean, False),
+                "interval": (positive_duration, 7 * 86400.0),
+                "cron": (optional(cron_expression), None),
+                "first_run": (duration, 1800.0),
+            },
+        },
+    },
+    "kubernetes": {
+        # auto: on when the agent runs in a Kubernetes pod (KUBERNETES_SERVICE_HOST is set)
+        "pod_attribution": (_auto_or_boolean, "auto"),
+        "pod_resources_socket": (string, "/var/lib/kubelet/pod-resources/kubelet.sock"),
+        "interval": (positive_duration, 15.0),
+        "timeout": (positive_duration, 5.0),  # per kubelet call
+        # device-plugin resource names whose devices are chips (globs)
+        "resources": (str_list, ("huawei.com/Ascend910*", "huawei.com/Ascend310P*", "huawei.com/npu")),
     },
     "max_series_per_source": (integer(100, 1_000_000), 20_000),  # more from one run: refused as broken output
     "log_level": (choice("debug", "info", "warning", "error"), "info"),
@@ -273,7 +343,7 @@ def build_config(raw: Any, source: str = "config") -> Config:
 def _rebuild(values: Mapping[str, Any], path: str) -> Config:
     return Config(
         {k: _rebuild(v, f"{path}.{k}" if path else k) if isinstance(v, dict) and k not in
-         ("labels", "peaks") else v for k, v in values.items()},
+         ("labels", "peaks", "references") else v for k, v in values.items()},
         path,
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 from agent.core.config import Config, apply_overrides
 from agent.core.jobs import InternalJob
 from agent.daemon.service import Agent
+from agent.k8s.attribution import attribution_job
+from collectors.base import ChipRef
 from collectors.host import HostCollector
 
 __all__ = ["AgentBundle", "build_agent", "internal_jobs"]
@@ -34,7 +37,8 @@ def _state_dir(config: Config) -> Path:
     return path
 
 
-def internal_jobs(config: Config) -> list[InternalJob]:
+def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple) -> list[InternalJob]:
+    """The config's tool-less jobs; ``chips`` is the agent's chip list (for pod attribution)."""
     jobs: list[InternalJob] = []
     collectors = config.collectors
     if collectors.host.enabled:
@@ -59,6 +63,14 @@ def internal_jobs(config: Config) -> list[InternalJob]:
         # Counters never expire: an error counted once stays counted.
         jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,
                                 problem=lambda: scanner.problem))
+    from agent.check.job import check_job
+
+    scheduled_checks = check_job(config)  # check.schedule: the levels `npuwatch check` runs, on a timer
+    if scheduled_checks is not None:
+        jobs.append(scheduled_checks)
+    pods = attribution_job(config, chips)
+    if pods is not None:
+        jobs.append(pods)
     return jobs
 
 
@@ -72,6 +84,12 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
         demo = DemoNode(demo_dir).open(chips=demo_chips)
         config = apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config))
         tool_env = demo.env()
-    agent = Agent(config, tool_env=tool_env, jobs_factory=internal_jobs)
+    built: list[Agent] = []  # the jobs ask the agent for its chips; they first run after it is built
+
+    def chips() -> Sequence[ChipRef]:
+        return built[0].chips() if built else ()
+
+    agent = Agent(config, tool_env=tool_env, jobs_factory=lambda config: internal_jobs(config, chips))
+    built.append(agent)
     return AgentBundle(agent, demo)
 

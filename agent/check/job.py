@@ -1,0 +1,117 @@
+"""The agent's scheduled levels (``check.schedule``): one internal job that runs what is due and exports it.
+
+The job ticks every ``TICK_S``; a level is due at its interval (the first run ``first_run`` after the
+agent starts) or at its cron time. One level runs per tick, the longest due first. A medium or long
+level that finds the NPUs busy, or the probe lock held, is tried again ``BUSY_RETRY_S`` later and
+leaves the last results in place. Every level's latest results stay exported until the next run
+(``npu_check_last_run_timestamp_seconds`` says how old they are).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.check.baseline import BaselineError
+from agent.check.levels import LEVELS
+from agent.check.metrics import report_samples
+from agent.check.report import LevelReport
+from agent.check.runner import RunOptions, run_level
+from collectors.base import Sample
+
+__all__ = ["BUSY_RETRY_S", "JOB_NAME", "TICK_S", "CheckSchedule", "check_job"]
+
+log = logging.getLogger(__name__)
+
+JOB_NAME = "check"
+TICK_S = 30.0
+BUSY_RETRY_S = 600.0
+
+Runner = Callable[[Any, RunOptions], LevelReport]
+
+
+class CheckSchedule:
+    """Which levels are due and their latest reports; ``collect`` is the internal job's body."""
+
+    def __init__(self, config: Any, clock: Callable[[], float] = time.time, runner: Runner = run_level) -> None:
+        self._config = config
+        self._clock = clock
+        self._runner = runner
+        self._lock = threading.Lock()
+        self._latest: dict[str, LevelReport] = {}
+        self._due: dict[str, float] = {}
+        self._triggers: dict[str, Any] = {}
+        now = clock()
+        for level in LEVELS:
+            section = getattr(config.check.schedule, level)
+            if not section.enabled:
+                continue
+            if section.cron:
+                from agent.core.cron import cron_trigger
+
+                self._triggers[level] = cron_trigger(section.cron)
+                self._due[level] = self._next_cron(level, now)
+            else:
+                self._due[level] = now + float(section.first_run)
+
+    @property
+    def levels(self) -> list[str]:
+        return [level for level in LEVELS if level in self._due]
+
+    def due(self, now: float) -> list[str]:
+        return [level for level in LEVELS if level in self._due and now >= self._due[level]]
+
+    def _next_cron(self, level: str, now: float) -> float:
+        from datetime import datetime, timezone
+
+        current = datetime.fromtimestamp(now, tz=timezone.utc)
+        fire = self._triggers[level].get_next_fire_time(None, current)
+        return fire.timestamp() if fire is not None else float("inf")
+
+    def _reschedule(self, level: str, now: float) -> None:
+        if level in self._triggers:
+            self._due[level] = self._next_cron(level, now + 1.0)
+        else:
+            self._due[level] = now + float(getattr(self._config.check.schedule, level).interval)
+
+    def collect(self) -> list[Sample]:
+        """Run the longest due level (at most one per tick), then export every level's latest report."""
+        now = self._clock()
+        due = self.due(now)
+        if due:
+            self._run(due[-1], now)
+        with self._lock:
+            reports = [self._latest[level] for level in LEVELS if level in self._latest]
+        return [sample for report in reports for sample in report_samples(report)]
+
+    def _run(self, level: str, now: float) -> None:
+        options = RunOptions(level=level)
+        try:
+            report = self._runner(self._config, options)
+        except BaselineError as exc:
+            log.warning("check %s: fleet baseline unusable (%s); judging by the fixed references", level, exc)
+            report = self._runner(self._config, RunOptions(level=level, use_baseline=False))
+            report.baseline_error = str(exc)
+        if report.skipped is not None and level != "quick":
+            log.info("check %s not run: %s; trying again in %.0fs", level, report.skipped, BUSY_RETRY_S)
+            self._due[level] = now + BUSY_RETRY_S
+            return
+        with self._lock:
+            self._latest[level] = report
+        self._reschedule(level, self._clock())
+        log.log(logging.WARNING if report.verdict == "fail" else logging.INFO, "check %s: %s", level,
+                report.message())
+
+
+def check_job(config: Any) -> Any | None:
+    """The internal job for ``agent.daemon.assemble.internal_jobs``; None when no level is scheduled."""
+    from agent.core.jobs import InternalJob
+
+    schedule = CheckSchedule(config)
+    if not schedule.levels:
+        return None
+    # Results never expire: a level run weekly stays exported for the week (its timestamp ages).
+    return InternalJob(JOB_NAME, TICK_S, schedule.collect, max_age_s=None)

@@ -1,0 +1,112 @@
+"""One level's outcome: every check, the verdict, the exit code in either style, and the JSON document.
+
+The JSON document (``npuwatch check --json``) is a contract; ``FORMAT`` names its version::
+
+    {
+      "format": "npuwatch-check/1",
+      "level": "quick", "verdict": "fail", "exit_code": 2, "exit_codes": "nagios",
+      "message": "FAIL roce_link: NPU 3: link DOWN",
+      "node": "npu-node-01", "model": "910B3", "chips": 8,
+      "started_at": 1764558000.0, "duration_s": 3.21, "budget_s": 10.0, "read_s": 2.9,
+      "skipped": null,
+      "baseline": {"source": null, "error": null},
+      "checks": [
+        {"name": "roce_link", "status": "FAIL", "evidence": "NPU 3: link DOWN", "hint": "...",
+         "duration_s": 0.0, "value": "DOWN", "threshold": "UP", "unit": null, "basis": null,
+         "results": [{"status": "FAIL", "npu": 3, "chip": 0, "peer": null, "value": "DOWN",
+                      "threshold": "UP", "unit": null, "basis": null, "measure": null, "model": null,
+                      "evidence": "NPU 3: link DOWN"}, ...]},
+        ...
+      ]
+    }
+
+``verdict`` is ok, warn, fail or unknown; ``exit_code`` follows ``exit_codes``: Nagios (0 ok, 1 warn,
+2 fail, 3 unknown) or node-problem-detector (0 OK for ok and warn, 1 NonOK for fail, 2 Unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.check.results import FAIL, PASS, UNKNOWN, VERDICT_OF, WARN, CheckResult, worst
+
+__all__ = ["EXIT_CODES", "FORMAT", "MESSAGE_LIMIT", "LevelReport", "one_line"]
+
+FORMAT = "npuwatch-check/1"
+EXIT_CODES: dict[str, dict[str, int]] = {
+    "nagios": {"ok": 0, "warn": 1, "fail": 2, "unknown": 3},
+    "npd": {"ok": 0, "warn": 0, "fail": 1, "unknown": 2},
+}
+MESSAGE_LIMIT = 80  # node-problem-detector keeps the first 80 characters of a plugin's output
+
+
+@dataclass
+class LevelReport:
+    level: str
+    checks: list[CheckResult]
+    started_at: float
+    duration_s: float
+    budget_s: float
+    node: str
+    model: str | None = None
+    chips: int = 0
+    read_s: float = 0.0
+    skipped: str | None = None  # why the device checks did not run (busy, probe lock held)
+    baseline_source: str | None = None
+    baseline_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return worst((check.status for check in self.checks), default=UNKNOWN)
+
+    @property
+    def verdict(self) -> str:
+        return VERDICT_OF[self.status]
+
+    def exit_code(self, style: str = "nagios") -> int:
+        return EXIT_CODES[style][self.verdict]
+
+    def message(self) -> str:
+        return one_line(self)
+
+    def to_dict(self, style: str = "nagios") -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "level": self.level,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code(style),
+            "exit_codes": style,
+            "message": self.message(),
+            "node": self.node,
+            "model": self.model,
+            "chips": self.chips,
+            "started_at": round(self.started_at, 3),
+            "duration_s": round(self.duration_s, 3),
+            "budget_s": self.budget_s,
+            "read_s": round(self.read_s, 3),
+            "skipped": self.skipped,
+            "baseline": {"source": self.baseline_source, "error": self.baseline_error},
+            "checks": [check.to_dict() for check in self.checks],
+        }
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def one_line(report: LevelReport) -> str:
+    """At most 80 characters: the verdict and the worst check (NPD shows this as the condition's message)."""
+    status = report.status
+    if status == PASS:
+        text = f"OK: {len(report.checks)} {report.level} checks pass"
+        return _clip(text + f" on {report.chips} chips" if report.chips else text, MESSAGE_LIMIT)
+    bad = [check for check in report.checks if check.status == status]
+    first = bad[0] if bad else None
+    if first is None:
+        return _clip(f"{status}: no check ran", MESSAGE_LIMIT)
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    word = {FAIL: "FAIL", WARN: "WARN", UNKNOWN: "UNKNOWN"}[status]
+    head = f"{word} {first.name}{more}: "
+    return _clip(head + first.evidence, MESSAGE_LIMIT)

@@ -1,0 +1,166 @@
+"""Run one level: read the node once, judge every selected check, then the device checks within budget.
+
+The quick checks read the node through diagnose's ``read_node`` and ``ToolBox`` (each tool call
+with a timeout of at most ``check.tool_timeout``, a tool that hangs is given up after one timeout).
+The medium and long checks load the devices: they run only when npu-smi shows the NPUs idle, under
+the probe lock (held for the whole level, so no scheduled probe runs in between), and each gets
+what is left of the level's time budget as its deadline; a check that no longer fits is UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.check import checks_chip, checks_dmi, checks_node, checks_probe, checks_roce
+from agent.check.baseline import Baseline, BaselineError, from_prometheus, load_baseline
+from agent.check.device import DeviceRun, Runner
+from agent.check.levels import BUDGET_S, dmi_items_wanted, select, spec
+from agent.check.readings import QuickReadings, read_quick, scan_logs
+from agent.check.report import LevelReport
+from agent.check.results import CheckResult
+from agent.check.settings import CheckSettings
+from agent.diagnose.readings import LogScan, ToolBox
+
+__all__ = ["RunOptions", "run_level"]
+
+_ROCE = ("roce_link", "roce_flaps", "net_health", "optics", "roce_ip")
+_QUICK_JUDGES: dict[str, Callable[[QuickReadings, CheckSettings], CheckResult]] = {
+    "chip_count": checks_chip.check_chip_count,
+    "chip_health": checks_chip.check_chip_health,
+    "hbm_ecc": checks_chip.check_hbm_ecc,
+    "hccs": checks_chip.check_hccs,
+    "roce_link": checks_roce.check_roce_link,
+    "roce_flaps": checks_roce.check_roce_flaps,
+    "net_health": checks_roce.check_net_health,
+    "optics": checks_roce.check_optics,
+    "roce_ip": checks_roce.check_roce_ip,
+    "versions": checks_chip.check_versions,
+    "hccl_errors": checks_node.check_hccl_errors,
+    "agent": checks_node.check_agent,
+}
+
+_DEVICE_CHECKS: dict[str, Runner] = {
+    "gemm": checks_probe.gemm,
+    "hbm_bandwidth": checks_probe.hbm_bandwidth,
+    "h2d_bandwidth": checks_probe.host_bandwidth,  # and d2h_bandwidth: one run measures both directions
+    "dmi_diag": checks_dmi.diag,
+    "dmi_bandwidth": checks_dmi.bandwidth,
+    "allreduce": checks_probe.allreduce,
+    "p2p_bandwidth": checks_probe.p2p_bandwidth,
+    "sustained_gemm": checks_probe.sustained_gemm,
+}
+
+
+@dataclass
+class RunOptions:
+    level: str = "quick"
+    only: Sequence[str] = ()
+    condition: str | None = None
+    baseline_file: str | None = None  # overrides check.baseline_file
+    prometheus_url: str | None = None  # overrides check.prometheus_url
+    tool_env: Mapping[str, str] | None = None
+    use_baseline: bool = True  # False: judge by the fixed references only
+    node: str | None = None  # the node's name in the report (default: the `node` label, else the host name)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _tool_config(config: Any, timeout_s: float) -> Any:
+    """The config with each tool's timeout cut to the check's (quick must answer in seconds)."""
+    from agent.core.config import apply_overrides
+
+    overrides = {}
+    for tool in ("npu_smi", "hccn_tool", "ascend_dmi"):
+        configured = float(getattr(config.collectors, tool).timeout)
+        if tool != "ascend_dmi" and configured > timeout_s:
+            overrides[f"collectors.{tool}.timeout"] = timeout_s
+    return apply_overrides(config, overrides) if overrides else config
+
+
+def resolve_baseline(config: Any, options: RunOptions) -> tuple[Baseline | None, str | None]:
+    """The fleet baseline (file first, then Prometheus); a file that cannot be used raises BaselineError,
+    an unreachable Prometheus is only noted (the fixed references still judge)."""
+    if not options.use_baseline:
+        return None, None
+    path = options.baseline_file or config.check.baseline_file
+    if path:
+        return load_baseline(path), None
+    url = options.prometheus_url or config.check.prometheus_url
+    if url:
+        try:
+            return from_prometheus(url), None
+        except BaselineError as exc:
+            return None, str(exc)
+    return None, None
+
+
+def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = time.time) -> LevelReport:
+    """Run ``options.level`` and return its report; never raises for tool, log or probe problems
+    (a baseline file that cannot be used raises BaselineError, a bad selection SelectionError)."""
+    started_wall, started = clock(), time.monotonic()
+    settings = CheckSettings.from_config(config)
+    names = select(options.level, options.only, options.condition, settings.skip)
+    budget = BUDGET_S[options.level]
+    deadline = started + budget
+    device_names = [name for name in names if spec(name).level != "quick"]
+    baseline, baseline_error = resolve_baseline(config, options) if device_names else (None, None)
+
+    tools = ToolBox(_tool_config(config, settings.tool_timeout_s), dict(options.tool_env or {}) or None)
+    logs = config.collectors.hccl_logs
+
+    def scan() -> LogScan:
+        return scan_logs(list(logs.paths), list(logs.globs), logs.kernel_log, window_s=settings.hccl_window_s,
+                         byte_budget=int(logs.byte_budget))
+
+    def agent() -> Any:
+        from agent.check.local_agent import read_agent
+
+        return read_agent(config, timeout_s=min(3.0, settings.tool_timeout_s))
+
+    roce = any(name in _ROCE for name in names)
+    readings = read_quick(tools, want_hccs="hccs" in names, want_boards="versions" in names, want_roce=roce,
+                          scan=scan if "hccl_errors" in names else None, agent=agent if "agent" in names else None)
+    checks: list[CheckResult] = []
+    for name in names:
+        if spec(name).level != "quick":
+            continue
+        judged_at = time.monotonic()
+        if name == "tools":
+            result = checks_node.check_tools(readings, settings, roce=roce)
+        else:
+            result = _QUICK_JUDGES[name](readings, settings)
+        checks.append(result.with_duration(time.monotonic() - judged_at))
+    report = LevelReport(
+        level=options.level, checks=checks, started_at=started_wall, duration_s=0.0, budget_s=budget,
+        node=options.node or _node_name(config), model=_model(readings), chips=len(readings.node.chips),
+        read_s=readings.read_s, baseline_source=baseline.source if baseline is not None else None,
+        baseline_error=baseline_error, extra=dict(options.extra))
+    if device_names:
+        dmi_only, dmi_skip = dmi_items_wanted(options.only, settings.skip)
+        run = DeviceRun(config=config, settings=settings, readings=readings, baseline=baseline, tools=tools,
+                        deadline=deadline, tool_env=options.tool_env, dmi_only=dmi_only, dmi_skip=dmi_skip)
+        report.skipped = run.run(device_names, checks, _DEVICE_CHECKS)
+    report.checks = _in_catalogue_order(checks, names)
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def _in_catalogue_order(checks: list[CheckResult], names: Sequence[str]) -> list[CheckResult]:
+    position = {name: index for index, name in enumerate(names)}
+    return sorted(checks, key=lambda check: (position.get(spec(check.name).name, len(position)), check.name))
+
+
+def _node_name(config: Any) -> str:
+    labels = config.labels or {}
+    return str(labels.get("node") or socket.gethostname())
+
+
+def _model(readings: QuickReadings) -> str | None:
+    table = readings.node.table
+    if not table.ok:
+        return None
+    names = sorted({status.name for status in table.value.chips if status.name})
+    return names[0] if names else None

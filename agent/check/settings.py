@@ -1,0 +1,66 @@
+"""What a check run needs from the config (``check.*``) and the command line, in one value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.check.references import Thresholds
+
+__all__ = ["CheckSettings"]
+
+
+def _plain(value: Any) -> dict[str, dict[str, float]]:
+    if value is None:
+        return {}
+    if hasattr(value, "to_dict"):
+        value = value.to_dict()
+    return {str(model): {str(k): float(v) for k, v in entries.items()} for model, entries in value.items()}
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    expected_chips: int = 0
+    tool_timeout_s: float = 4.0
+    flap_window_s: float = 900.0
+    hccl_window_s: float = 3600.0
+    max_isolated_pages: int = 60
+    expected_driver: str | None = None
+    expected_firmware: str | None = None
+    skip: tuple[str, ...] = ()
+    hccn_conf: str = "/etc/hccn.conf"
+    references: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    max_temperature: float = 95.0
+    sustained_s: float = 180.0
+    copy_bytes: int | None = None
+    idle_aicore_threshold: float = 0.05
+    min_bus_bandwidth: float | None = None
+
+    @classmethod
+    def from_config(cls, config: Any) -> CheckSettings:
+        check = config.check
+        return cls(
+            expected_chips=int(config.expected_chips),
+            tool_timeout_s=float(check.tool_timeout),
+            flap_window_s=float(check.flap_window),
+            hccl_window_s=float(check.hccl_window),
+            max_isolated_pages=int(check.max_isolated_pages),
+            expected_driver=check.expected_driver,
+            expected_firmware=check.expected_firmware,
+            skip=tuple(check.skip),
+            hccn_conf=str(config.collectors.hccn_tool.hccn_conf),
+            references=_plain(check.references),
+            peaks=_plain(config.probes.peaks),
+            thresholds=Thresholds(
+                fail_ratio=float(check.fail_ratio), warn_ratio=float(check.warn_ratio),
+                fleet_fail_ratio=float(check.fleet_fail_ratio), fleet_warn_ratio=float(check.fleet_warn_ratio),
+                fleet_min_nodes=int(check.fleet_min_nodes)),
+            max_temperature=float(check.max_temperature),
+            sustained_s=float(check.sustained_duration),
+            copy_bytes=int(check.copy_size) if check.copy_size is not None else None,
+            idle_aicore_threshold=float(config.probes.idle_aicore_threshold),
+            min_bus_bandwidth=config.probes.allreduce.min_bus_bandwidth,
+        )

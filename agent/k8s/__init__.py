@@ -1,0 +1,1 @@
+"""Kubernetes: pod attribution through the kubelet pod-resources API."""
