@@ -151,11 +151,13 @@ class Expect:
 
 @dataclass(frozen=True)
 class KillCheck:
-    """SIGKILL the agent once its alerts fire, restart it, and wait for ``back`` (PromQL, ``{node}``
-    filled in) to answer again before clearing; ``value``: what ``back`` must read then."""
+    """SIGKILL the agent once its alerts fire (and ``when`` answers), restart it, and wait for
+    ``back`` to answer again before clearing; ``value``: what ``back`` must read then. Both are
+    PromQL with ``{node}`` filled in."""
 
     back: str
     value: float | None = None
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -216,9 +218,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0", "severity": "warning"}),
                                       Expect("NPUUnhealthy", {"npu": "0", "severity": "critical"})),
              npu=0, params={"state": "Alarm", "codes": ["8C084E00"]}),
-    Scenario("e2e-dbe", "hbm_dbe", (Expect("NPUHBMDoubleBitECC", {"npu": "0"}),), npu=0, params={"interval_s": 2.0},
-             config=collecting(["npu_smi_ecc"]),
-             kill=KillCheck('npu_hbm_ecc_current_errors{{node="{node}",bit="double"}} > 0')),
+    # One uncorrectable error that stays counted. The kill waits until the rule's increase window
+    # ([15m], here [15s]) has passed it, so only the instant branch (current > 0) holds the alert:
+    # the scrape gap would end it but for keep_firing_for.
+    Scenario("e2e-dbe", "hbm_dbe", (Expect("NPUHBMDoubleBitECC", {"npu": "0"}),), npu=0,
+             params={"interval_s": 3600.0}, config=collecting(["npu_smi_ecc"]),
+             kill=KillCheck('npu_hbm_ecc_current_errors{{node="{node}",bit="double"}} > 0',
+                            when='increase(npu_hbm_ecc_errors_total{{node="{node}",bit="double"}}[15s]) == 0')),
     Scenario("e2e-sbe", "hbm_sbe_rate", (Expect("NPUHBMSingleBitECCRate", {"npu": "0"}),), npu=0,
              params={"per_s": 2.0}, config=collecting(["npu_smi_ecc"])),
     Scenario("e2e-hot", "hot", (Expect("NPUTemperatureHigh", {"npu": "0", "severity": "warning"}),
@@ -433,11 +439,13 @@ def _step(run: Run, fleet: Fleet, received: Sequence[ReceivedAlert], active: Seq
             run.mark("cleared")
         elif _fired(run, received):
             run.mark("fired")
-            if scenario.kill is not None:
-                agent.kill()
-                run.mark("killed")
-            else:
+            if scenario.kill is None:
                 _clear_fault(run, fleet)
+    elif run.phase == "fired":
+        assert scenario.kill is not None
+        if scenario.kill.when is None or fleet.prom.query(scenario.kill.when.format(node=scenario.node)):
+            agent.kill()
+            run.mark("killed")
     elif run.phase == "killed":
         if fleet.prom.query(f'up{{instance="{agent.target}"}} == 0'):  # Prometheus saw it gone
             agent.start()
@@ -644,7 +652,10 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
     assert wheres == {"for", "keep_firing_for", "range", "offset"}, wheres
     assert all(duration_ms(s.new) * CLOCK == duration_ms(s.old) for s in scaled
                if not (s.where == "for" and s.rule in FOR_OVERRIDES)), scaled
-    # Production's ratios hold: keep_firing_for 10m -> 10 s, the HCCL windows 5m -> 5 s.
+    # Production's ratios hold: keep_firing_for 10m -> 10 s, the HCCL windows 5m -> 5 s, and the
+    # double-bit ECC window is the [15s] that the e2e-dbe kill waits out.
+    assert {(s.where, s.new) for s in scaled if s.rule == "NPUHBMDoubleBitECC"} == {("keep_firing_for", "10s"),
+                                                                                   ("range", "15s")}
     assert {s.new for s in scaled if s.where == "keep_firing_for"} == {"10s"}
     assert {(s.where, s.new) for s in scaled if s.rule == "HCCLTimeout"} == {("keep_firing_for", "10s"),
                                                                             ("range", "5s"), ("offset", "5s")}
