@@ -113,11 +113,10 @@ def demo_agent_config(demo: Any, extra: dict[str, Any]) -> dict[str, Any]:
     file, so ``npuwatch run --config FILE`` on it is the demo agent; unlike ``--demo``, keys set in
     ``extra`` win over the demo's (e.g. a faster probe schedule than its fixed 30 s / 2 min).
     """
-    from agent.core.config import build_config
     from agent.demo.node import demo_overrides
 
     overrides = demo_overrides(demo.directory, demo.bin_dir, build_config(extra))
-    return merged(merged(extra, dotted_to_nested(overrides)), extra)
+    return merged(dotted_to_nested(overrides), extra)
 
 
 class AgentProcess:
