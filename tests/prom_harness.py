@@ -47,12 +47,17 @@ __all__ = [
     "PromProcess",
     "ReceivedAlert",
     "RuleChange",
+    "ScaledDuration",
     "WebhookReceiver",
+    "duration_ms",
     "find_binary",
     "free_port",
+    "scale_duration",
+    "scale_promql_durations",
     "shortened_rules",
     "start_alertmanager",
     "start_prometheus",
+    "time_scaled_rules",
 ]
 
 JOB = "npuwatch"  # every shipped rule and dashboard selects job="npuwatch"
@@ -468,3 +473,128 @@ def _drop_for(document: Any) -> None:
     for group in (document or {}).get("groups", []):
         for rule in group.get("rules", []):
             rule.pop("for", None)
+
+
+# ----------------------------------------------------------------------------- rules on a faster clock
+
+
+@dataclass(frozen=True)
+class ScaledDuration:
+    """One duration of a rule file rewritten by ``time_scaled_rules``: where it was, old and new."""
+
+    file: str
+    rule: str  # the alert or recording rule's name
+    where: str  # "for", "keep_firing_for", "range" or "offset"
+    old: str
+    new: str
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
+                      "y": 31_536_000_000}
+_DURATION_TEXT = r"(?:[0-9]+(?:ms|[smhdwy]))+"
+_DURATION_PART = re.compile(r"([0-9]+)(ms|[smhdwy])")
+_PROMQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_RANGE_OR_OFFSET = re.compile(
+    rf"\[\s*(?P<range>{_DURATION_TEXT})\s*(?P<colon>:\s*(?P<step>{_DURATION_TEXT})?\s*)?\]"
+    rf"|\boffset\s+(?P<sign>-?)(?P<offset>{_DURATION_TEXT})"
+)
+
+
+def duration_ms(text: str) -> int:
+    """A Prometheus duration (``90m``, ``1h30m``, ``250ms``) in milliseconds."""
+    if not re.fullmatch(_DURATION_TEXT, text):
+        raise ValueError(f"not a Prometheus duration: {text!r}")
+    return sum(int(number) * _DURATION_UNITS_MS[unit] for number, unit in _DURATION_PART.findall(text))
+
+
+def format_duration_ms(ms: int) -> str:
+    if ms <= 0:
+        raise ValueError(f"a scaled duration must stay positive, got {ms} ms")
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def scale_duration(text: str, divide_by: int) -> str:
+    """``text`` divided by ``divide_by``, to the millisecond: ``scale_duration("15m", 60) == "15s"``."""
+    return format_duration_ms(round(duration_ms(text) / divide_by))
+
+
+def scale_promql_durations(expr: str, divide_by: int) -> tuple[str, list[tuple[str, str, str]]]:
+    """``expr`` with every range selector (``[15m]``, subquery ``[1h:5m]``) and ``offset`` divided.
+
+    Text inside string literals (label matchers such as ``=~"[1-9][0-9]{7,}"``) is never touched,
+    nor are plain numbers (``3 * 3600``). Returns the new expression and (where, old, new) per change.
+    """
+    changes: list[tuple[str, str, str]] = []
+
+    def rewrite(match: re.Match[str]) -> str:
+        if match.group("offset"):
+            old = match.group("offset")
+            new = scale_duration(old, divide_by)
+            changes.append(("offset", old, new))
+            return f"offset {match.group('sign')}{new}"
+        old_range, step = match.group("range"), match.group("step")
+        new_range = scale_duration(old_range, divide_by)
+        changes.append(("range", old_range, new_range))
+        if match.group("colon") is None:
+            return f"[{new_range}]"
+        if step is None:
+            return f"[{new_range}:]"
+        new_step = scale_duration(step, divide_by)
+        changes.append(("range", step, new_step))
+        return f"[{new_range}:{new_step}]"
+
+    pieces: list[str] = []
+    last = 0
+    for literal in _PROMQL_STRING.finditer(expr):
+        pieces.append(_RANGE_OR_OFFSET.sub(rewrite, expr[last:literal.start()]))
+        pieces.append(literal.group(0))
+        last = literal.end()
+    pieces.append(_RANGE_OR_OFFSET.sub(rewrite, expr[last:]))
+    return "".join(pieces), changes
+
+
+def time_scaled_rules(
+    rule_files: Iterable[Path],
+    dest_dir: Path,
+    divide_by: int = 60,
+    for_overrides: Mapping[str, str] | None = None,
+) -> tuple[list[Path], list[ScaledDuration]]:
+    """Copies of ``rule_files`` on a clock ``divide_by`` times faster; nothing but durations changes.
+
+    Every ``for:``, every ``keep_firing_for:`` and every range selector and ``offset`` in an
+    expression is divided by ``divide_by`` (60: a production minute is a test second), so windows
+    keep their proportions to each other (``increase(...[15m])`` under ``for: 10m`` becomes
+    ``[15s]`` under ``for: 10s``). ``for_overrides`` (alert name -> duration) sets the ``for:`` of
+    the alerts whose ``for:`` is tied to something other than the clock (e.g. a number of probe
+    runs). Numbers in expressions (``3 * 3600``) and annotation text stay as shipped.
+    """
+    overrides = dict(for_overrides or {})
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    changes: list[ScaledDuration] = []
+    unused = set(overrides)
+    for source in rule_files:
+        document = yaml.safe_load(source.read_text(encoding="utf-8"))
+        for group in document.get("groups", []):
+            for rule in group.get("rules", []):
+                name = str(rule.get("alert") or rule.get("record"))
+                if "for" in rule:
+                    old = str(rule["for"])
+                    new = overrides.get(name) or scale_duration(old, divide_by)
+                    unused.discard(name)
+                    rule["for"] = new
+                    changes.append(ScaledDuration(source.name, name, "for", old, new))
+                if "keep_firing_for" in rule:
+                    old = str(rule["keep_firing_for"])
+                    rule["keep_firing_for"] = scale_duration(old, divide_by)
+                    changes.append(ScaledDuration(source.name, name, "keep_firing_for", old,
+                                                  rule["keep_firing_for"]))
+                rule["expr"], found = scale_promql_durations(str(rule["expr"]), divide_by)
+                changes += [ScaledDuration(source.name, name, where, old, new) for where, old, new in found]
+        target = dest_dir / source.name
+        target.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=1000),
+                          encoding="utf-8")
+        paths.append(target)
+    if unused:
+        raise HarnessError(f"for_overrides name alerts without a for: in these files: {sorted(unused)}")
+    return paths, changes
