@@ -485,7 +485,7 @@ def test_rules_have_parts_to_check() -> None:
     assert {tuple(alts) for alts in timeout.values()} == {
         ("exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout")
     }
-    assert len(or_operands(by_name["HCCLTimeout"].expr)) == 4
+    assert len(or_operands(by_name["HCCLTimeout"].expr)) == 6  # 4 branches + the 2-way log guard
     assert [t.value for t in thresholds(by_name["NPUHBMSingleBitECCRate"].expr)] == [10.0]
 
 

@@ -92,6 +92,7 @@ class ProbeController:
             finally:
                 self._running.clear()
         self._metrics.record(result)
+        self._agent.run_internal_by_name(PROBE_SNAPSHOT)  # on /metrics now, not at the snapshot's next turn
         log.log(logging.WARNING if result.outcome in ("fail", "timeout") else logging.INFO,
                 "probe %s: %s%s", probe, result.outcome, f" ({result.message})" if result.message else "")
         return result
