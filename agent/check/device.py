@@ -79,6 +79,7 @@ class DeviceRun:
         env = dict(base.extra_env)
         env.update(self.tool_env or {})
         return dataclasses.replace(base, chip_map=chip_map, use_lock=False, extra_env=env,
+                                   min_peer_ratio=self.settings.min_peer_ratio,
                                    deadline_s=max(1.0, min(base.deadline_s, deadline_s)),
                                    tag=f"npuwatch-check-{os.getpid()}")
 
