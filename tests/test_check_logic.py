@@ -284,7 +284,7 @@ def _schedule(clock: list[float], runner: FakeRunner, **levels_config: Any) -> C
 
 def test_quick_runs_after_its_first_run_delay_then_every_interval() -> None:
     clock, runner = [1000.0], FakeRunner()
-    schedule = _schedule(clock, runner, quick={"first_run": "1m", "interval": "5m"})
+    schedule = _schedule(clock, runner, quick={"enabled": True, "first_run": "1m", "interval": "5m"})
     assert schedule.collect() == [] and runner.runs == []
     clock[0] = 1060.0
     samples = schedule.collect()
@@ -297,10 +297,11 @@ def test_quick_runs_after_its_first_run_delay_then_every_interval() -> None:
     assert runner.runs == ["quick", "quick"]
 
 
-def test_medium_and_long_are_off_by_default_and_the_longest_due_level_runs_first() -> None:
+def test_every_level_is_off_by_default_and_the_longest_due_level_runs_first() -> None:
     clock, runner = [0.0], FakeRunner()
-    assert _schedule(clock, runner).levels == ["quick"]
-    schedule = _schedule(clock, runner, quick={"first_run": "0s"}, medium={"enabled": True, "first_run": "0s"})
+    assert _schedule(clock, runner).levels == []
+    schedule = _schedule(clock, runner, quick={"enabled": True, "first_run": "0s"},
+                         medium={"enabled": True, "first_run": "0s"})
     schedule.collect()
     schedule.collect()
     assert runner.runs == ["medium", "quick"]
@@ -308,7 +309,7 @@ def test_medium_and_long_are_off_by_default_and_the_longest_due_level_runs_first
 
 def test_a_busy_node_postpones_medium_and_keeps_the_last_results() -> None:
     clock, runner = [0.0], FakeRunner(skipped="devices busy: NPU 0 chip 0: process 1 (python3)")
-    schedule = _schedule(clock, runner, quick={"enabled": False}, medium={"enabled": True, "first_run": "0s"})
+    schedule = _schedule(clock, runner, medium={"enabled": True, "first_run": "0s"})
     assert schedule.collect() == []  # nothing stored from a run that did not run
     assert schedule.due(clock[0] + BUSY_RETRY_S - 1) == []
     assert schedule.due(clock[0] + BUSY_RETRY_S) == ["medium"]
@@ -317,8 +318,8 @@ def test_a_busy_node_postpones_medium_and_keeps_the_last_results() -> None:
 def test_no_level_scheduled_means_no_job() -> None:
     from agent.check.job import check_job
 
-    assert check_job(build_config({"check": {"schedule": {"quick": {"enabled": False}}}})) is None
-    job = check_job(build_config({}))
+    assert check_job(build_config({})) is None
+    job = check_job(build_config({"check": {"schedule": {"quick": {"enabled": True}}}}))
     assert job is not None and job.name == "check" and job.max_age_s is None
 
 
@@ -385,3 +386,32 @@ def test_the_watch_judges_heat_and_a_busy_clock(temperature: float, clock: float
     results = _watch_results(_fake_run(max_temperature=95.0), 0, 0, "NPU 0", seen)
     assert [r.status for r in results] == statuses
     assert results[0].value == temperature  # the hottest sample; the idle 800 MHz one is not a throttle
+
+
+def test_a_reload_keeps_the_results_and_the_due_times_of_unchanged_levels() -> None:
+    from agent.check.job import ScheduleState
+
+    clock, runner, state = [0.0], FakeRunner(), ScheduleState()
+    levels_config = {"quick": {"enabled": True, "first_run": "0s", "interval": "5m"}}
+    config = build_config({"check": {"schedule": levels_config}})
+    CheckSchedule(config, clock=lambda: clock[0], runner=runner, state=state).collect()
+    assert runner.runs == ["quick"]
+    clock[0] = 100.0
+    reloaded = CheckSchedule(config, clock=lambda: clock[0], runner=runner, state=state)
+    assert any(s.metric == "npu_check_result" for s in reloaded.collect())  # results survive the reload
+    assert runner.runs == ["quick"]  # and the level is not run again before its interval
+    changed = build_config({"check": {"schedule": {"quick": {"enabled": True, "first_run": "10s",
+                                                             "interval": "1m"}}}})
+    again = CheckSchedule(changed, clock=lambda: clock[0], runner=runner, state=state)
+    assert again.due(109.0) == [] and again.due(110.0) == ["quick"]  # a new schedule starts over
+    off = build_config({"check": {"schedule": {"quick": {"enabled": False}}}})
+    assert CheckSchedule(off, clock=lambda: clock[0], runner=runner, state=state).collect() == []
+
+
+def test_each_agent_has_its_own_schedule_state(tmp_path: Path) -> None:
+    from agent.check.job import agent_state
+
+    one = build_config({"state_dir": str(tmp_path / "a")})
+    other = build_config({"state_dir": str(tmp_path / "b")})
+    assert agent_state(one) is agent_state(build_config({"state_dir": str(tmp_path / "a")}))
+    assert agent_state(one) is not agent_state(other)

@@ -197,7 +197,7 @@ SCHEMA: Schema = {
         "copy_size": (optional(size), None),  # bandwidth checks' buffer (default: the worker's)
         "schedule": {
             "quick": {
-                "enabled": (boolean, True),
+                "enabled": (boolean, False),
                 "interval": (positive_duration, 300.0),
                 "cron": (optional(cron_expression), None),
                 "first_run": (duration, 60.0),  # after the agent starts (interval schedules)

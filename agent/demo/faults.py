@@ -234,7 +234,7 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUProbeStale": AlertTrigger("probe_corrupt", note="set before the first probe run (3 failures, no "
                                                          "pass), else after 3 h without a pass; 15 min"),
     "NPUProbeCannotRun": AlertTrigger("probe_error", note="2 runs in error and none passed"),
-    "NPUCheckFailed": AlertTrigger("link_down", note="through the agent's quick level (check.schedule.quick, every "
+    "NPUCheckFailed": AlertTrigger("link_down", note="with check.schedule.quick.enabled: true in the config (every "
                                                      "5 min, first after 1 min); 10 min"),
     "NPUCheckStale": AlertTrigger("process", note="with check.schedule.medium enabled: after one medium run, a "
                                                   "process on the NPUs keeps the level from running again; "
