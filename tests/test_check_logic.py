@@ -415,3 +415,27 @@ def test_each_agent_has_its_own_schedule_state(tmp_path: Path) -> None:
     other = build_config({"state_dir": str(tmp_path / "b")})
     assert agent_state(one) is agent_state(build_config({"state_dir": str(tmp_path / "a")}))
     assert agent_state(one) is not agent_state(other)
+
+
+def test_a_device_check_leaves_the_later_checks_their_least_time() -> None:
+    import time as clock_module
+
+    from agent.check.device import MIN_SECONDS, DeviceRun
+
+    seen: dict[str, float] = {}
+
+    def runner(name: str) -> Any:
+        def run(device_run: DeviceRun) -> list[CheckResult]:
+            seen[name] = device_run.remaining()
+            return [CheckResult(name, PASS, "ran", (Result(PASS, "ran"),))]
+        return run
+
+    names = ["dmi_diag", "allreduce", "sustained_gemm"]
+    run = DeviceRun(config=None, settings=None, readings=None, baseline=None, tools=None,  # type: ignore[arg-type]
+                    deadline=clock_module.monotonic() + 900.0)
+    checks: list[CheckResult] = []
+    run._run_all(names, checks, {name: runner(name) for name in names})
+    assert [check.name for check in checks] == names
+    held = MIN_SECONDS["allreduce"] + MIN_SECONDS["sustained_gemm"]
+    assert 900.0 - 5.0 - held - 1.0 < seen["dmi_diag"] <= 900.0 - 5.0 - held
+    assert seen["sustained_gemm"] > seen["dmi_diag"]  # the last check gets what is left
