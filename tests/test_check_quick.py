@@ -222,3 +222,24 @@ def test_conditions_select_their_group(node: DemoNode) -> None:
     code, memory = run_check(node.directory, check_config(), condition="NPUMemoryHealthy", exit_codes="npd",
                              as_json=False)
     assert code == 0 and memory.startswith("OK: 1 quick checks pass")
+
+
+def test_a_hung_tool_costs_one_round_of_timeouts_not_one_per_waiting_call(node: DemoNode) -> None:
+    """Calls that waited for their turn behind the hung ones are skipped, not run into the same hang."""
+    from agent.check.readings import read_quick
+    from agent.check.runner import _tool_config
+    from agent.core.config import apply_overrides
+    from agent.diagnose.readings import ToolBox
+    from agent.diagnose.results import HCCN_PARALLEL
+
+    node.set_fault("hccn_tool_hang")
+    config = apply_overrides(check_config(), {"collectors.npu_smi.path": str(node.tool_path("npu-smi")),
+                                              "collectors.hccn_tool.path": str(node.tool_path("hccn_tool"))})
+    tools = ToolBox(_tool_config(config, 1.0, 4), node.env())
+    readings = read_quick(tools, want_hccs=False, want_boards=False, want_roce=True, scan=None, agent=None)
+    calls = [reading for port in readings.node.roce.values()
+             for reading in (port.link, port.link_stat, port.net_health, port.ip, *port.optical, *port.stat)]
+    hung = [reading for reading in calls if reading.error and "no answer within" in reading.error]
+    assert len(calls) == CHIPS * 6
+    assert 1 <= len(hung) <= HCCN_PARALLEL, [reading.error for reading in hung]
+    assert all("skipped, hccn_tool hung earlier" in (r.error or "") for r in calls if r not in hung)
