@@ -251,6 +251,49 @@ def _probes_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
     )
 
 
+def _check_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    """The levels of `npuwatch check` the agent runs (check.schedule): verdicts, results, measurements."""
+
+    def verdict(name: str) -> str:
+        matcher = 'verdict="' + name + '"'
+        return f"sum by (level) ({sel('npu_check_verdict', matcher)})"
+
+    # one series per level, valued as its Nagios exit code: 0 ok, 1 warn, 2 fail, 3 unknown
+    code = f"{verdict('warn')} + 2 * {verdict('fail')} + 3 * {verdict('unknown')}"
+    return (
+        dash.with_row(dashboard_b.Row("npuwatch check"))
+        .with_panel(state_timeline(
+            "Level verdict", "The verdict of each level the agent runs (npuwatch check, check.schedule).",
+            unit="short", thresholds=steps("green", (1, "yellow"), (2, "red"), (3, "purple")), width=12,
+            mapping={"0": ("ok", "green"), "1": ("warn", "yellow"), "2": ("FAIL", "red"),
+                     "3": ("unknown", "purple")},
+            queries=[Query(code, "{{level}}")]))
+        .with_panel(table(
+            "Levels", "Run time of each level's last run (budget: quick 10 s, medium 2 min, long 15 min) "
+            "and how long ago it finished.",
+            unit="s", thresholds=INFO, width=12, height=8,
+            queries=[Query(sel("npu_check_duration_seconds")),
+                     Query(f"time() - {sel('npu_check_last_run_timestamp_seconds')}")],
+            columns=[Column("Run time", "s", steps("green", (10, "yellow"), (900, "red"))),
+                     Column("Since last run", "s", steps("green", (1800, "yellow"), (86400 * 6, "red")))]))
+        .with_panel(table(
+            "Check results", "Every check result of the last run of each level, failures first "
+            "(absent: the check could not tell).",
+            unit="short", thresholds=HEALTHY, width=8, height=10, sort_by="Result", sort_desc=False,
+            queries=[Query(sel("npu_check_result"))],
+            columns=[Column("Result", "short", HEALTHY, {"1": ("pass", "green"), "0": ("FAIL", "red")})]))
+        .with_panel(timeseries(
+            "Measured bandwidth", "HBM copy, host link, chip pairs, all-reduce and ascend-dmi bandwidths the "
+            "checks measured.", unit="Bps", thresholds=INFO, width=8,
+            queries=[Query(chip("npu_check_bandwidth_bytes_per_second"),
+                           "{{level}} {{measure}} npu{{npu}}/{{chip}} {{peer}}")]))
+        .with_panel(timeseries(
+            "Measured GEMM rate", "GEMM and sustained GEMM rate the checks measured.", unit="flops",
+            thresholds=INFO, width=8,
+            queries=[Query(chip("npu_check_flops"), "{{level}} {{measure}} " + CHIP)]))
+    )
+
+
 def _host_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
     memory = f"{sel('npuwatch_host_memory_used_bytes')} / {sel('npuwatch_host_memory_total_bytes')}"
     disk = f"{sel('npuwatch_host_disk_used_bytes')} / {sel('npuwatch_host_disk_total_bytes')}"
@@ -299,6 +342,6 @@ def build() -> dashboard_b.Dashboard:
         .with_variable(label_variable("npu", "NPU", f"label_values(npu_info{{{JOB},{NODE}}}, npu)"))
     )
     for add_row in (_node_row, _health_row, _pods_row, _utilization_row, _memory_row, _thermal_row, _errors_row,
-                    _processes_row, _probes_row, _host_row, _agent_row):
+                    _processes_row, _probes_row, _check_row, _host_row, _agent_row):
         dash = add_row(dash)
     return dash

@@ -108,8 +108,11 @@ def check_hbm_ecc(readings: QuickReadings, settings: CheckSettings) -> CheckResu
             results.append(_chip(ref, WARN, f"{where}: {pages} HBM pages isolated", **fields))
         else:
             results.append(_chip(ref, PASS, f"{where}: no double-bit error, no isolated page", **fields))
+    uncorrectable = any(r.status == FAIL for r in results)
     return fold(name, results, f"no HBM double-bit error or isolated page on {len(results)} chips",
-                "uncorrectable HBM errors: drain the node, reset the chip, replace it if they return")
+                "uncorrectable HBM errors or too many isolated pages: drain the node, reset the chip, replace it "
+                "if they return" if uncorrectable else
+                "pages were retired after earlier ECC errors: plan a chip check if the count grows")
 
 
 def check_hccs(readings: QuickReadings, settings: CheckSettings) -> CheckResult:

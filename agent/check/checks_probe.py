@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["allreduce", "gemm", "hbm_bandwidth", "host_bandwidth", "p2p_bandwidth", "sustained_gemm"]
 
 _T, _G = 1e12, 1e9
+_NO_REFERENCE_HINT = ("nothing to compare this model with: give fleet medians (--baseline FILE from "
+                      "`npuwatch check-baseline`, or --prometheus URL) or check.references")
 _SLOW_HINT = "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset"
 
 
@@ -119,7 +121,8 @@ def _cell_result(run: DeviceRun, cell: Any, measure: str, min_peer_ratio: float,
         peer_basis = f"{min_peer_ratio:.0%} of the median {median / _G:.2f} GB/s of this run's {peers} cells"
         if status == UNKNOWN or (peer_status == FAIL and status != FAIL):
             status, threshold, basis = peer_status, min_peer_ratio * median, peer_basis
-    return Result(status, f"{where}: {rate}", threshold=threshold, basis=basis, **fields)
+    text = f"{where}: {rate}" + (f" ({basis})" if status == UNKNOWN else "")
+    return Result(status, text, threshold=threshold, basis=basis, **fields)
 
 
 def _copy_checks(run: DeviceRun, probe: str, names: dict[str, str]) -> list[CheckResult]:
@@ -139,7 +142,8 @@ def _copy_checks(run: DeviceRun, probe: str, names: dict[str, str]) -> list[Chec
             checks.append(done)
             continue
         results = [_cell_result(run, cell, name, settings.min_peer_ratio, len(cells)) for cell in cells]
-        checks.append(fold(name, results, f"{len(results)} {kind} copies intact and at the reference", _SLOW_HINT,
+        hint = _NO_REFERENCE_HINT if all(r.status in (PASS, UNKNOWN) for r in results) else _SLOW_HINT
+        checks.append(fold(name, results, f"{len(results)} {kind} copies intact and at the reference", hint,
                            empty=f"the {probe} probe measured no {kind} copy"))
     return checks
 
@@ -200,10 +204,13 @@ def sustained_gemm(run: DeviceRun) -> list[CheckResult]:
     from agent.probes.sustained import run_sustained_gemm
 
     budget = _remaining(run)
-    seconds = max(5.0, min(run.settings.sustained_s, budget - 30.0))
     base = run.probe_settings(budget)
+    # cpu: 10 s by default, npu/cuda 180 s (the worker's defaults), within what the budget leaves
+    wanted = run.settings.sustained_s or (10.0 if base.backend == "cpu" else 180.0)
+    seconds = max(5.0, min(wanted, budget - 30.0))
     # the sustained worker runs one dtype: the first configured one, else its default
-    settings = dataclasses.replace(base, sustained_s=seconds,
+    settings = dataclasses.replace(base, sustained_s=seconds, max_throttle_drop=run.settings.max_throttle_drop,
+                                   warn_throttle_drop=run.settings.warn_throttle_drop,
                                    gemm_dtypes=base.gemm_dtypes[:1] if base.gemm_dtypes else None)
     watcher = Watcher(run.tools, list(run.readings.node.chips), max(2.0, seconds / 30.0)).start()
     try:
@@ -257,10 +264,11 @@ def _sustained_results(run: DeviceRun, m: Any, where: str, settings: Any) -> lis
         return [Result(FAIL, f"{where}: wrong product after sustained load (residual {m.residual_ratio:.3g}x)",
                        basis="float64 reference (Freivalds' test)", **fields)]
     drop_status = FAIL if m.drop_ratio > settings.max_throttle_drop else (
-        WARN if settings.warn_throttle_drop is not None and m.drop_ratio > settings.warn_throttle_drop else PASS)
+        WARN if m.drop_ratio > settings.warn_throttle_drop else PASS)
     out = [Result(drop_status, f"{where}: {describe_drop(m)}" if drop_status != PASS else
                   f"{where}: slowest window {m.drop_ratio:.0%} under the best", value=m.drop_ratio,
-                  threshold=settings.max_throttle_drop, unit="ratio", basis="probes' max_throttle_drop", **fields)]
+                  threshold=settings.max_throttle_drop, unit="ratio", basis="config check.max_throttle_drop",
+                  **fields)]
     measure = f"sustained_gemm:{m.dtype}"
     verdict = _judge(run, m.model, measure, m.median_flops)
     if verdict.status != UNKNOWN:

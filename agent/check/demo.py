@@ -2,7 +2,8 @@
 
 The demo node also gets what a real node has and the demo agent does not need: an ``hccn.conf``
 that matches the fake ports' addresses (edit ``DIR/hccn.conf`` to try ``roce_ip``), and, when the
-config leaves ``expected_chips`` at 0, the node's own chip count.
+config leaves ``expected_chips`` at 0, the node's own chip count. ``sustained_gemm`` tolerates a
+0.9 drop between windows (fail and warn) (a shared CPU is not a throttling chip).
 """
 
 from __future__ import annotations
@@ -37,4 +38,8 @@ def demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, 
     overrides["collectors.hccn_tool.hccn_conf"] = str(conf)
     if not config.expected_chips:
         overrides["expected_chips"] = state.chips
+    # The demo's probes run on a shared CPU whose speed swings with the other processes' load: a slow
+    # window there is not throttling. The demo's sustained_gemm fails on heat (`hot`) and wrong products.
+    overrides["check.max_throttle_drop"] = max(float(config.check.max_throttle_drop), 0.9)
+    overrides["check.warn_throttle_drop"] = max(float(config.check.warn_throttle_drop), 0.9)
     return apply_overrides(config, overrides), demo.env()

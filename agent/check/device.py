@@ -26,9 +26,11 @@ from agent.probes.records import ProbeSettings
 __all__ = ["MIN_SECONDS", "DeviceRun", "Runner", "busy_reason"]
 
 # Seconds a device check needs at the least (a torch import, a short run); with less left it is not started.
+# What a check may use is the level's budget less what the checks after it need at the least, so a
+# slow first check (a long ascend-dmi diagnosis) cannot starve the rest.
 MIN_SECONDS = {"gemm": 15.0, "hbm_bandwidth": 15.0, "h2d_bandwidth": 15.0, "d2h_bandwidth": 0.0,
                "dmi_diag": 60.0, "dmi_bandwidth": 30.0, "allreduce": 20.0, "p2p_bandwidth": 20.0,
-               "sustained_gemm": 30.0}
+               "sustained_gemm": 45.0}
 _RESERVE_S = 5.0  # kept back at the end of the budget for the report
 
 Runner = Callable[["DeviceRun"], "list[CheckResult]"]
@@ -57,6 +59,7 @@ class DeviceRun:
     tool_env: Mapping[str, str] | None = None
     dmi_only: set[str] | None = None
     dmi_skip: set[str] = dataclasses.field(default_factory=set)
+    held_back_s: float = 0.0  # kept for the checks after the one running
 
     def model(self) -> str | None:
         """The chip model node-level measurements are filed under: probes.model, else npu-smi's."""
@@ -67,7 +70,8 @@ class DeviceRun:
         return names[0] if names else None
 
     def remaining(self) -> float:
-        return self.deadline - _RESERVE_S - time.monotonic()
+        """Seconds the running check may use."""
+        return self.deadline - _RESERVE_S - self.held_back_s - time.monotonic()
 
     def probe_settings(self, deadline_s: float) -> ProbeSettings:
         from agent.probes.cli import settings_from_config
@@ -79,6 +83,7 @@ class DeviceRun:
         env = dict(base.extra_env)
         env.update(self.tool_env or {})
         return dataclasses.replace(base, chip_map=chip_map, use_lock=False, extra_env=env,
+                                   min_peer_ratio=self.settings.min_peer_ratio,
                                    deadline_s=max(1.0, min(base.deadline_s, deadline_s)),
                                    tag=f"npuwatch-check-{os.getpid()}")
 
@@ -107,9 +112,10 @@ class DeviceRun:
         wanted = list(names)
         if "d2h_bandwidth" in wanted and "h2d_bandwidth" not in wanted:
             wanted[wanted.index("d2h_bandwidth")] = "h2d_bandwidth"  # one run measures both directions
-        for name in wanted:
+        for index, name in enumerate(wanted):
             if name == "d2h_bandwidth":
                 continue
+            self.held_back_s = sum(MIN_SECONDS[later] for later in wanted[index + 1:])
             started = time.monotonic()
             if self.remaining() < MIN_SECONDS[name]:
                 produced = [_unknown(name, f"not run: {self.remaining():.0f}s of the level's budget left")]

@@ -1,10 +1,13 @@
-"""The agent's scheduled levels (``check.schedule``): one internal job that runs what is due and exports it.
+"""The agent's scheduled levels (``check.schedule``, all off by default): one internal job that runs what is due
+and exports it.
 
 The job ticks every ``TICK_S``; a level is due at its interval (the first run ``first_run`` after the
 agent starts) or at its cron time. One level runs per tick, the longest due first. A medium or long
 level that finds the NPUs busy, or the probe lock held, is tried again ``BUSY_RETRY_S`` later and
 leaves the last results in place. Every level's latest results stay exported until the next run
-(``npu_check_last_run_timestamp_seconds`` says how old they are).
+(``npu_check_last_run_timestamp_seconds`` says how old they are), also across a config reload
+(SIGHUP builds a new job): the new schedule takes over the old one's results, and the due time of
+every level whose schedule did not change, from the ``ScheduleState`` of the agent's state directory.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.check.baseline import BaselineError
@@ -22,7 +26,7 @@ from agent.check.report import LevelReport
 from agent.check.runner import RunOptions, run_level
 from collectors.base import Sample
 
-__all__ = ["BUSY_RETRY_S", "JOB_NAME", "TICK_S", "CheckSchedule", "check_job"]
+__all__ = ["BUSY_RETRY_S", "JOB_NAME", "TICK_S", "CheckSchedule", "ScheduleState", "agent_state", "check_job"]
 
 log = logging.getLogger(__name__)
 
@@ -33,36 +37,65 @@ BUSY_RETRY_S = 600.0
 Runner = Callable[[Any, RunOptions], LevelReport]
 
 
+@dataclass
+class ScheduleState:
+    """What one agent's schedule knows, kept when a reload replaces the schedule."""
+
+    latest: dict[str, LevelReport] = field(default_factory=dict)
+    due: dict[str, float] = field(default_factory=dict)
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)  # level -> its check.schedule section
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_AGENT_STATES: dict[str, ScheduleState] = {}  # state_dir -> the state of that agent's schedule
+_AGENT_STATES_LOCK = threading.Lock()
+
+
+def agent_state(config: Any) -> ScheduleState:
+    """The schedule state of the agent with this config's state directory (one per running agent)."""
+    with _AGENT_STATES_LOCK:
+        return _AGENT_STATES.setdefault(str(config.state_dir), ScheduleState())
+
+
 class CheckSchedule:
     """Which levels are due and their latest reports; ``collect`` is the internal job's body."""
 
-    def __init__(self, config: Any, clock: Callable[[], float] = time.time, runner: Runner = run_level) -> None:
+    def __init__(self, config: Any, clock: Callable[[], float] = time.time, runner: Runner = run_level,
+                 state: ScheduleState | None = None) -> None:
         self._config = config
         self._clock = clock
         self._runner = runner
-        self._lock = threading.Lock()
-        self._latest: dict[str, LevelReport] = {}
-        self._due: dict[str, float] = {}
+        self._state = state if state is not None else ScheduleState()
+        self._lock = self._state.lock
+        self._latest = self._state.latest
+        self._due = self._state.due
         self._triggers: dict[str, Any] = {}
         now = clock()
-        for level in LEVELS:
-            section = getattr(config.check.schedule, level)
-            if not section.enabled:
-                continue
-            if section.cron:
-                from agent.core.cron import cron_trigger
+        with self._lock:
+            for level in LEVELS:
+                section = getattr(config.check.schedule, level)
+                settings = section.to_dict()
+                if not section.enabled:
+                    self._due.pop(level, None)
+                    self._latest.pop(level, None)
+                    self._state.sections.pop(level, None)
+                    continue
+                if section.cron:
+                    from agent.core.cron import cron_trigger
 
-                self._triggers[level] = cron_trigger(section.cron)
-                self._due[level] = self._next_cron(level, now)
-            else:
-                self._due[level] = now + float(section.first_run)
+                    self._triggers[level] = cron_trigger(section.cron)
+                if self._state.sections.get(level) == settings and level in self._due:
+                    continue  # a reload that left this level's schedule as it was
+                self._state.sections[level] = settings
+                self._due[level] = self._next_cron(level, now) if section.cron else now + float(section.first_run)
 
     @property
     def levels(self) -> list[str]:
         return [level for level in LEVELS if level in self._due]
 
     def due(self, now: float) -> list[str]:
-        return [level for level in LEVELS if level in self._due and now >= self._due[level]]
+        with self._lock:
+            return [level for level in LEVELS if level in self._due and now >= self._due[level]]
 
     def _next_cron(self, level: str, now: float) -> float:
         from datetime import datetime, timezone
@@ -72,10 +105,11 @@ class CheckSchedule:
         return fire.timestamp() if fire is not None else float("inf")
 
     def _reschedule(self, level: str, now: float) -> None:
-        if level in self._triggers:
-            self._due[level] = self._next_cron(level, now + 1.0)
-        else:
-            self._due[level] = now + float(getattr(self._config.check.schedule, level).interval)
+        with self._lock:
+            if level in self._triggers:
+                self._due[level] = self._next_cron(level, now + 1.0)
+            else:
+                self._due[level] = now + float(getattr(self._config.check.schedule, level).interval)
 
     def collect(self) -> list[Sample]:
         """Run the longest due level (at most one per tick), then export every level's latest report."""
@@ -97,7 +131,8 @@ class CheckSchedule:
             report.baseline_error = str(exc)
         if report.skipped is not None and level != "quick":
             log.info("check %s not run: %s; trying again in %.0fs", level, report.skipped, BUSY_RETRY_S)
-            self._due[level] = now + BUSY_RETRY_S
+            with self._lock:
+                self._due[level] = now + BUSY_RETRY_S
             return
         with self._lock:
             self._latest[level] = report
@@ -110,7 +145,7 @@ def check_job(config: Any) -> Any | None:
     """The internal job for ``agent.daemon.assemble.internal_jobs``; None when no level is scheduled."""
     from agent.core.jobs import InternalJob
 
-    schedule = CheckSchedule(config)
+    schedule = CheckSchedule(config, state=agent_state(config))
     if not schedule.levels:
         return None
     # Results never expire: a level run weekly stays exported for the week (its timestamp ages).

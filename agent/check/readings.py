@@ -38,18 +38,31 @@ class QuickReadings:
 
 def read_quick(tools: ToolBox, *, want_hccs: bool, want_boards: bool, want_roce: bool,
                scan: Callable[[], LogScan] | None, agent: Callable[[], Any] | None) -> QuickReadings:
-    """Everything the quick checks judge, read once; the agent and the logs in parallel with the tools."""
+    """Everything the quick checks judge, read once. The cards' ``-t board``/``-t hccs`` calls, the
+    agent and the logs run beside ``read_node`` (which reads the chips and their RoCE ports), so the
+    level takes as long as its busiest tool, not the sum of its phases."""
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-agent") as side:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="check-side") as side:
         agent_future = side.submit(agent) if agent is not None else None
+        cards_future = side.submit(_read_cards, tools, want_hccs, want_boards) if want_hccs or want_boards else None
         node = read_node(tools, 0.0, scan) if want_roce else _chips_only(tools, scan)
         readings = QuickReadings(node=node)
-        if node.table.ok and (want_hccs or want_boards):
-            _read_cards(tools, readings, want_hccs=want_hccs, want_boards=want_boards)
+        if cards_future is not None:
+            readings.boards, readings.hccs = cards_future.result()
         if agent_future is not None:
             readings.agent = agent_future.result()
     readings.read_s = time.monotonic() - started
     return readings
+
+
+def _chip_list(tools: ToolBox) -> list[ChipRef]:
+    from collectors import npu_smi_info, npu_smi_mapping
+
+    table = tools.read("npu-smi", ["info"], npu_smi_info.parse)
+    if not table.ok:
+        return []
+    mapping = tools.read("npu-smi", ["info", "-m"], npu_smi_mapping.parse)
+    return npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
 
 
 def _chips_only(tools: ToolBox, scan: Callable[[], LogScan] | None) -> NodeReadings:
@@ -77,19 +90,22 @@ def _bind(parse: Callable[[str, int | None], Any], chip: int) -> Callable[[str],
     return lambda text: parse(text, chip)
 
 
-def _read_cards(tools: ToolBox, readings: QuickReadings, *, want_hccs: bool, want_boards: bool) -> None:
-    chips = readings.node.chips
+def _read_cards(tools: ToolBox, want_hccs: bool, want_boards: bool
+                ) -> tuple[dict[int, Reading], dict[ChipRef, Reading]]:
+    """``-t board`` per card and ``-t hccs`` per chip, after a chip list of their own (two calls more, so
+    they need not wait for ``read_node``)."""
+    chips = _chip_list(tools)
     cards: dict[int, ChipRef] = {}
     for ref in chips:
         cards.setdefault(ref.npu, ref)
-    with ThreadPoolExecutor(max_workers=max(1, tools.parallelism), thread_name_prefix="check") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, tools.parallelism), thread_name_prefix="check-cards") as pool:
         boards = {npu: pool.submit(tools.read, "npu-smi", chip_argv("board", ref, card_level=True),
                                    npu_smi_board.parse)
                   for npu, ref in cards.items()} if want_boards else {}
         hccs = {ref: pool.submit(tools.read, "npu-smi", chip_argv("hccs", ref), _bind(npu_smi_hccs.parse, ref.chip))
                 for ref in chips} if want_hccs else {}
-        readings.boards = {npu: future.result() for npu, future in boards.items()}
-        readings.hccs = {ref: future.result() for ref, future in hccs.items()}
+        return ({npu: future.result() for npu, future in boards.items()},
+                {ref: future.result() for ref, future in hccs.items()})
 
 
 # ----------------------------------------------------------------------------- logs

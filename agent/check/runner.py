@@ -68,15 +68,17 @@ class RunOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _tool_config(config: Any, timeout_s: float) -> Any:
-    """The config with each tool's timeout cut to the check's (quick must answer in seconds)."""
+def _tool_config(config: Any, timeout_s: float, parallel: int) -> Any:
+    """The config with each tool's timeout cut to the check's (quick must answer in seconds) and npu-smi
+    allowed ``parallel`` calls at once (a one-off check may use more than the collectors' steady share)."""
     from agent.core.config import apply_overrides
 
-    overrides = {}
-    for tool in ("npu_smi", "hccn_tool", "ascend_dmi"):
-        configured = float(getattr(config.collectors, tool).timeout)
-        if tool != "ascend_dmi" and configured > timeout_s:
+    overrides: dict[str, Any] = {}
+    for tool in ("npu_smi", "hccn_tool"):
+        if float(getattr(config.collectors, tool).timeout) > timeout_s:
             overrides[f"collectors.{tool}.timeout"] = timeout_s
+    if parallel > int(config.collectors.npu_smi.max_parallel):
+        overrides["collectors.npu_smi.max_parallel"] = parallel
     return apply_overrides(config, overrides) if overrides else config
 
 
@@ -108,7 +110,8 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
     device_names = [name for name in names if spec(name).level != "quick"]
     baseline, baseline_error = resolve_baseline(config, options) if device_names else (None, None)
 
-    tools = ToolBox(_tool_config(config, settings.tool_timeout_s), dict(options.tool_env or {}) or None)
+    tools = ToolBox(_tool_config(config, settings.tool_timeout_s, settings.max_parallel),
+                    dict(options.tool_env or {}) or None)
     logs = config.collectors.hccl_logs
 
     def scan() -> LogScan:
@@ -150,7 +153,7 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
 
 def _in_catalogue_order(checks: list[CheckResult], names: Sequence[str]) -> list[CheckResult]:
     position = {name: index for index, name in enumerate(names)}
-    return sorted(checks, key=lambda check: (position.get(spec(check.name).name, len(position)), check.name))
+    return sorted(checks, key=lambda check: position.get(spec(check.name).name, len(position)))  # stable
 
 
 def _node_name(config: Any) -> str:

@@ -23,6 +23,7 @@ def _plain(value: Any) -> dict[str, dict[str, float]]:
 class CheckSettings:
     expected_chips: int = 0
     tool_timeout_s: float = 4.0
+    max_parallel: int = 4
     flap_window_s: float = 900.0
     hccl_window_s: float = 3600.0
     max_isolated_pages: int = 60
@@ -34,7 +35,10 @@ class CheckSettings:
     peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
     max_temperature: float = 95.0
-    sustained_s: float = 180.0
+    sustained_s: float | None = None  # None: the worker's default for the backend
+    max_throttle_drop: float = 0.15
+    warn_throttle_drop: float = 0.05
+    min_peer_ratio: float = 0.75
     copy_bytes: int | None = None
     idle_aicore_threshold: float = 0.05
     min_bus_bandwidth: float | None = None
@@ -45,6 +49,7 @@ class CheckSettings:
         return cls(
             expected_chips=int(config.expected_chips),
             tool_timeout_s=float(check.tool_timeout),
+            max_parallel=int(check.max_parallel),
             flap_window_s=float(check.flap_window),
             hccl_window_s=float(check.hccl_window),
             max_isolated_pages=int(check.max_isolated_pages),
@@ -59,7 +64,10 @@ class CheckSettings:
                 fleet_fail_ratio=float(check.fleet_fail_ratio), fleet_warn_ratio=float(check.fleet_warn_ratio),
                 fleet_min_nodes=int(check.fleet_min_nodes)),
             max_temperature=float(check.max_temperature),
-            sustained_s=float(check.sustained_duration),
+            sustained_s=float(check.sustained_duration) if check.sustained_duration is not None else None,
+            max_throttle_drop=float(check.max_throttle_drop),
+            warn_throttle_drop=float(check.warn_throttle_drop),
+            min_peer_ratio=float(check.min_peer_ratio),
             copy_bytes=int(check.copy_size) if check.copy_size is not None else None,
             idle_aicore_threshold=float(config.probes.idle_aicore_threshold),
             min_bus_bandwidth=config.probes.allreduce.min_bus_bandwidth,

@@ -183,6 +183,7 @@ SCHEMA: Schema = {
     "check": {
         # `npuwatch check` and the agent's scheduled levels (agent/check/)
         "tool_timeout": (positive_duration, 4.0),  # per tool call, at most the collector's own timeout
+        "max_parallel": (integer(1, 16), 4),  # npu-smi calls at once during a check (at least the collectors')
         "flap_window": (positive_duration, 900.0),  # roce_flaps: link-down events this recent fail
         "hccl_window": (positive_duration, 3600.0),  # hccl_errors: log errors this recent warn
         "max_isolated_pages": (integer(0), 60),  # hbm_ecc: more isolated HBM pages than this fail
@@ -198,11 +199,14 @@ SCHEMA: Schema = {
         "fleet_warn_ratio": (ratio, 0.92),
         "fleet_min_nodes": (integer(1), 5),  # a median over fewer nodes is not used
         "max_temperature": (positive_float, 95.0),  # sustained_gemm: chip degrees C that fail
-        "sustained_duration": (positive_duration, 180.0),  # sustained_gemm: seconds under load
+        "sustained_duration": (optional(positive_duration), None),  # sustained_gemm: seconds (worker default)
+        "max_throttle_drop": (ratio, 0.15),  # sustained_gemm: slowest window this far below the best fails
+        "warn_throttle_drop": (ratio, 0.05),  # ... and this far warns
+        "min_peer_ratio": (ratio, 0.75),  # bandwidth checks: a cell below this share of its run's median fails
         "copy_size": (optional(size), None),  # bandwidth checks' buffer (default: the worker's)
         "schedule": {
             "quick": {
-                "enabled": (boolean, True),
+                "enabled": (boolean, False),
                 "interval": (positive_duration, 300.0),
                 "cron": (optional(cron_expression), None),
                 "first_run": (duration, 60.0),  # after the agent starts (interval schedules)

@@ -1,8 +1,13 @@
-"""Fake ``ascend-dmi``: ``-f`` (compute test) and ``--bw`` (bandwidth test), both with ``-q``.
+"""Fake ``ascend-dmi``: ``-f`` (compute test), ``--bw`` (bandwidth test) and ``--dg`` (fault diagnosis), with ``-q``.
 
 ``-f`` copies the shape of a real capture (dashed box, ``Device  Execute Times  Duration(ms)
 TFLOPS@FP16  Power(W)``, thousands separators, float32 noise in power). ``--bw`` output is our own
 plausible layout in the same style (no real capture was found): one row per device and path.
+``--dg`` (also ``-dg``) follows the MindCluster 7.3 ToolBox guide's layout (``Summary:``, then
+``Hardware:``/``Software:`` items with their status on the next line and ``*** Device N: ...`` details);
+its verdicts come from the chip faults that are on (``hbm_dbe`` fails ``hbm`` and ``hbmStress``,
+``link_down``/``optics_no_light``/``net_health_fail`` fail ``network``, ``health`` warns or fails ``device``,
+``hot`` fails ``tdp``, ``hccs_error`` fails ``bandwidth``, ``vanish`` fails ``device``); ``-i a,b`` picks items.
 Without ``-q`` the tool asks ``(Y/N)`` on stdin, as the real one does.
 """
 
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import time
 
 from agent.demo.render_common import ToolOutput, run_fake
 from agent.demo.state import DemoState
@@ -33,7 +39,12 @@ _EXECUTE_TIMES = 600_000_000
 _WORK_MS_TFLOPS = 1_258_291  # duration(ms) x TFLOPS of the captured run: fixed work per test
 # path -> GB/s for a healthy 910B3 (PCIe 5.0 x16 to host, HBM on die, HCCS to a peer)
 _DATA_SIZE_BYTES = 536_870_912  # 512 MiB per transfer
-_BANDWIDTH = {"h2d": 26.5, "d2h": 27.8, "d2d": 1280.0, "p2p": 24.6}
+# d2d: the device copy of a healthy 910B3 as ascend-dmi counts it (read + written), 1538 GB/s
+_BANDWIDTH = {"h2d": 26.5, "d2h": 27.8, "d2d": 1538.0, "p2p": 26.6}
+_HARDWARE_ITEMS = ("driver", "device", "network", "signalQuality", "hbm", "bandwidth", "aiflops", "hbmStress",
+                   "bandwidthStress", "aicore", "edp", "tdp", "aicpu")
+_SOFTWARE_ITEMS = ("cann",)
+_HEALTH_ITEMS = frozenset({"driver", "device"})  # these say HEALTH, the others PASS
 
 
 def _float32(value: float) -> str:
@@ -90,12 +101,65 @@ def _bandwidth(state: DemoState, now: float, argv: list[str], devices: list[int]
     return "".join(out)
 
 
+def _chip_problem(state: DemoState, chip: int, item: str) -> tuple[str, str] | None:
+    """(status word, detail) of one chip for one ``--dg`` item, from its faults; None when it passes."""
+    if item == "device" and state.chip_fault(chip, "vanish") is not None:
+        return "FAIL", "the device is not found"
+    health = state.chip_fault(chip, "health")
+    if item == "device" and health is not None:
+        level = str(health.get("state", "Alarm"))
+        word = {"Warning": "GENERAL_WARN", "Critical": "EMERGENCY_WARN"}.get(level, "IMPORTANT_WARN")
+        codes = health.get("codes", ["8C084E00"])
+        return word, f"health {level}, error codes {' '.join(str(code) for code in codes)}"
+    if item in ("hbm", "hbmStress") and state.chip_fault(chip, "hbm_dbe") is not None:
+        return "FAIL", "uncorrectable HBM ECC errors found"
+    if item == "network" and any(state.chip_fault(chip, name) is not None
+                                 for name in ("link_down", "optics_no_light", "net_health_fail")):
+        return "FAIL", "the RoCE network port check failed"
+    if item == "signalQuality" and state.chip_fault(chip, "optics_no_light") is not None:
+        return "FAIL", "no optical signal"
+    hot = state.chip_fault(chip, "hot")
+    if item == "tdp" and hot is not None:
+        return "FAIL", f"temperature {float(hot.get('celsius', 97.0)):g} C exceeds the limit under load"
+    if item == "bandwidth" and state.chip_fault(chip, "hccs_error") is not None:
+        return "FAIL", "HCCS bandwidth below the threshold"
+    return None
+
+
+def _item_status(state: DemoState, item: str) -> tuple[str, list[str]]:
+    """(status word, detail lines) of one ``--dg`` item: its worst chip, and a line per chip with a problem."""
+    found = [(chip, problem) for chip in range(state.chips)
+             if (problem := _chip_problem(state, chip, item)) is not None]
+    if not found:
+        return ("HEALTH" if item in _HEALTH_ITEMS else "PASS"), []
+    words = [word for _, (word, _) in found]
+    word = "FAIL" if "FAIL" in words else words[0]
+    return word, [f"*** Device {chip}: {detail}." for chip, (_, detail) in found]
+
+
+def _diagnose(state: DemoState, now: float, argv: list[str]) -> str:
+    wanted = _option(argv, "-i", "--item")
+    chosen = [item.strip() for item in wanted.split(",")] if wanted else None
+    out = ["Summary:\n", "    Arch: aarch64\n", "    Mode: *****\n",
+           f"    Time: {time.strftime('%Y%m%d-%H:%M:%S', time.localtime(now))}\n", " \n"]
+    for section, items in (("Hardware", _HARDWARE_ITEMS), ("Software", _SOFTWARE_ITEMS)):
+        shown = [item for item in items if chosen is None or item in chosen]
+        if not shown:
+            continue
+        out.append(f"{section}:\n")
+        for item in shown:
+            word, details = _item_status(state, item)
+            out += [f"    {item}:\n", f"        {word}\n", *(f"        {line}\n" for line in details)]
+    return "".join(out)
+
+
 def render(state: DemoState, now: float, argv: list[str]) -> ToolOutput:
     """The output of ``ascend-dmi <argv>``; reads the (Y/N) answer from stdin without ``-q``."""
     compute = "-f" in argv or "--flops" in argv
     bandwidth = "--bw" in argv or "-bw" in argv
-    if compute == bandwidth:
-        return ToolOutput("Usage: ascend-dmi [-f|--bw] [-t type] [-d device] [-q]\n", exit_code=1)
+    diagnose = "--dg" in argv or "-dg" in argv
+    if compute + bandwidth + diagnose != 1:
+        return ToolOutput("Usage: ascend-dmi [-f|--bw|--dg] [-t type] [-d device] [-i item,...] [-q]\n", exit_code=1)
     devices = _devices(state, argv)
     if devices is None:
         return ToolOutput("[ERROR] The device id is invalid.\n", exit_code=1)
@@ -105,6 +169,8 @@ def render(state: DemoState, now: float, argv: list[str]) -> ToolOutput:
         prompt = _PROMPT + answer + "\n"
         if answer.upper() != "Y":
             return ToolOutput(prompt, exit_code=1)
+    if diagnose:
+        return ToolOutput(prompt + _diagnose(state, now, argv))
     body = _compute(state, now, argv, devices) if compute else _bandwidth(state, now, argv, devices)
     return ToolOutput(prompt + body)
 

@@ -118,6 +118,8 @@ _SPECS: list[FaultSpec] = [
     _chip("link_flap", "the RoCE port goes DOWN and UP once every period_s",
           period_s=Param("float", 6.0, "seconds of one DOWN+UP cycle")),
     _chip("optics_no_light", "the optical module receives no light: LOS/LoL flags, link DOWN, RoCE errors"),
+    _chip("firmware_mismatch", "the card reports another firmware version (npu-smi info -t board)",
+          version=Param("str", "7.5.0.1.120", "the firmware version the card prints")),
     _chip("net_health_fail", "hccn_tool net_health reports a failure while the link stays UP",
           status=Param("str", "Fault", "the status word, e.g. Fault or 'Socket failed'")),
     *(
@@ -126,7 +128,7 @@ _SPECS: list[FaultSpec] = [
         for kind, what in _TOOL_KINDS.items()
     ),
     _node("probe_corrupt", "the probe worker corrupts one element of its result: the probe fails as wrong",
-          probe=Param("str", "gemm", "which probe", ("gemm", "allreduce"))),
+          probe=Param("str", "gemm", "which probe", ("gemm", "allreduce", "membw", "h2d", "p2p"))),
     _node("probe_slow", "the probe worker's clock runs fast, so GEMM FLOP/s and all-reduce bandwidth "
                         "read `factor` times the real figure",
           factor=Param("float", 0.5, "measured speed as a fraction of the real one (0 < factor <= 1)")),
@@ -236,4 +238,9 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUProbeStale": AlertTrigger("probe_corrupt", note="set before the first probe run (3 failures, no "
                                                          "pass), else after 3 h without a pass; 15 min"),
     "NPUProbeCannotRun": AlertTrigger("probe_error", note="2 runs in error and none passed"),
+    "NPUCheckFailed": AlertTrigger("link_down", note="with check.schedule.quick.enabled: true in the config (every "
+                                                     "5 min, first after 1 min); 10 min"),
+    "NPUCheckStale": AlertTrigger("process", note="with check.schedule.medium enabled: after one medium run, a "
+                                                  "process on the NPUs keeps the level from running again; "
+                                                  "6 days"),
 }

@@ -32,6 +32,7 @@ __all__ = [
 
 DRIVER_VERSION = "24.1.rc2"
 FIRMWARE_VERSION = "7.5.0.1.129"
+MISMATCHED_FIRMWARE = "7.5.0.1.120"  # the `firmware_mismatch` fault's default
 USAGE_LINE = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]\n"
 
 _FULL_DASH = "+" + "-" * 96 + "+\n"
@@ -254,6 +255,8 @@ def _health(state: DemoState, npu: int, now: float) -> str:
 
 
 def _board(state: DemoState, npu: int, chip: int | None) -> str:
+    odd = state.chip_fault(npu, "firmware_mismatch")
+    firmware = str(odd.get("version", MISMATCHED_FIRMWARE)) if odd is not None else FIRMWARE_VERSION
     if chip is not None:
         rows: list[tuple[str, object]] = [
             ("NPU ID", npu),
@@ -266,13 +269,13 @@ def _board(state: DemoState, npu: int, chip: int | None) -> str:
             ("BOM ID", 1),
             ("Chip Position ID", npu),
             ("PCIe Bus Info", bus_id(npu)),
-            ("Firmware Version", FIRMWARE_VERSION),
+            ("Firmware Version", firmware),
         ]
     else:
         rows = [
             ("NPU ID", npu),
             ("Software Version", DRIVER_VERSION),
-            ("Firmware Version", FIRMWARE_VERSION),
+            ("Firmware Version", firmware),
             ("Compatibility", "OK"),
             ("Board ID", "0x64"),
             ("PCB ID", "A"),

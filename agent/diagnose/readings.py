@@ -84,6 +84,9 @@ class ToolBox:
         try:
             path = self._path(tool)
             with self._gates[tool]:
+                skipped = self.broken(tool)  # it may have hung while this call waited for its turn
+                if skipped is not None:
+                    return Reading(error=f"{shown}: skipped, {skipped}", at=time.monotonic())
                 result = run_tool([path, *args], timeout, env=self._env)
             return Reading(value=parse(result.stdout), at=time.monotonic())
         except ToolMissing:
