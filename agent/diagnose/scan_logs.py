@@ -302,7 +302,7 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> tuple[str, str, st
         if report.hints:
             (kind, value), n = report.hints.most_common(1)[0]
             places = report.hint_places.get((kind, value), [])
-            step += f"; the logs blame {kind} {value} most (x{n}" + (f", first at {places[0]})" if places else ")")
+            step += f"; the logs blame {value} most ({kind} x{n}" + (f", first at {places[0]})" if places else ")")
         return "WARN", summary, step, category_runbook(first.category)
     if report.files_read == 0:
         if report.errors:
