@@ -249,7 +249,7 @@ def _read_chips(tools: ToolBox, pool: ThreadPoolExecutor, readings: NodeReadings
     if sampled:  # no second round when no port answered the first
         wait = gap_s - (time.monotonic() - min(reading.at for reading in sampled))
         if wait > 0:
-            calls.say(f"second optics and counter sample in {duration(wait)}")
+            calls.say(f"waiting {duration(wait)} for the second optics and counter sample")
             time.sleep(wait)
         second = {
             ref: {"optical": hccn(ref, "optical", hccn_optical.parse),
