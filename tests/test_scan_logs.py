@@ -203,3 +203,14 @@ def test_help_documents_the_exit_codes() -> None:
                           ("2", "some input could not be read")):
         assert f"  {code}  {meaning}" in text
     assert "--color {auto,always,never}" in text
+
+
+def test_progress_goes_to_a_terminals_stderr_only() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out, err = io.StringIO(), Tty()
+    assert main([str(FIXTURES)], True, out=out, err=err) == EXIT_ERRORS
+    json.loads(out.getvalue())
+    assert "| scan-logs" in err.getvalue() and err.getvalue().endswith("\r\x1b[K")

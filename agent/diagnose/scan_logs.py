@@ -219,11 +219,12 @@ def scan_paths(paths: list[str], say: Callable[[str], None] | None = None) -> Sc
     ``say`` hears each file as it starts (for a progress line).
     """
     report = ScanReport()
+    done = 0
     for path in _expand(paths, report):
         if say is not None:
-            done = sum(f.bytes for f in report.files)
             say(f"{plural(len(report.files), 'file')}, {size(done)} read; {path}")
         _scan_file(path, report)
+        done += report.files[-1].bytes
     return report
 
 
