@@ -15,6 +15,7 @@ from typing import Any
 
 from agent import __version__
 from agent.core.config import ConfigError, load_config
+from agent.core.terminal import add_color_option
 
 __all__ = ["build_parser", "main"]
 
@@ -42,6 +43,36 @@ examples:
   npuwatch check --level quick --exit-codes npd
   npuwatch probe gemm --backend cpu
 """
+
+
+SCAN_LOGS_EXIT = """\
+exit status:
+  0  no HCCL/CANN error found (the verdict says UNKNOWN when nothing was read:
+     an empty directory, binary files only)
+  1  errors found
+  2  some input could not be read (missing, permission, corrupt .gz); the
+     readable ones are still reported, and this wins over 1
+Unreadable inputs are named on stderr. Colour: --color, or NO_COLOR=1 to turn it off.
+"""
+
+DIAGNOSE_EXIT = """\
+exit status:
+  0  ok: no local cause of HCCL timeouts found
+  1  WARN: a warning, log errors, or a culprit on another node
+  2  FAIL: a local fault (the verdict names every device it was found on)
+  3  UNKNOWN: could not check (npu-smi unusable, a tool hung, nothing checkable)
+Progress goes to stderr on a terminal only. Colour: --color, or NO_COLOR=1 to turn it off.
+"""
+
+
+def _duration(text: str) -> float:
+    """``7200``, ``90m``, ``2h``: seconds, for a flag."""
+    from agent.core.config_values import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (seconds, or 500ms, 90s, 15m, 2h, 1d)") from None
 
 
 def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
@@ -86,20 +117,30 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", help="validate a config file and exit (2 when invalid)")
     check.add_argument("file", metavar="FILE")
 
-    scan = sub.add_parser("scan-logs", help="scan HCCL/CANN logs, job logs or dmesg dumps for errors")
+    scan = sub.add_parser(
+        "scan-logs", help="scan HCCL/CANN logs, job logs or dmesg dumps for errors (exit 0 none, 1 found, "
+        "2 unreadable input)",
+        description="Count HCCL/CANN error incidents in log files and directories (plain or .gz), name the\n"
+                    "first one and what the logs blame, each with its file and line, and end with a verdict\n"
+                    "and the next step.",
+        epilog=SCAN_LOGS_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (plain or .gz)")
     scan.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_color_option(scan)
 
     diagnose = sub.add_parser(
-        "diagnose", help="HCCL-timeout triage of this node (exit 0 ok, 1 warn, 2 fail, 3 unknown)"
-    )
+        "diagnose", help="HCCL-timeout triage of this node (exit 0 ok, 1 warn, 2 fail, 3 unknown)",
+        description="Check this node for what explains an HCCL timeout and end with one verdict: the cause,\n"
+                    "every device it was found on, what to do next and the runbook to open.",
+        epilog=DIAGNOSE_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(diagnose)
     diagnose.add_argument("--json", action="store_true", help="machine-readable output")
     diagnose.add_argument("--probes", action="store_true", help="also run GEMM and node all-reduce baselines")
-    diagnose.add_argument("--sample-gap", dest="sample_gap", type=float, metavar="SECONDS",
-                          help="gap between the two optics/counter samples (default 3)")
-    diagnose.add_argument("--window", type=float, metavar="SECONDS",
-                          help="how far back logs and link flaps count (default 7200)")
+    diagnose.add_argument("--sample-gap", dest="sample_gap", type=_duration, metavar="DURATION",
+                          help="gap between the two optics/counter samples: seconds or 500ms, 3s (default 3s)")
+    diagnose.add_argument("--window", type=_duration, metavar="DURATION",
+                          help="how far back logs and link flaps count: seconds or 90m, 2h, 1d (default 2h)")
+    add_color_option(diagnose)
 
     bundle = sub.add_parser(
         "bundle", help="write one tar.gz of this node's recent HCCL logs, dumps and tool readings for triage",
@@ -343,7 +384,7 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
 def cmd_scan_logs(args: argparse.Namespace) -> int:
     from agent.diagnose import scan_logs
 
-    return scan_logs.main(args.paths, as_json=args.json)
+    return scan_logs.main(args.paths, as_json=args.json, color=args.color)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:

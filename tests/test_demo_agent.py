@@ -249,4 +249,5 @@ def test_probe_slow_scales_the_measured_speed(tmp_path: Path) -> None:
     healthy = max(run_gemm(settings).gemm[0].flops for _ in range(2))
     node.set_fault("probe_slow", factor=0.01)  # 100x: no load swing on a shared machine hides it
     slow = run_gemm(settings)
-    assert slow.gemm[0].flops < 0.4 * healthy, (slow.gemm[0].flops, healthy)
+    stderr = [line for rank in slow.ranks for line in rank.stderr_tail]
+    assert slow.gemm[0].flops < 0.4 * healthy, (slow.gemm[0].flops, healthy, stderr)

@@ -8,8 +8,10 @@ the fakes' clock frozen so the link state is known.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,13 +36,15 @@ def node(tmp_path: Path) -> DemoNode:
     return DemoNode(tmp_path / "demo").create(chips=4)
 
 
-def make_config(tmp_path: Path, timeout: str = "3s", **extra: Any) -> Any:
+def make_config(tmp_path: Path, timeout: str = "3s", log_paths: list[str] | None = None, **extra: Any) -> Any:
     raw: dict[str, Any] = {
         "collectors": {
             "npu_smi": {"timeout": timeout},
             "hccn_tool": {"timeout": timeout, "hccn_conf": str(tmp_path / "hccn.conf")},
         },
     }
+    if log_paths is not None:
+        raw["collectors"]["hccl_logs"] = {"paths": log_paths}
     raw.update(extra)
     return build_config(raw)
 
@@ -57,7 +61,19 @@ def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {check["name"]: check for check in report["checks"]}
 
 
+def write_clean_plog(node: DemoNode) -> Path:
+    """A plog of a healthy job (INFO lines only), written a minute ago."""
+    stamp = _plog_time(time.time() - 60)
+    plog = node.directory / "log" / "debug" / "plog" / "plog-4141_20250101000000000.log"
+    plog.parent.mkdir(parents=True, exist_ok=True)
+    plog.write_text(f"[INFO] HCCL(4141,python3):{stamp} [hccl_communicator.cc:100] [4141]AllReduce entry\n"
+                    f"[INFO] HCCL(4141,python3):{stamp} [hccl_communicator.cc:120] [4141]AllReduce exit\n",
+                    encoding="utf-8")
+    return plog
+
+
 def test_healthy_node_is_ok(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_clean_plog(node)
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 0
     assert report["exit_code"] == 0
@@ -72,6 +88,8 @@ def test_healthy_node_is_ok(node: DemoNode, tmp_path: Path, capsys: pytest.Captu
     assert checks["roce_ip"]["status"] == "UNKNOWN"
     assert "missing" in checks["roce_ip"]["evidence"]
     assert {c["status"] for name, c in checks.items() if name != "roce_ip"} == {"PASS"}
+    assert checks["hccl_logs"]["evidence"].startswith("no HCCL errors in the last 2 h (1 file read, ")
+    assert report["verdict"]["text"] == "ok: no local cause of HCCL timeouts found; not checked: roce_ip"
 
 
 def test_text_output_is_an_aligned_table(node: DemoNode, tmp_path: Path,
@@ -79,15 +97,23 @@ def test_text_output_is_an_aligned_table(node: DemoNode, tmp_path: Path,
     node.set_fault("link_down", chip=3)
     code, text = run(node, capsys, make_config(tmp_path), as_json=False)
     assert code == 2
-    lines = text.splitlines()
+    table, verdict = text.split("\n\n")
+    lines = table.splitlines()
     assert lines[0].split() == ["CHECK", "STATUS", "DEVICE", "EVIDENCE"]
     status_column = lines[0].index("STATUS")
-    rows = [line for line in lines[1:] if line and not line.startswith((" ", "verdict"))]
+    rows = [line for line in lines[1:] if not line.startswith(" ")]
     assert len(rows) == 9
     assert {row[status_column:].split()[0] for row in rows} <= {"PASS", "WARN", "FAIL", "UNKNOWN"}
     assert any(line.strip().startswith("hint: ") for line in lines)
-    assert lines[-1] == "verdict: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN); " \
-                        "also RoCE network health check failing on NPU 3"
+    assert "\x1b" not in text  # not a terminal: no colour
+    # the verdict leads with its severity word, then the other causes, the next step and the runbook
+    assert verdict.splitlines() == [
+        "FAIL: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN)",
+        "  also     RoCE network health check failing on NPU 3",
+        "  next     check the cable or optical module and the switch port of this NPU (hccn_tool -i N -optical -g,",
+        "           -link_stat -g)",
+        "  runbook  https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/NPURoCELinkDown.md",
+    ]
 
 
 def test_link_down_fails_and_names_the_device(node: DemoNode, tmp_path: Path,
@@ -215,7 +241,11 @@ def test_old_log_errors_are_outside_the_window(node: DemoNode, tmp_path: Path,
     os.utime(plog, (old, old))
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 0
-    assert by_name(report)["hccl_logs"]["status"] == "PASS"
+    # the only log is older than the window: nothing was read, so the log check cannot pass
+    logs = by_name(report)["hccl_logs"]
+    assert logs["status"] == "UNKNOWN"
+    assert "was written in the last 2 h (1 older file not read" in logs["evidence"]
+    assert "hccl_logs" in report["verdict"]["text"].split("not checked: ")[1]
 
 
 def test_remote_culprit_ignores_this_nodes_addresses() -> None:
@@ -286,7 +316,8 @@ def test_missing_npu_smi_cannot_check(tmp_path: Path) -> None:
     assert report.exit_code == 3
     assert report.verdict.status == "unknown"
     assert "npu-smi: not found" in report.verdict.text
-    assert by_name(report.to_dict())["hccl_logs"]["status"] == "PASS"
+    # an empty log directory: nothing read, nothing known
+    assert by_name(report.to_dict())["hccl_logs"]["status"] == "UNKNOWN"
 
 
 class _FakeResult:
@@ -345,3 +376,175 @@ def test_cli_json(tmp_path: Path) -> None:
     assert report["exit_code"] == 2
     assert set(report["verdict"]) == {"status", "cause", "device", "text"}
     assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_down", 1)
+
+
+# ----------------------------------------------------------------------------- what a person reads
+
+
+def test_the_verdict_names_every_failing_device(node: DemoNode, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    for chip in range(4):
+        node.set_fault("link_down", chip=chip)
+    node.set_fault("hbm_dbe", chip=2)
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 2
+    text = report["verdict"]["text"]
+    assert text.startswith("RoCE link down on NPU 0 (hccn_tool -i 0 -link -g says DOWN) and on NPUs 1, 2 and 3")
+    assert "RoCE network health check failing on NPUs 0, 1, 2 and 3" in text
+    assert "HBM double-bit ECC errors on NPU 2" in text
+    assert "more" not in text
+    code, printed = run(node, capsys, make_config(tmp_path), as_json=False)
+    table, verdict = printed.split("\n\n")
+    assert re.search(r"^roce_link +FAIL +NPU 0-3 +NPU 0: link DOWN; NPU 1: link DOWN;", table, re.M)
+    assert verdict.startswith("FAIL: RoCE link down on NPU 0")
+    assert "  runbook  https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/NPURoCELinkDown.md" in verdict
+
+
+def test_an_empty_log_directory_is_unknown_not_pass(node: DemoNode, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path / "no-cann-logs"))
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 0
+    logs = by_name(report)["hccl_logs"]
+    assert logs["status"] == "UNKNOWN"
+    assert logs["evidence"] == (f"no log file under {node.directory / 'log'} was written in the last 2 h "
+                                f"(no directory at {tmp_path / 'no-cann-logs'})")
+    assert "$ASCEND_PROCESS_LOG_PATH" in logs["hint"]
+    assert report["verdict"]["text"] == "ok: no local cause of HCCL timeouts found; not checked: hccl_logs, roce_ip"
+
+
+def test_no_log_directory_says_where_and_what_to_set(tmp_path: Path) -> None:
+    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+                                          "hccl_logs": {"paths": [str(tmp_path / "nowhere")]}}})
+    logs = by_name(diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S)).to_dict())["hccl_logs"]
+    assert logs["status"] == "UNKNOWN"
+    assert logs["evidence"] == f"no CANN log directory at {tmp_path / 'nowhere'}"
+    assert "$ASCEND_PROCESS_LOG_PATH" in logs["hint"] and "collectors.hccl_logs.paths" in logs["hint"]
+
+
+def _job_logs(root: Path, node: DemoNode) -> Path:
+    """A log directory away from the demo's own, holding one HCCL execution timeout."""
+    plog = write_remote_timeout_plog(node, rank=5, peer_ip="29.7.0.15")
+    moved = root / "debug" / "plog" / plog.name
+    moved.parent.mkdir(parents=True)
+    plog.rename(moved)
+    return root
+
+
+def test_demo_reads_the_configured_log_paths(node: DemoNode, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    logs_dir = _job_logs(tmp_path / "job-logs", node)
+    code, report = run(node, capsys, make_config(tmp_path, log_paths=[str(logs_dir)]))
+    assert code == 1
+    logs = by_name(report)["hccl_logs"]
+    assert logs["status"] == "WARN" and "exec_timeout" in logs["evidence"]
+
+
+def test_demo_reads_ascend_process_log_path(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(_job_logs(tmp_path / "env-logs", node)))
+    code, report = run(node, capsys, make_config(tmp_path))
+    assert code == 1
+    assert by_name(report)["hccl_logs"]["status"] == "WARN"
+
+
+def test_a_long_window_reads_as_a_person_writes_it(node: DemoNode, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    write_clean_plog(node)
+    args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=GAP_S, window=100800)
+    assert diagnose.main(args, make_config(tmp_path), node.directory) == 0
+    checks = by_name(json.loads(capsys.readouterr().out))
+    assert checks["hccl_logs"]["evidence"].startswith("no HCCL errors in the last 28 h (1 file read, ")
+    assert checks["roce_flaps"]["evidence"] == "no port flapped in the last 28 h (4 ports)"
+
+
+def test_window_and_gap_flags_take_durations() -> None:
+    from agent.cli import build_parser
+
+    args = build_parser().parse_args(["diagnose", "--window", "28h", "--sample-gap", "500ms"])
+    options = diagnose.DiagnoseOptions.from_args(args)
+    assert (options.window_s, options.sample_gap_s) == (100800.0, 0.5)
+    assert diagnose.DiagnoseOptions.from_args(argparse.Namespace(window=7200, sample_gap=3)).window_s == 7200.0
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("case", [
+    ("always", "", False, True),
+    ("never", "", True, False),
+    ("auto", "", True, True),
+    ("auto", "1", True, False),
+    ("auto", "", False, False),
+], ids=["always", "never", "auto-tty", "auto-NO_COLOR", "auto-piped"])
+def test_colour_on_a_terminal_only(node: DemoNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   case: tuple[str, str, bool, bool]) -> None:
+    color, no_color, tty, coloured = case
+    monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.delenv("TERM", raising=False)
+    node.set_fault("link_down", chip=3)
+    out = _Tty() if tty else io.StringIO()
+    args = argparse.Namespace(json=False, probes=False, verbose=False, sample_gap=GAP_S, color=color)
+    assert diagnose.main(args, make_config(tmp_path), node.directory, out=out, err=io.StringIO()) == 2
+    text = out.getvalue()
+    assert ("\x1b[1;31mFAIL\x1b[0m: RoCE link down on NPU 3" in text) is coloured
+    assert ("\x1b[" in text) is coloured
+
+
+def test_progress_goes_to_a_terminals_stderr_only(node: DemoNode, tmp_path: Path) -> None:
+    args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=1.0)
+    for err, shown in ((_Tty(), True), (io.StringIO(), False)):
+        out = io.StringIO()
+        diagnose.main(args, make_config(tmp_path), node.directory, out=out, err=err)
+        json.loads(out.getvalue())  # stdout holds the report and nothing else
+        progress = err.getvalue()
+        assert bool(progress) is shown
+        if shown:
+            assert "diagnose: " in progress and "npu-smi and hccn_tool calls" in progress
+            assert progress.endswith("\r\x1b[K")
+
+
+def test_probe_progress_names_the_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.probes import runner as probe_runner
+
+    def gemm(settings: Any, on_event: Any = None) -> _FakeResult:
+        on_event({"kind": "start", "workers": 2})
+        on_event({"kind": "stage", "worker": 0, "stage": "exec"})
+        on_event({"kind": "stage", "worker": 1, "stage": "setup"})
+        return _FakeResult("error", "no torch")
+
+    def allreduce(settings: Any, scope: str = "node", on_event: Any = None) -> _FakeResult:
+        return _FakeResult("error", "no torch")
+
+    monkeypatch.setattr(probe_runner, "run_gemm", gemm)
+    monkeypatch.setattr(probe_runner, "run_allreduce", allreduce)
+    said: list[str] = []
+    checks = diagnose.probe_checks(make_config(tmp_path), said.append)
+    assert [c.status for c in checks] == ["UNKNOWN", "UNKNOWN"]
+    assert said == ["probe_gemm: starting", "probe_gemm: starting", "probe_gemm: exec 1/2",
+                    "probe_gemm: exec 1/2, setup 1/2", "probe_allreduce: starting"]
+
+
+def test_every_cause_has_a_next_step_and_a_runbook_that_exists() -> None:
+    """Each cause a verdict can name says what to do and links an alert runbook of this repository."""
+    from agent.diagnose import advice
+    from agent.diagnose.results import CAUSES
+
+    verdict_causes = {"remote_peer", "log_errors", "no_chip_list", "tool_hung"}
+    assert set(advice.RUNBOOKS) == set(CAUSES) | verdict_causes
+    for cause in [*CAUSES, *verdict_causes]:
+        assert advice.action(cause), cause
+        url = advice.runbook(cause)
+        assert url is not None and url.startswith(advice.RUNBOOK_BASE)
+        assert (REPO / "alerts" / "runbooks" / url[len(advice.RUNBOOK_BASE):]).is_file(), url
+    for check in ("probe_gemm", "probe_allreduce"):
+        for cause in ("probe_failed", "probe_degraded"):
+            url = advice.runbook(cause, check)
+            assert url is not None and (REPO / "alerts" / "runbooks" / url.rsplit("/", 1)[1]).is_file()
+    assert advice.runbook("link_down") == advice.RUNBOOK_BASE + "NPURoCELinkDown.md"
+    # the same pages the alert rules link
+    rules = "".join(path.read_text() for path in (REPO / "alerts").glob("*.rules.yml"))
+    assert f"runbook_url: {advice.RUNBOOK_BASE}NPURoCELinkDown.md" in rules

@@ -108,3 +108,109 @@ def test_empty_directory(tmp_path: Path, as_json: bool) -> None:
     code, text = run([str(tmp_path)], as_json)
     assert code == EXIT_OK
     assert text
+
+
+# ----------------------------------------------------------------------------- what a person reads
+
+
+def run_text(paths: list[str], color: str = "never") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(paths, False, out=out, err=err, color=color)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_each_culprit_hint_names_the_file_and_line_it_came_from(tmp_path: Path) -> None:
+    for name in ("job_ei0002_block.log", "job_roce_cqe.log"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    code, text, _ = run_text([str(tmp_path)])
+    assert code == EXIT_ERRORS
+    hints = text.split("culprit hints (what the logs blame, and where):\n")[1].split("\n\n")[0].splitlines()
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in hints}
+    assert rows[("exception_location", "203.0.113.9/3")] == ["x1", f"{tmp_path}/job_ei0002_block.log:8"]
+    assert rows[("remote_rank", "3")] == ["x1", f"{tmp_path}/job_ei0002_block.log:5"]
+    # one hint read twice in one file: the file once, both lines
+    assert rows[("peer", "192.0.2.106")] == ["x2", f"{tmp_path}/job_roce_cqe.log:1,6"]
+    lines = (FIXTURES / "job_ei0002_block.log").read_text().splitlines()
+    assert "203.0.113.9" in lines[8 - 1] and "[3]" in lines[5 - 1]
+
+
+def test_a_verdict_and_the_next_step_end_the_text() -> None:
+    code, text, _ = run_text([str(FIXTURES / "job_ei0002_block.log")])
+    assert code == EXIT_ERRORS
+    verdict = text.split("\n\n")[-1].splitlines()
+    assert verdict[0].startswith("WARN: 3 HCCL/CANN error incidents in 1 of 1 file; the first: ")
+    assert any(line.startswith("  next     ") for line in verdict)
+    assert verdict[-1] == "  runbook  https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/HCCLTimeout.md"
+    _, clean, _ = run_text([str(FIXTURES / "clean.log")])
+    assert clean.splitlines()[-1] == "ok: no HCCL/CANN errors found in 1 file (8 lines)"
+
+
+@pytest.mark.parametrize("content", [None, b"\0\1binary"], ids=["empty", "binary-only"])
+def test_a_scan_that_read_nothing_is_unknown(tmp_path: Path, content: bytes | None) -> None:
+    if content is not None:
+        (tmp_path / "core").write_bytes(content)
+    code, text, err = run_text([str(tmp_path)])
+    assert code == EXIT_OK  # nothing found is still "no error found"
+    what = "only binary files" if content else "no files"
+    assert f"UNKNOWN: nothing read: {what} under {tmp_path}" in text
+    assert err == ""
+
+
+def test_unreadable_inputs_are_named_on_stderr_not_stdout(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.log.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    code, text, err = run_text([str(FIXTURES / "job_sdma.log"), str(bad), str(tmp_path / "missing")])
+    assert code == EXIT_UNREADABLE
+    assert not any(line.startswith("error") or str(bad) in line for line in text.splitlines())
+    assert err.splitlines()[0].startswith(f"npuwatch scan-logs: cannot read {bad}: ")
+    assert err.splitlines()[1] == f"npuwatch scan-logs: cannot read {tmp_path / 'missing'}: no such file or directory"
+    assert "2 inputs could not be read (named on stderr), so the scan is incomplete" in " ".join(text.split())
+    # --json still carries them in "errors" and names them on stderr too
+    out, err_json = io.StringIO(), io.StringIO()
+    assert main([str(tmp_path / "missing")], True, out=out, err=err_json) == EXIT_UNREADABLE
+    assert json.loads(out.getvalue())["errors"] == [f"{tmp_path / 'missing'}: no such file or directory"]
+    assert "cannot read" in err_json.getvalue()
+
+
+def test_only_unreadable_inputs_are_unknown(tmp_path: Path) -> None:
+    code, text, _ = run_text([str(tmp_path / "missing")])
+    assert code == EXIT_UNREADABLE
+    assert "UNKNOWN: nothing read: 1 input could not be read (named on stderr)" in text
+
+
+def test_sizes_and_counts_read_as_a_person_writes_them(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    log.write_text("step 1 loss 0.5\n" * 2000)
+    _, text, _ = run_text([str(log)])
+    assert text.splitlines()[0] == "scanned 1 file, 2,000 lines, 31.2 KiB"
+    assert text.splitlines()[-1] == "ok: no HCCL/CANN errors found in 1 file (2,000 lines)"
+
+
+@pytest.mark.parametrize(("color", "coloured"), [("always", True), ("never", False), ("auto", False)])
+def test_colour(color: str, coloured: bool) -> None:
+    _, text, _ = run_text([str(FIXTURES / "job_sdma.log")], color=color)
+    assert ("\x1b[1;33mWARN\x1b[0m: " in text) is coloured
+    assert ("\x1b" in text) is coloured
+
+
+def test_help_documents_the_exit_codes() -> None:
+    from agent.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["scan-logs"]
+    text = sub.format_help()
+    assert "exit status:" in text
+    for code, meaning in (("0", "no HCCL/CANN error found"), ("1", "errors found"),
+                          ("2", "some input could not be read")):
+        assert f"  {code}  {meaning}" in text
+    assert "--color {auto,always,never}" in text
+
+
+def test_progress_goes_to_a_terminals_stderr_only() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out, err = io.StringIO(), Tty()
+    assert main([str(FIXTURES)], True, out=out, err=err) == EXIT_ERRORS
+    json.loads(out.getvalue())
+    assert "| scan-logs" in err.getvalue() and err.getvalue().endswith("\r\x1b[K")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.core.humanize import plural
 from agent.diagnose.judging import DeviceResult, aggregate, fault_result, no_chips, unknown_result
 from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import (
@@ -35,7 +36,7 @@ def check_chips(readings: NodeReadings, expected_chips: int = 0) -> Check:
             results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: OK"))
         else:
             results.append(fault_result(readings, ref, fault, text=detail))
-    ok_text = f"{len(readings.chips)} chips OK, no error codes"
+    ok_text = f"{plural(len(readings.chips), 'chip')} OK, no error codes"
     if expected_chips and len(readings.chips) < expected_chips:
         text = f"npu-smi lists {len(readings.chips)} of {expected_chips} expected chips"
         finding = Finding("chip_missing", FAIL, None, "this node", text)
@@ -59,7 +60,7 @@ def check_ecc(readings: NodeReadings) -> Check:
             results.append(fault_result(readings, ref, fault))
         else:
             results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no double-bit errors"))
-    return aggregate(name, results, f"no HBM double-bit errors or isolated pages on {len(results)} chips",
+    return aggregate(name, results, f"no HBM double-bit errors or isolated pages on {plural(len(results), 'chip')}",
                       "npu-smi must answer: try `npu-smi info -t ecc -i 0 -c 0` by hand")
 
 

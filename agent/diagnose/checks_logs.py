@@ -8,6 +8,8 @@ import os
 import time
 from collections.abc import Sequence
 
+from agent.core.humanize import plural, size
+from agent.diagnose.advice import category_action
 from agent.diagnose.readings import LogScan
 from agent.diagnose.results import (
     DEFAULT_LOG_TAIL_BYTES,
@@ -39,13 +41,16 @@ def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str
     cutoff = now - window_s
     # the CANN layout plus the operator's job-log globs, as the agent reads them
     tailer = LogTailer(paths, (*DEFAULT_GLOBS, *globs), kernel_log, None)
-    scan = LogScan(window_s=window_s, roots=[str(p) for p in paths], roots_exist=tailer.roots_exist())
+    scan = LogScan(window_s=window_s, roots=[str(p) for p in paths], roots_exist=tailer.roots_exist(),
+                   missing_roots=[str(p) for p in paths if not os.path.exists(p)])
     recent: list[tuple[float, str]] = []
     for path, real in tailer.discover():
         with contextlib.suppress(OSError):
             mtime = os.stat(real).st_mtime
             if mtime >= cutoff:
                 recent.append((mtime, path))
+            else:
+                scan.older_files += 1
     budget = byte_budget
     for mtime, path in sorted(recent, reverse=True):
         if budget <= 0:
@@ -82,40 +87,51 @@ def _tail(path: str, limit: int) -> bytes:
     return data
 
 
-_CATEGORY_HINTS = {
-    "exec_timeout": "HCCL_EXEC_TIMEOUT expired: a rank stopped taking part; start with the rank named",
-    "connect_timeout": "links were never set up: check the peer's RoCE port, IP and firewall",
-    "rendezvous_timeout": "not every rank reached the rendezvous: look for a rank that crashed or was late",
-    "roce_cqe": "RoCE completion errors: check link, optics and PFC on this and the peer's port",
-    "heartbeat": "a rank or device stopped its heartbeat: find the rank that died first",
-    "watchdog_timeout": "torch_npu's watchdog hit a collective timeout: find the rank that stopped first",
-}
+_LOG_PATH_HINT = ("set $ASCEND_PROCESS_LOG_PATH (or collectors.hccl_logs.paths in the config) to where CANN "
+                  "writes its logs; without either, ~/ascend/log is read")
+
+
+def _nothing_read(scan: LogScan, window: str) -> str:
+    """Why the scan read no file: nothing recent, or the files it found could not be read."""
+    roots = ", ".join(root for root in scan.roots if root not in scan.missing_roots) or "the configured globs"
+    if scan.errors:
+        return f"no log file could be read under {roots}: {scan.errors[0]}"
+    notes = [f"{plural(scan.older_files, 'older file')} not read"] if scan.older_files else []
+    notes += [f"no directory at {root}" for root in scan.missing_roots]
+    return f"no log file under {roots} was written in the last {window}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def check_logs(scan: LogScan) -> Check:
-    """HCCL/CANN errors of the recent window, by category, with the peers they blame."""
+    """HCCL/CANN errors of the recent window, by category, with the peers they blame.
+
+    A scan that read no file is UNKNOWN: no log directory, or nothing written in the window (a
+    node without a job, or logs that go elsewhere), says nothing about HCCL.
+    """
     name = "hccl_logs"
     window = window_text(scan.window_s)
     if not scan.roots_exist:
-        return Check(name, UNKNOWN, f"no log directory at {', '.join(scan.roots) or '(none configured)'}",
-                     "set collectors.hccl_logs.paths to where CANN writes plogs ($ASCEND_PROCESS_LOG_PATH)")
+        return Check(name, UNKNOWN, f"no CANN log directory at {', '.join(scan.roots) or '(none configured)'}",
+                     _LOG_PATH_HINT)
     if not scan.events:
+        if scan.files == 0:
+            return Check(name, UNKNOWN, _nothing_read(scan, window), _LOG_PATH_HINT)
         suffix = f"; {scan.errors[0]}" if scan.errors else ""
-        return Check(name, PASS, f"no HCCL errors in the last {window} ({scan.files} files read){suffix}")
+        return Check(name, PASS, f"no HCCL errors in the last {window} ({plural(scan.files, 'file')} read, "
+                                 f"{size(scan.bytes_read)}){suffix}")
     categories = scan.by_category()
-    codes = scan.by_code()
+    codes = [code for code, _ in scan.by_code().most_common(4)]
     parts = [f"{category} x{count}" for category, count in categories.most_common()]
-    evidence = (f"{len(scan.events)} incidents in the last {window}: {', '.join(parts)}"
-                f" (codes {', '.join(code for code, _ in codes.most_common(4))})")
+    code_word = "code" if len(codes) == 1 else "codes"
+    evidence = (f"{plural(len(scan.events), 'incident')} in the last {window}: {', '.join(parts)}"
+                f" ({code_word} {', '.join(codes)})")
     if scan.hints:
         evidence += "; blamed: " + ", ".join(f"{kind} {value} x{count}"
                                              for (kind, value), count in scan.hints.most_common(3))
     top = categories.most_common(1)[0][0]
-    hint = _CATEGORY_HINTS.get(top, "read the first error: `npuwatch scan-logs` on the log directory")
     findings = tuple(
         Finding("heartbeat_lost", FAIL, int(value), f"NPU {value}",
                 f"kernel log: Heartbeat lost! (device={value})")
         for (kind, value), _ in scan.hints.most_common() if kind == "device" and value.isdigit()
     )
-    return Check(name, FAIL if findings else WARN, evidence, hint,
+    return Check(name, FAIL if findings else WARN, evidence, category_action(top),
                  findings[0].npu if findings else None, findings)

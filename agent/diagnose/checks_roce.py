@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from agent.core.humanize import plural
 from agent.diagnose.judging import DeviceResult, aggregate, device_finding, fault_result, no_chips, unknown_result
 from agent.diagnose.readings import NodeReadings, RoceReadings
 from agent.diagnose.results import (
@@ -57,7 +58,7 @@ def check_link(readings: NodeReadings) -> Check:
         return fault_result(readings, ref, fault, text="link DOWN")
 
     results = _roce_results(readings, judge)
-    return aggregate(name, results, f"{len(results)} ports UP", _HCCN_HINT)
+    return aggregate(name, results, f"{plural(len(results), 'port')} UP", _HCCN_HINT)
 
 
 def check_flaps(readings: NodeReadings, window_s: float) -> Check:
@@ -76,10 +77,10 @@ def check_flaps(readings: NodeReadings, window_s: float) -> Check:
         if fault is not None:
             return fault_result(readings, ref, fault)
         changes = hccn_link_stat.changes_within(roce.link_stat.value, window_s)
-        return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {len(changes)} changes")
+        return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {plural(len(changes), 'change')}")
 
     results = _roce_results(readings, judge)
-    ok_text = f"no port flapped in the last {window} ({len(results)} ports)"
+    ok_text = f"no port flapped in the last {window} ({plural(len(results), 'port')})"
     return aggregate(name, results, ok_text, _HCCN_HINT)
 
 
@@ -110,7 +111,7 @@ def check_optics(readings: NodeReadings) -> Check:
         return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: rx min {min(rx.values()) * 1e3:.3f} mW")
 
     results = _roce_results(readings, judge)
-    return aggregate(name, results, f"light on every lane, no LOS on {len(results)} modules", _HCCN_HINT)
+    return aggregate(name, results, f"light on every lane, no LOS on {plural(len(results), 'module')}", _HCCN_HINT)
 
 
 def check_packet_errors(readings: NodeReadings) -> Check:
@@ -133,7 +134,7 @@ def check_packet_errors(readings: NodeReadings) -> Check:
         return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no error counter rose")
 
     results = _roce_results(readings, judge)
-    return aggregate(name, results, f"no error counter rose on {len(results)} ports", _HCCN_HINT)
+    return aggregate(name, results, f"no error counter rose on {plural(len(results), 'port')}", _HCCN_HINT)
 
 
 def check_net_health(readings: NodeReadings) -> Check:
@@ -152,7 +153,8 @@ def check_net_health(readings: NodeReadings) -> Check:
         return fault_result(readings, ref, fault)
 
     results = _roce_results(readings, judge)
-    return aggregate(name, results, f"{len(results)} ports report Success", _HCCN_HINT)
+    verb = "reports" if len(results) == 1 else "report"
+    return aggregate(name, results, f"{plural(len(results), 'port')} {verb} Success", _HCCN_HINT)
 
 
 def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:
@@ -196,4 +198,4 @@ def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:
             results.append(device_finding(readings, ref, "ip_mismatch", FAIL, f"{_hccn(ref, 'ip')}: {problems[0]}"))
         else:
             results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {reading.value.address}"))
-    return aggregate(name, results, f"{len(live)} port addresses match {hccn_conf}")
+    return aggregate(name, results, f"{plural(len(live), 'port address', 'port addresses')} match {hccn_conf}")

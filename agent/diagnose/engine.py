@@ -10,16 +10,22 @@ bundle (``agent.triage.snapshots``), and the logs are read by triage's reader; w
 is wrong, the triage engine's best culprit off this node is where the verdict points.
 
 Exit status: 0 ok, 1 warn, 2 fail, 3 could not check (npu-smi unusable, nothing checkable).
+The text is rendered by ``agent.diagnose.render`` (colour on a terminal); while the node is read,
+a progress line goes to stderr when it is a terminal.
 
-Example::
+Example (tests/fixtures/diagnose/ holds whole outputs)::
 
     $ npuwatch diagnose
-    CHECK        STATUS  DEVICE  EVIDENCE
-    hccl_logs    WARN    -       2 incidents in the last 2h: exec_timeout x2 (codes EI0002, ...
-    roce_link    FAIL    NPU 3   NPU 3: link DOWN
-                                 hint: check the cable or optical module and the switch port ...
+    CHECK        STATUS  DEVICE   EVIDENCE
+    hccl_logs    WARN    -        1 incident in the last 2 h: exec_timeout x1 (code task_exec_timeout)
+    roce_link    FAIL    NPU 1,3  NPU 1: link DOWN; NPU 3: link DOWN
+                                  hint: check the cable or optical module and the switch port of this NPU ...
     ...
-    verdict: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN)
+
+    FAIL: RoCE link down on NPU 1 (hccn_tool -i 1 -link -g says DOWN) and on NPU 3
+      also     HBM double-bit ECC errors on NPU 2
+      next     check the cable or optical module and the switch port of this NPU ...
+      runbook  https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/NPURoCELinkDown.md
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from agent.core.config_values import parse_duration
+from agent.core.humanize import plural, size
+from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.checks_chip import check_chips, check_ecc
 from agent.diagnose.checks_logs import check_logs, scan_recent_logs
 from agent.diagnose.checks_roce import (
@@ -45,6 +54,7 @@ from agent.diagnose.checks_roce import (
 )
 from agent.diagnose.evidence import remote_culprit, triage_node
 from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
+from agent.diagnose.render import render_text
 from agent.diagnose.results import (
     CAUSES,
     DEFAULT_SAMPLE_GAP_S,
@@ -56,7 +66,7 @@ from agent.diagnose.results import (
     Check,
     Finding,
 )
-from agent.triage.report import Culprit
+from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
 
 __all__ = [
     "EXIT_CODES",
@@ -70,8 +80,17 @@ __all__ = [
     "render_text",
 ]
 
-EXIT_CODES = {"ok": 0, "warn": 1, "fail": 2, "unknown": 3}
 SAMPLE_GAP_ENV = "NPUWATCH_DIAGNOSE_SAMPLE_GAP"
+Say = Callable[[str], None]
+
+
+def _quiet(_text: str) -> None:
+    """Progress nobody watches."""
+
+
+def _seconds(value: Any) -> float:
+    """``7200``, ``2h``, ``90m``, ``0.5s``: a number of seconds or a duration as the config writes it."""
+    return parse_duration(value.strip() if isinstance(value, str) else float(value))
 
 
 @dataclass(frozen=True)
@@ -82,109 +101,19 @@ class DiagnoseOptions:
 
     @classmethod
     def from_args(cls, args: Any) -> DiagnoseOptions:
-        """From the CLI namespace; ``window`` and ``sample_gap`` (seconds) are optional there.
+        """From the CLI namespace; ``window`` and ``sample_gap`` (seconds or ``2h``-style) are optional there.
 
-        ``NPUWATCH_DIAGNOSE_SAMPLE_GAP`` (seconds) sets the gap when the namespace has none.
+        ``NPUWATCH_DIAGNOSE_SAMPLE_GAP`` sets the gap when the namespace has none.
         """
         window = getattr(args, "window", None)
         gap = getattr(args, "sample_gap", None)
         if gap is None and os.environ.get(SAMPLE_GAP_ENV):
             gap = os.environ[SAMPLE_GAP_ENV]
         return cls(
-            window_s=float(window) if window is not None else DEFAULT_WINDOW_S,
-            sample_gap_s=float(gap) if gap is not None else DEFAULT_SAMPLE_GAP_S,
+            window_s=_seconds(window) if window is not None else DEFAULT_WINDOW_S,
+            sample_gap_s=_seconds(gap) if gap is not None else DEFAULT_SAMPLE_GAP_S,
             probes=bool(getattr(args, "probes", False)),
         )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: str  # ok | warn | fail | unknown
-    cause: str | None  # a key of CAUSES, remote_peer, log_errors, no_chip_list, tool_hung or None
-    device: int | None
-    text: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "cause": self.cause, "device": self.device, "text": self.text}
-
-
-@dataclass(frozen=True)
-class Report:
-    checks: tuple[Check, ...]
-    verdict: Verdict
-    chips: int
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict.status]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"checks": [check.to_dict() for check in self.checks], "verdict": self.verdict.to_dict(),
-                "exit_code": self.exit_code}
-
-
-# ----------------------------------------------------------------------------- verdict
-
-
-def _finding_text(finding: Finding) -> str:
-    return f"{CAUSES[finding.cause][0]} on {finding.label} ({finding.detail})"
-
-
-def _with_others(best: Finding, others: Sequence[Finding]) -> str:
-    text = _finding_text(best)
-    rest = [f for f in others if f is not best]
-    if rest:
-        names = ", ".join(f"{CAUSES[f.cause][0]} on {f.label}" for f in rest[:2])
-        more = f" and {len(rest) - 2} more" if len(rest) > 2 else ""
-        text += f"; also {names}{more}"
-    return text
-
-
-def decide(checks: Sequence[Check], scan: LogScan | None, remote: Culprit | None = None,
-           chip_list_error: str | None = None, hung_tools: Sequence[str] = ()) -> Verdict:
-    """The one most likely cause (see the module docstring for the order).
-
-    Any FAIL finding wins (the most convincing by ``agent.triage.faults``' weights); then "could
-    not check" when npu-smi gave no chip list or a tool hung (a hung tool may be the symptom
-    itself, so the node is not called ok); then WARN findings; then ``remote``, the culprit off
-    this node that the triage engine names from the logs; else ok.
-    """
-    findings = sorted((f for check in checks for f in check.findings), key=lambda f: f.rank)
-    fails = [f for f in findings if f.status == FAIL]
-    if fails:
-        return Verdict("fail", fails[0].cause, fails[0].npu, _with_others(fails[0], fails))
-    if chip_list_error is not None:
-        return Verdict("unknown", "no_chip_list", None, f"could not check this node: {chip_list_error}")
-    if hung_tools:
-        return Verdict("unknown", "tool_hung", None, f"could not check this node: {'; '.join(hung_tools)}")
-    warns = [f for f in findings if f.status == WARN]
-    if warns:
-        return Verdict("warn", warns[0].cause, warns[0].npu, _with_others(warns[0], warns))
-    if all(check.status == UNKNOWN for check in checks):
-        return Verdict("unknown", None, None, "could not check anything on this node")
-    unchecked = [check.name for check in checks if check.status == UNKNOWN and check.name != "hccl_logs"]
-    caveat = f"; not checked: {', '.join(unchecked)}" if unchecked else ""
-    if scan is not None and scan.events:
-        codes = ", ".join(f"{code} x{count}" for code, count in scan.by_code().most_common(3))
-        window = _window(scan.window_s)
-        if remote is not None:
-            parts = (f"node {remote.node}" if remote.node != "unknown" else "",
-                     f"remote rank {remote.rank}" if remote.rank is not None else "",
-                     f"IP {remote.ip}" if remote.ip else "")
-            who = " / ".join(part for part in parts if part)
-            return Verdict("warn", "remote_peer", None,
-                           f"look at {who}, not this node ({codes} in the last {window}; "
-                           f"every local check passes{caveat})")
-        return Verdict("warn", "log_errors", None,
-                       f"HCCL errors in the logs ({codes} in the last {window}) but no local cause found"
-                       f"{caveat}; compare with the other ranks' logs")
-    return Verdict("ok", None, None, f"ok: no local cause of HCCL timeouts found{caveat}")
-
-
-def _window(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:g}h"
-    return f"{seconds / 60:g}m" if seconds >= 60 else f"{seconds:g}s"
 
 
 # ----------------------------------------------------------------------------- probes
@@ -193,13 +122,13 @@ def _window(seconds: float) -> str:
 def _probe_summary(result: Any) -> str:
     if result.allreduce is not None:
         measured = result.allreduce
-        return (f"busbw {measured.busbw_bytes_per_second / 1e9:.1f} GB/s at {measured.size_bytes} bytes "
-                f"over {measured.world_size} ranks")
+        return (f"busbw {measured.busbw_bytes_per_second / 1e9:.1f} GB/s at {size(measured.size_bytes)} "
+                f"over {plural(measured.world_size, 'rank')}")
     if result.gemm:
         slowest = min(result.gemm, key=lambda m: (m.efficiency if m.efficiency is not None else 1.0, m.flops))
         ratio = f", {slowest.efficiency:.0%} of peak" if slowest.efficiency is not None else ""
         devices = len({m.device for m in result.gemm})
-        return f"{devices} devices, slowest {slowest.flops / 1e12:.1f} TFLOPS ({slowest.dtype}{ratio})"
+        return f"{plural(devices, 'device')}, slowest {slowest.flops / 1e12:.1f} TFLOPS ({slowest.dtype}{ratio})"
     return result.message or result.outcome
 
 
@@ -222,7 +151,25 @@ def _probe_check(name: str, result: Any) -> Check:
                  "a probe that could not run says nothing about the hardware; see `npuwatch probe --help`")
 
 
-def probe_checks(config: Any) -> list[Check]:
+def _probe_events(name: str, say: Say) -> Callable[[dict[str, Any]], None]:
+    """A probe runner's events as progress: the stage each of its workers has reached."""
+    stages: dict[int, str] = {}
+    workers = [0]
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("kind") == "start":
+            workers[0] = int(event.get("workers", 0))
+        elif event.get("kind") == "stage":
+            stages[int(event.get("worker", 0))] = str(event.get("stage"))
+        reached = sorted(set(stages.values()))
+        counts = ", ".join(f"{stage} {sum(1 for s in stages.values() if s == stage)}/{workers[0]}"
+                           for stage in reached)
+        say(f"{name}: {counts or 'starting'}")
+
+    return on_event
+
+
+def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
     """GEMM and node all-reduce baselines through ``agent.probes.runner`` (children, with deadlines)."""
     names = ("probe_gemm", "probe_allreduce")
     try:
@@ -232,11 +179,16 @@ def probe_checks(config: Any) -> list[Check]:
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage
         return [Check(name, UNKNOWN, f"probe runner unavailable: {exc}") for name in names]
+    runs: dict[str, Callable[[], Any]] = {
+        "probe_gemm": lambda: probe_runner.run_gemm(settings, on_event=_probe_events("probe_gemm", say)),
+        "probe_allreduce": lambda: probe_runner.run_allreduce(
+            settings, scope="node", on_event=_probe_events("probe_allreduce", say)),
+    }
     checks: list[Check] = []
-    for name, run in (("probe_gemm", lambda: probe_runner.run_gemm(settings)),
-                      ("probe_allreduce", lambda: probe_runner.run_allreduce(settings, scope="node"))):
+    for name in names:
+        say(f"{name}: starting")
         try:
-            checks.append(_probe_check(name, run()))
+            checks.append(_probe_check(name, runs[name]()))
         except Exception as exc:
             checks.append(Check(name, UNKNOWN, f"probe runner raised {type(exc).__name__}: {exc}"))
     return checks
@@ -246,8 +198,11 @@ def probe_checks(config: Any) -> list[Check]:
 
 
 def diagnose(config: Any, options: DiagnoseOptions | None = None,
-             tool_env: dict[str, str] | None = None) -> Report:
-    """Read the node, run every check and decide; never raises for tool or log problems."""
+             tool_env: dict[str, str] | None = None, say: Say = _quiet) -> Report:
+    """Read the node, run every check and decide; never raises for tool or log problems.
+
+    ``say`` hears what is going on now (for a progress line): tool calls, the log scan, the probes.
+    """
     options = options or DiagnoseOptions()
     logs = config.collectors.hccl_logs
     tools = ToolBox(config, tool_env)
@@ -258,7 +213,7 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
         return scan_recent_logs(list(logs.paths), list(logs.globs), logs.kernel_log,
                                 window_s=options.window_s, byte_budget=int(logs.byte_budget), node=node)
 
-    readings: NodeReadings = read_node(tools, options.sample_gap_s, scan)
+    readings: NodeReadings = read_node(tools, options.sample_gap_s, scan, say)
     readings.node = node
     assert readings.logs is not None
     checks = [
@@ -273,29 +228,12 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
         check_ecc(readings),
     ]
     if options.probes:
-        checks.extend(probe_checks(config))
+        checks.extend(probe_checks(config, say))
+    say("judging")
     remote = remote_culprit(triage_node(readings, checks, options.window_s), readings.node)
     verdict = decide(checks, readings.logs, remote, None if readings.table.ok else readings.table.error,
                      tools.hung())
     return Report(tuple(checks), verdict, len(readings.chips))
-
-
-def render_text(report: Report) -> str:
-    """Aligned plain-text table, a hint under each check that is not PASS, then the verdict line."""
-    header = ("CHECK", "STATUS", "DEVICE", "EVIDENCE")
-    rows = [(c.name, c.status, "-" if c.device is None else f"NPU {c.device}", c.evidence)
-            for c in report.checks]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    indent = " " * (sum(widths) + 6)
-    lines = []
-    for row, check in zip([header, *rows], [None, *report.checks]):
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths))
-                     + "  " + row[3])
-        if check is not None and check.status != PASS and check.hint:
-            lines.append(f"{indent}hint: {check.hint}")
-    lines.append("")
-    lines.append(f"verdict: {report.verdict.text}")
-    return "\n".join(lines) + "\n"
 
 
 def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
@@ -309,17 +247,23 @@ def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str,
     return apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config)), demo.env()
 
 
-def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None) -> int:
-    """CLI entry: run the triage, print the table (or ``--json``), return the exit status."""
+def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,
+         err: IO[str] | None = None) -> int:
+    """CLI entry: run the checks (progress on a terminal's stderr), print the table (or ``--json``).
+
+    Returns the exit status. Colour follows ``args.color`` (``auto`` when absent) and ``NO_COLOR``.
+    """
     stream = out if out is not None else sys.stdout
+    errors = err if err is not None else sys.stderr
     tool_env = None
     if demo_dir is not None:
         config, tool_env = _demo_setup(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
-    report = diagnose(config, DiagnoseOptions.from_args(args), tool_env)
+    with Progress("diagnose", errors) as progress:
+        report = diagnose(config, DiagnoseOptions.from_args(args), tool_env, progress)
     if getattr(args, "json", False):
         json.dump(report.to_dict(), stream, indent=2)
         stream.write("\n")
     else:
-        stream.write(render_text(report))
+        stream.write(render_text(report, Style(use_color(getattr(args, "color", None), stream))))
     stream.flush()
     return report.exit_code

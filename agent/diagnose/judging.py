@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.core.humanize import plural
 from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import (
     CAUSES,
@@ -53,7 +54,7 @@ def aggregate(name: str, results: Sequence[DeviceResult], ok_text: str, default_
         return Check(name, UNKNOWN, "no devices to check", default_hint)
     status = worst(r.status for r in results)
     if all(r.status == UNKNOWN for r in results):
-        more = f" (and {len(results) - 1} more devices)" if len(results) > 1 else ""
+        more = f" (and {plural(len(results) - 1, 'more device')})" if len(results) > 1 else ""
         return Check(name, UNKNOWN, results[0].text + more, default_hint)
     ordered = sorted(results, key=lambda r: -SEVERITY[r.status])
     shown = [r.text for r in ordered if r.status != PASS]

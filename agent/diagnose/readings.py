@@ -13,6 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.core.humanize import duration
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from agent.diagnose.results import HCCN_PARALLEL, TIMEOUT_CATEGORIES, Reading
 from agent.triage.evidence import Evidence
@@ -121,8 +122,10 @@ class LogScan:
 
     window_s: float
     roots: list[str]
-    roots_exist: bool = False
-    files: int = 0
+    roots_exist: bool = False  # any configured root (directory, glob base, kernel log) exists
+    missing_roots: list[str] = field(default_factory=list)  # configured directories that do not exist
+    files: int = 0  # files read
+    older_files: int = 0  # files found but not written within the window (not read)
     bytes_read: int = 0
     events: list[Event] = field(default_factory=list)
     hints: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -169,32 +172,65 @@ class NodeReadings:
         return f"NPU {ref.npu} chip {ref.chip}" if self.multi_chip() else f"NPU {ref.npu}"
 
 
-def read_node(tools: ToolBox, gap_s: float, scan_logs: Callable[[], LogScan] | None = None) -> NodeReadings:
+def _quiet(_text: str) -> None:
+    """Progress nobody watches."""
+
+
+def read_node(tools: ToolBox, gap_s: float, scan_logs: Callable[[], LogScan] | None = None,
+              say: Callable[[str], None] = _quiet) -> NodeReadings:
     """Run every tool call diagnose needs: the chip list first, then per-chip reads in parallel.
 
-    Optics and packet counters are read twice, ``gap_s`` apart, to see counters rise.
+    Optics and packet counters are read twice, ``gap_s`` apart, to see counters rise. ``say``
+    hears what is going on (``12/80 npu-smi and hccn_tool calls``), for a progress line.
     """
     # One thread per allowed tool call plus the log scan: a call waiting for its tool's turn
     # never holds up a call to the other tool.
     with ThreadPoolExecutor(max_workers=tools.parallelism + 1, thread_name_prefix="diagnose") as pool:
         logs_future = pool.submit(scan_logs) if scan_logs is not None else None
+        say("npu-smi info")
         table = tools.read("npu-smi", ["info"], npu_smi_info.parse)
         readings = NodeReadings(table=table)
         if table.ok:
             mapping = tools.read("npu-smi", ["info", "-m"], npu_smi_mapping.parse)
             readings.chips = npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
-            _read_chips(tools, pool, readings, gap_s)
+            _read_chips(tools, pool, readings, gap_s, _CallCounter(say))
         if logs_future is not None:
+            say("reading the HCCL/CANN logs")
             readings.logs = logs_future.result()
     return readings
 
 
-def _read_chips(tools: ToolBox, pool: ThreadPoolExecutor, readings: NodeReadings, gap_s: float) -> None:
+class _CallCounter:
+    """Counts tool calls as they finish and says how far the reading is."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self._lock = threading.Lock()
+        self.done = 0
+        self.total = 0
+
+    def add(self, future: Future[Reading]) -> Future[Reading]:
+        with self._lock:
+            self.total += 1
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: Future[Reading]) -> None:
+        with self._lock:
+            self.done += 1
+            text = f"{self.done}/{self.total} npu-smi and hccn_tool calls"
+        self.say(text)
+
+
+def _read_chips(tools: ToolBox, pool: ThreadPoolExecutor, readings: NodeReadings, gap_s: float,
+                calls: _CallCounter) -> None:
     def npu_smi(ref: ChipRef, kind: str, parse: Callable[[str, int | None], Any]) -> Future[Reading]:
-        return pool.submit(tools.read, "npu-smi", chip_argv(kind, ref), lambda text: parse(text, ref.chip))
+        return calls.add(pool.submit(tools.read, "npu-smi", chip_argv(kind, ref),
+                                     lambda text: parse(text, ref.chip)))
 
     def hccn(ref: ChipRef, command: str, parse: Callable[[str], Any]) -> Future[Reading]:
-        return pool.submit(tools.read, "hccn_tool", ["-i", str(device_id(ref)), f"-{command}", "-g"], parse)
+        return calls.add(pool.submit(tools.read, "hccn_tool", ["-i", str(device_id(ref)), f"-{command}", "-g"],
+                                     parse))
 
     health = {ref: npu_smi(ref, "health", npu_smi_health.parse) for ref in readings.chips}
     ecc = {ref: npu_smi(ref, "ecc", npu_smi_ecc.parse) for ref in readings.chips}
@@ -216,6 +252,7 @@ def _read_chips(tools: ToolBox, pool: ThreadPoolExecutor, readings: NodeReadings
     if sampled:  # no second round when no port answered the first
         wait = gap_s - (time.monotonic() - min(reading.at for reading in sampled))
         if wait > 0:
+            calls.say(f"waiting {duration(wait)} for the second optics and counter sample")
             time.sleep(wait)
         second = {
             ref: {"optical": hccn(ref, "optical", hccn_optical.parse),

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agent.core.humanize import duration
 from agent.triage.faults import fault_kind
 
 PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
@@ -90,7 +91,6 @@ TIMEOUT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_t
                                  "stream_sync_timeout", "heartbeat", "roce_cqe", "sdma"})
 
 
-
 # ----------------------------------------------------------------------------- results
 
 
@@ -145,8 +145,5 @@ class Reading:
 
 
 def window_text(window_s: float) -> str:
-    if window_s >= 3600 and window_s % 3600 == 0:
-        return f"{int(window_s // 3600)}h"
-    if window_s >= 60 and window_s % 60 == 0:
-        return f"{int(window_s // 60)}m"
-    return f"{window_s:g}s"
+    """``2 h``, ``28 h``, ``90 min``: a window as a person writes it."""
+    return duration(window_s)

@@ -6,14 +6,17 @@ dumps can be mixed. Each file is one stream for incident dedup (see ``collectors
 Files whose first 8 KiB hold a NUL byte are treated as binary and skipped.
 
 Output: files scanned, the first error (the earliest timestamped one; without any timestamps the
-first one read), the time range of the errors, counts per category and per code, and the culprit
-hints (peers, ranks, devices the logs blame), most frequent first. ``--json`` prints one object
+first one read) with its ``path:line``, the time range of the errors, counts per category and per
+code, the culprit hints (peers, ranks, devices the logs blame; most frequent first, each with the
+``path:line`` places it was read at), then a verdict that leads with its severity word and says
+what to do next. Inputs that could not be read are listed on stderr. ``--json`` prints one object
 with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``time_range``,
 ``hints``, ``events_total``, ``lines``, ``bytes`` and ``errors``.
 
 Exit status: 0 no error found, 1 errors found, 2 some input could not be read (missing path,
 permission, corrupt gzip) - 2 wins over 1 because the scan is incomplete; the results for the
-readable inputs are still printed.
+readable inputs are still printed. A scan that read nothing (an empty directory, binary files
+only) exits 0 with an UNKNOWN verdict.
 """
 
 from __future__ import annotations
@@ -25,11 +28,16 @@ import sys
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
 
+from agent.core.humanize import duration, plural, size
+from agent.core.terminal import Progress, Style, use_color
+from agent.diagnose.advice import category_action, category_runbook
+from agent.diagnose.render import verdict_lines
+from agent.triage.timefmt import span, stamp
 from collectors.hccl_classify import Event, Hint, StreamClassifier
 from collectors.hccl_tail import iter_line_batches
 
@@ -39,6 +47,9 @@ EXIT_OK = 0
 EXIT_ERRORS = 1
 EXIT_UNREADABLE = 2
 BINARY_PROBE = 8192
+BINARY_SKIPPED = "binary file skipped"
+SHOWN_PLACES = 3  # path:line places printed per culprit hint
+SHOWN_HINTS = 20
 
 
 @dataclass
@@ -63,6 +74,7 @@ class ScanReport:
     by_code: Counter[str] = field(default_factory=Counter)
     code_category: dict[str, str] = field(default_factory=dict)
     hints: Counter[tuple[str, str]] = field(default_factory=Counter)
+    hint_places: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the first few path:line
     first_error: Event | None = None
     first_in_order: Event | None = None
     earliest: float | None = None
@@ -88,8 +100,18 @@ class ScanReport:
         if self.latest is None or ts > self.latest:
             self.latest = ts
 
-    def add_hint(self, hint: Hint) -> None:
-        self.hints[(hint.kind, hint.value)] += 1
+    def add_hint(self, hint: Hint, place: str = "") -> None:
+        """Count ``hint``; ``place`` (``path:line``) is where it was read."""
+        key = (hint.kind, hint.value)
+        self.hints[key] += 1
+        places = self.hint_places.setdefault(key, [])
+        if place and len(places) < SHOWN_PLACES and place not in places:
+            places.append(place)
+
+    @property
+    def files_read(self) -> int:
+        """Files whose text was read (not skipped as binary, not unreadable)."""
+        return sum(1 for f in self.files if f.error is None)
 
     @property
     def first(self) -> Event | None:
@@ -151,26 +173,29 @@ def _scan_file(path: Path, report: ScanReport) -> None:
         with _open(path) as stream:
             head = stream.read(BINARY_PROBE)
             if b"\0" in head:
-                result.error = "binary file skipped"
+                result.error = BINARY_SKIPPED
                 return
             classifier = StreamClassifier(source=str(path), ref_time=ref_time)
             for lines in iter_line_batches(_Rejoin(head, stream).read):
                 result.lines += len(lines)
                 result.bytes += sum(len(line) + 1 for line in lines)
                 # A block split across batches is judged whole: flush only after the last batch.
-                events, hints = classifier.feed_lines(lines, flush=False)
-                _count(report, result, events, hints)
-            _count(report, result, classifier.flush(), ())
+                for line in lines:
+                    events, hints = classifier.feed(line)
+                    if events or hints:
+                        _count(report, result, events, hints, f"{path}:{classifier.line_no}")
+            _count(report, result, classifier.flush(), (), "")
     except (OSError, EOFError, zlib.error) as exc:
         result.error = f"unreadable: {exc}"
         report.errors.append(f"{path}: {exc}")
 
 
-def _count(report: ScanReport, result: FileResult, events: Sequence[Event], hints: Sequence[Hint]) -> None:
+def _count(report: ScanReport, result: FileResult, events: Sequence[Event], hints: Sequence[Hint],
+           place: str) -> None:
     for event in events:
         report.add(event)
     for hint in hints:
-        report.add_hint(hint)
+        report.add_hint(hint, place)
     result.events += len(events)
 
 
@@ -188,54 +213,143 @@ class _Rejoin:
         return self._stream.read(size)
 
 
-def scan_paths(paths: list[str]) -> ScanReport:
-    """Scan files and directories; never raises for unreadable input (see ``errors``)."""
+def scan_paths(paths: list[str], say: Callable[[str], None] | None = None) -> ScanReport:
+    """Scan files and directories; never raises for unreadable input (see ``errors``).
+
+    ``say`` hears each file as it starts (for a progress line).
+    """
     report = ScanReport()
+    done = 0
     for path in _expand(paths, report):
+        if say is not None:
+            say(f"{plural(len(report.files), 'file')}, {size(done)} read; {path}")
         _scan_file(path, report)
+        done += report.files[-1].bytes
     return report
 
 
+def _place(event: Event) -> str:
+    return f"{event.source}:{event.line_no}" if event.line_no else event.source
+
+
 def _format_event(event: Event) -> str:
-    when = _iso(event.timestamp) or "(no timestamp)"
-    return f"{when}  {event.code} [{event.category}]  {event.source}:{event.line_no}\n    {event.text}"
+    when = stamp(event.timestamp) if event.timestamp is not None else "(no timestamp)"
+    return f"{when}  {event.code} [{event.category}]  {_place(event)}\n    {event.text}"
 
 
-def render_text(report: ScanReport) -> str:
-    out: list[str] = []
+def _summary_lines(report: ScanReport) -> list[str]:
     files = report.files
-    out.append(f"scanned {len(files)} file(s), {sum(f.lines for f in files)} lines, "
-               f"{sum(f.bytes for f in files)} bytes")
+    skipped = sum(1 for f in files if f.error == BINARY_SKIPPED)
+    note = f" ({skipped} binary skipped)" if skipped else ""
+    out = [f"scanned {plural(len(files), 'file')}{note}, {plural(sum(f.lines for f in files), 'line')}, "
+           f"{size(sum(f.bytes for f in files))}"]
     if report.events_total == 0:
-        out.append("no HCCL/CANN errors found")
-    else:
+        return out
+    first = report.first
+    assert first is not None
+    out.append(plural(report.events_total, "error incident"))
+    out.append("first error: " + _format_event(first))
+    if report.earliest is not None and report.latest is not None:
+        lasted = report.latest - report.earliest
+        out.append(f"time range: {span(report.earliest, report.latest)}" + (f" ({duration(lasted)})" if lasted else ""))
+    width = max(len(name) for name in [*report.by_category, *report.by_code]) + 2
+    out.append("by category:")
+    out.extend(f"  {cat:<{width}}{n:>6}" for cat, n in report.by_category.most_common())
+    out.append("by code:")
+    out.extend(f"  {code:<{width}}{n:>6}  {report.code_category[code]}" for code, n in report.by_code.most_common())
+    return out
+
+
+def _places_text(places: Sequence[str]) -> str:
+    """``a.log:2,9, b.log:4``: the lines of one file together, files in the order first seen."""
+    lines: dict[str, list[str]] = {}
+    for place in places:
+        path, _, line = place.rpartition(":")
+        lines.setdefault(path, []).append(line)
+    return ", ".join(f"{path}:{','.join(numbers)}" for path, numbers in lines.items())
+
+
+def _hint_lines(report: ScanReport) -> list[str]:
+    if not report.hints:
+        return []
+    shown = report.hints.most_common(SHOWN_HINTS)
+    kind_width = max(len(kind) for (kind, _), _ in shown) + 2
+    value_width = max(len(value) for (_, value), _ in shown) + 2
+    out = ["culprit hints (what the logs blame, and where):"]
+    for key, n in shown:
+        places = report.hint_places.get(key, [])
+        more = n - len(places)
+        where = _places_text(places) + (f" and {more} more" if more > 0 and places else "")
+        out.append(f"  {key[0]:<{kind_width}}{key[1]:<{value_width}}x{n:<4} {where}".rstrip())
+    if len(report.hints) > SHOWN_HINTS:
+        out.append(f"  ({len(report.hints) - SHOWN_HINTS} more in --json)")
+    return out
+
+
+def verdict(report: ScanReport, paths: Sequence[str] = ()) -> tuple[str, str, str, str | None]:
+    """(word, summary, next step, runbook URL) of a scan: WARN errors found, UNKNOWN nothing read or
+    an incomplete scan without errors, ok a clean one."""
+    unreadable = f"{plural(len(report.errors), 'input')} could not be read (named on stderr)"
+    if report.events_total:
         first = report.first
         assert first is not None
-        out.append(f"{report.events_total} error incident(s)")
-        out.append("first error: " + _format_event(first))
-        if report.earliest is not None:
-            out.append(f"time range: {_iso(report.earliest)} .. {_iso(report.latest)}")
-        out.append("by category:")
-        out.extend(f"  {cat:<22}{n:>6}" for cat, n in report.by_category.most_common())
-        out.append("by code:")
-        out.extend(f"  {code:<22}{n:>6}  {report.code_category[code]}"
-                   for code, n in report.by_code.most_common())
-    if report.hints:
-        out.append("culprit hints:")
-        out.extend(f"  {kind:<20}{value:<28} x{n}" for (kind, value), n in report.hints.most_common(20))
-    for error in report.errors:
-        out.append(f"error: {error}")
+        with_errors = sum(1 for f in report.files if f.events)
+        summary = (f"{plural(report.events_total, 'HCCL/CANN error incident')} in {with_errors} of "
+                   f"{plural(len(report.files), 'file')}; the first: {first.code} ({first.category}) at "
+                   f"{_place(first)}")
+        if report.errors:
+            summary += f"; {unreadable}, so the scan is incomplete"
+        step = category_action(first.category, f"read the lines around the first error ({_place(first)})")
+        if report.hints:
+            (kind, value), n = report.hints.most_common(1)[0]
+            places = report.hint_places.get((kind, value), [])
+            step += f"; the logs blame {value} most ({kind} x{n}" + (f", first at {places[0]})" if places else ")")
+        return "WARN", summary, step, category_runbook(first.category)
+    if report.files_read == 0:
+        if report.errors:
+            why = unreadable
+        elif report.files:
+            why = f"only binary files under {', '.join(paths) or 'the inputs'}"
+        else:
+            why = f"no files under {', '.join(paths) or 'the inputs'}"
+        return ("UNKNOWN", f"nothing read: {why}",
+                "point scan-logs at the CANN log directory ($ASCEND_PROCESS_LOG_PATH, by default ~/ascend/log) "
+                "or at the job's log files", None)
+    read = plural(report.files_read, "file")
+    if report.errors:
+        return ("UNKNOWN", f"no HCCL/CANN errors in the {read} read, but {unreadable}",
+                "fix the paths or permissions of those inputs and scan again", None)
+    return "ok", f"no HCCL/CANN errors found in {read} ({plural(sum(f.lines for f in report.files), 'line')})", "", None
+
+
+def render_text(report: ScanReport, style: Style | None = None, paths: Sequence[str] = ()) -> str:
+    """What was scanned, the first error, counts, culprit hints with their places, then the verdict."""
+    out = _summary_lines(report) + _hint_lines(report)
+    word, summary, step, runbook = verdict(report, paths)
+    out.append("")
+    out.extend(verdict_lines(word, summary, action=step, runbook=runbook, style=style))
     return "\n".join(out) + "\n"
 
 
-def main(paths: list[str], as_json: bool, out: IO[str] = sys.stdout) -> int:
-    """Run the scan and print it; the exit status (0 clean, 1 errors found, 2 unreadable input)."""
-    report = scan_paths(paths)
+def main(paths: list[str], as_json: bool, out: IO[str] | None = None, err: IO[str] | None = None,
+         color: str | None = None) -> int:
+    """Run the scan and print it; the exit status (0 clean, 1 errors found, 2 unreadable input).
+
+    Inputs that could not be read are named on ``err`` (stderr); ``color`` is ``--color``'s value.
+    """
+    stream = out if out is not None else sys.stdout
+    errors = err if err is not None else sys.stderr
+    with Progress("scan-logs", errors) as progress:
+        report = scan_paths(paths, progress)
+    for error in report.errors:
+        errors.write(f"npuwatch scan-logs: cannot read {error}\n")
+    errors.flush()
     if as_json:
-        json.dump(report.to_dict(), out, indent=2, sort_keys=False)
-        out.write("\n")
+        json.dump(report.to_dict(), stream, indent=2, sort_keys=False)
+        stream.write("\n")
     else:
-        out.write(render_text(report))
+        stream.write(render_text(report, Style(use_color(color, stream)), paths))
+    stream.flush()
     if report.errors:
         return EXIT_UNREADABLE
     return EXIT_ERRORS if report.events_total else EXIT_OK

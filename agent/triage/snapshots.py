@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from agent.core.humanize import duration, plural
 from agent.triage.evidence import Address, LocalFault
 from collectors import (
     hccn_ip,
@@ -148,7 +149,7 @@ def rising_counters_fault(node: str, npu: int | None, device: int, before: StatR
         return None
     top = sorted(rising.items(), key=lambda item: -item[1])[:3]
     detail = (f"{hccn(device, 'stat')}: " + ", ".join(f"{key} +{delta}" for key, delta in top)
-              + f" in {seconds:.1f}s")
+              + f" in {duration(seconds)}")
     return LocalFault(node, npu, "roce_errors_rising", detail, at=seen_at, seen_at=seen_at)
 
 
@@ -179,10 +180,11 @@ def ecc_fault(node: str, npu: int | None, record: EccRecord, seen_at: float | No
     double_pages = hbm.double_bit_isolated_pages or 0
     single_pages = hbm.single_bit_isolated_pages or 0
     if double > 0:
-        detail = f"npu-smi -t ecc: {int(double)} HBM double-bit errors, {int(double_pages)} pages isolated"
+        detail = (f"npu-smi -t ecc: {plural(int(double), 'HBM double-bit error')}, "
+                  f"{plural(int(double_pages), 'page')} isolated")
         return LocalFault(node, npu, "hbm_dbe", detail, seen_at=seen_at)
     if double_pages > 0 or single_pages > 0:
-        detail = f"npu-smi -t ecc: {int(double_pages + single_pages)} HBM pages isolated"
+        detail = f"npu-smi -t ecc: {plural(int(double_pages + single_pages), 'HBM page')} isolated"
         return LocalFault(node, npu, "hbm_pages_isolated", detail, seen_at=seen_at)
     return None
 

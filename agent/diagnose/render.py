@@ -1,0 +1,89 @@
+"""Diagnose and scan-logs as text a person reads at 3 a.m.: an aligned table, then the verdict.
+
+Every verdict block has the same shape, for both commands::
+
+    FAIL: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN) and on NPU 5
+      also     HBM double-bit ECC errors on NPU 1
+      next     check the cable or optical module and the switch port of this NPU (...)
+      runbook  https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/NPURoCELinkDown.md
+
+Its severity word leads (coloured when colour is on); ``also``, ``next`` and ``runbook`` appear
+when there is something to say. Long text wraps at ``WIDTH`` under its own column.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from agent.core.terminal import Style
+from agent.diagnose.results import PASS, Check
+from agent.diagnose.verdict import Report, Verdict
+from agent.triage.flight import rank_ranges
+
+__all__ = ["WIDTH", "render_text", "verdict_lines"]
+
+WIDTH = 110
+_LABEL = 9  # "runbook" and two spaces
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, max(20, width), initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False, break_long_words=False) or [first.rstrip()]
+
+
+def verdict_lines(word: str, summary: str, *, also: Sequence[str] = (), action: str = "",
+                  runbook: str | None = None, style: Style | None = None, width: int = WIDTH) -> list[str]:
+    """The verdict block: ``WORD: summary``, then ``also`` (one cause a line), ``next`` and ``runbook``."""
+    style = style or Style(False)
+    head = _wrap(f"{word}: {summary}", width, "", "  ")
+    head[0] = style.severity(word, strong=True) + head[0][len(word):]
+    lines = head
+    pad = "  " + " " * _LABEL
+    for label, items in (("also", list(also)), ("next", [action] if action else []),
+                         ("runbook", [runbook] if runbook else [])):
+        for index, item in enumerate(items):
+            first = f"  {label:<{_LABEL}}" if index == 0 else pad
+            lines.extend(_wrap(item, width, first, pad))
+    return lines
+
+
+def _device_cell(check: Check) -> str:
+    """``-``, ``NPU 3``, or every NPU a finding of the check names (``NPU 3,5``, ``NPU 0-7``)."""
+    npus = {finding.npu for finding in check.findings if finding.npu is not None}
+    if check.device is not None:
+        npus.add(check.device)
+    if not npus:
+        return "-"
+    return f"NPU {rank_ranges(npus)}"
+
+
+def render_text(report: Report, style: Style | None = None, width: int = WIDTH) -> str:
+    """The checks as an aligned table (a hint under each that is not PASS), a blank line, the verdict.
+
+    A hint already given under an earlier check is not repeated: ``hint: as for npu_health``."""
+    style = style or Style(False)
+    header = ("CHECK", "STATUS", "DEVICE", "EVIDENCE")
+    rows = [(check.name, check.status, _device_cell(check), check.evidence) for check in report.checks]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    indent = " " * (sum(widths) + 6)
+    lines = [style.bold("  ".join(cell.ljust(w) for cell, w in zip(header, widths)) + "  " + header[3])]
+    hinted: dict[str, str] = {}  # hint -> the first check that gave it: said once, then referred to
+    for (name, status, device, evidence), check in zip(rows, report.checks):
+        status_cell = style.severity(status) + " " * (widths[1] - len(status))
+        lead = f"{name.ljust(widths[0])}  {status_cell}  {device.ljust(widths[2])}  "
+        evidence_lines = _wrap(evidence, width - len(indent), "", "")
+        lines.append(lead + evidence_lines[0])
+        lines.extend(indent + line for line in evidence_lines[1:])
+        if check.status != PASS and check.hint:
+            said = hinted.setdefault(check.hint, name)
+            hint = check.hint if said == name else f"as for {said}"
+            lines.extend(_wrap(f"hint: {hint}", width, indent, indent + "      "))
+    lines.append("")
+    lines.extend(_verdict_block(report.verdict, style, width))
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_block(verdict: Verdict, style: Style, width: int) -> list[str]:
+    return verdict_lines(verdict.word, verdict.summary, also=verdict.also, action=verdict.action,
+                         runbook=verdict.runbook, style=style, width=width)
