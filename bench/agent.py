@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.cycles, args.scrapes, args.renders = 20, 50, 20
-        args.minutes, args.warmup, args.nodes = 0.1, 0.5, "1"  # the window holds the start-up burst, even on a loaded machine
+        args.minutes, args.warmup, args.nodes = 0.1, 0.5, "1"  # holds the start-up burst, loaded or not
     nodes = [int(n) for n in args.nodes.split(",") if n.strip()]
     checkpoint = max(1, args.cycles // 10)
 
