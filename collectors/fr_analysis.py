@@ -54,6 +54,9 @@ _NOTES = tuple(re.compile(pattern) for pattern in (
     r"^Rank \d+ has an empty op list\.$",
     r"^Rank \d+ does not have a coalesced end\.$",
 ))
+# What Python's warnings module prints to stderr (``path.py:12: UserWarning: ...`` then the indented source
+# line); an analyzer run without numpy, say, interleaves these with its verdicts.
+_PYTHON_WARNING_RE = re.compile(r"^\S.*\.py:\d+: [A-Za-z]*Warning: ")
 _FIELD_RE = re.compile(r"^(?P<key>[a-z][a-z ]*[a-z]): ?(?P<value>.*)$")
 _STACK_KEY = "collective stack trace"
 _FRAME_RE = re.compile(r"^\S.* at \S.*:\d+$")
@@ -234,9 +237,27 @@ def _parse_analysis_flight(lines: list[str]) -> FrAnalysis:
     return FrAnalysis(tool="analysis_flight", verdicts=tuple(verdicts), world_size=world_size, errors=tuple(errors))
 
 
+def _without_python_warnings(lines: list[str]) -> list[str]:
+    kept: list[str] = []
+    after_warning = False
+    for line in lines:
+        if _PYTHON_WARNING_RE.match(line):
+            after_warning = True
+            continue
+        if after_warning and line[:1].isspace() and line.strip():
+            after_warning = False
+            continue
+        after_warning = False
+        kept.append(line)
+    return kept
+
+
 def parse(text: str) -> FrAnalysis:
-    """fr_trace / torchfrtrace output, or analysis_flight.py's log, told apart by the log-line prefix."""
-    lines = text.splitlines()
+    """fr_trace / torchfrtrace output, or analysis_flight.py's log, told apart by the log-line prefix.
+
+    Python warnings printed by the analyzer's interpreter (stderr captured with stdout) are dropped.
+    """
+    lines = _without_python_warnings(text.splitlines())
     first = next((line for line in lines if line.strip()), "")
     if _LOG_RE.match(first.strip()):
         return _parse_analysis_flight(lines)

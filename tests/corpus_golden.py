@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import math
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from collectors import (
     npu_smi_watch,
 )
 from collectors.base import ToolError
+from tests.golden import report_rewritten, write_if_changed
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 TOOLS = CORPUS / "tools"
@@ -134,17 +134,12 @@ def golden_path(path: Path) -> Path:
 
 
 def regenerate() -> list[Path]:
-    GOLDEN.mkdir(parents=True, exist_ok=True)
-    changed = []
+    changed: list[Path] = []
     for path in captures():
-        target = golden_path(path)
-        text = json.dumps(records(path), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
-            changed.append(target)
+        write_if_changed(golden_path(path), json.dumps(records(path), indent=1, sort_keys=True,
+                                                       ensure_ascii=False) + "\n", changed)
     return changed
 
 
 if __name__ == "__main__":
-    for changed in regenerate():
-        print(f"rewrote {changed}", file=sys.stderr)
+    report_rewritten(regenerate())

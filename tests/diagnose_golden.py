@@ -13,7 +13,6 @@ regenerate with ``python -m tests.diagnose_golden`` and review the diff like any
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from agent.core.terminal import Style
 from agent.demo.node import DemoNode
 from agent.diagnose import engine
 from agent.diagnose.render import render_text
+from tests.golden import report_rewritten, write_if_changed
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "diagnose"
 CHIPS = 4
@@ -147,19 +147,15 @@ def texts(result: engine.Report) -> dict[str, str]:
 
 
 def regenerate() -> list[Path]:
-    changed = []
+    changed: list[Path] = []
     for name in CASES:
         with tempfile.TemporaryDirectory() as tmp:
             result = report(name, Path(tmp))
         for suffix, text in texts(result).items():
             golden = GOLDEN / f"{name}{suffix}"
-            if not golden.exists() or golden.read_text() != text:
-                golden.parent.mkdir(parents=True, exist_ok=True)
-                golden.write_text(text)
-                changed.append(golden)
+            write_if_changed(golden, text, changed)
     return changed
 
 
 if __name__ == "__main__":
-    for path in regenerate():
-        print(f"rewrote {path}", file=sys.stderr)
+    report_rewritten(regenerate())

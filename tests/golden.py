@@ -45,18 +45,27 @@ def expected(case: Path) -> Any:
     return json.loads(case.with_suffix(".json").read_text())
 
 
+def write_if_changed(path: Path, text: str, changed: list[Path]) -> None:
+    """Write a golden file when its text differs, and note it in ``changed`` (the regenerators' one path)."""
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        changed.append(path)
+
+
+def report_rewritten(changed: list[Path]) -> None:
+    for path in changed:
+        print(f"rewrote {path}", file=sys.stderr)
+
+
 def regenerate() -> list[Path]:
     """Rewrite every golden file from the current parsers; returns those whose content changed."""
-    changed = []
+    changed: list[Path] = []
     for case in cases():
-        golden = case.with_suffix(".json")
-        text = json.dumps(parsed(case), indent=2, sort_keys=True) + "\n"
-        if not golden.exists() or golden.read_text() != text:
-            golden.write_text(text)
-            changed.append(golden)
+        write_if_changed(case.with_suffix(".json"), json.dumps(parsed(case), indent=2, sort_keys=True) + "\n",
+                         changed)
     return changed
 
 
 if __name__ == "__main__":
-    for path in regenerate():
-        print(f"rewrote {path}", file=sys.stderr)
+    report_rewritten(regenerate())

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from agent.demo.plog import HcclTimeout, RoceCqe, append_plog, hccl_timeout_lines, roce_cqe_lines
 from agent.diagnose import scan_logs
+from tests.golden import report_rewritten, write_if_changed
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "scan_logs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hccl_logs"
@@ -83,19 +83,15 @@ def run(name: str, root: Path, color: bool) -> tuple[int, str, str]:
 
 
 def regenerate() -> list[Path]:
-    changed = []
+    changed: list[Path] = []
     for name in CASES:
         for suffix, color in ((".txt", False), (".color.txt", True)):
             with tempfile.TemporaryDirectory() as tmp:
                 _, text, _ = run(name, Path(tmp), color)
             golden = GOLDEN / f"{name}{suffix}"
-            if not golden.exists() or golden.read_text() != text:
-                golden.parent.mkdir(parents=True, exist_ok=True)
-                golden.write_text(text)
-                changed.append(golden)
+            write_if_changed(golden, text, changed)
     return changed
 
 
 if __name__ == "__main__":
-    for path in regenerate():
-        print(f"rewrote {path}", file=sys.stderr)
+    report_rewritten(regenerate())

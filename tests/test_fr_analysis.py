@@ -91,6 +91,27 @@ def test_unknown_lines_beside_findings_are_kept() -> None:
     assert analysis.unparsed == ("Groups", "some table row")
 
 
+_NUMPY_WARNING = (
+    "/venv/lib/python3.11/site-packages/torch/_subclasses/functional_tensor.py:368: UserWarning: Failed to "
+    "initialize NumPy: No module named 'numpy' (Triggered internally at tensor_numpy.cpp:84.)\n"
+    '  cpu = _conversion_method_template(device=torch.device("cpu"))\n'
+)
+
+
+@pytest.mark.parametrize("name", ["fr_trace_torch2.13_gloo_hang.txt", "fr_trace_torch2.13_gloo_complete.txt",
+                                  "analysis_flight_every_verdict.txt"])
+def test_python_warnings_on_stderr_are_not_analyzer_output(name: str) -> None:
+    """An analyzer run where numpy is missing prints a warning and its source line before the verdicts."""
+    bare = fr_analysis.parse(fixture(name))
+    assert fr_analysis.parse(_NUMPY_WARNING + fixture(name)) == bare
+    assert fr_analysis.parse(fixture(name) + _NUMPY_WARNING) == bare
+
+
+def test_an_indented_line_not_after_a_warning_is_still_read() -> None:
+    text = fixture("fr_trace_torch2.13_gloo_hang.txt") + "  indented table row\n"
+    assert fr_analysis.parse(text).unparsed == ("indented table row",)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("Traceback (most recent call last):\nKeyError: ('0', 3)\n", "neither fr_trace findings"),
     ("Not all ranks joining collective, sequence number: 5\nthis is not a field\n", "key: value"),

@@ -203,55 +203,6 @@ def _matrix(draw: st.DrawFn) -> str:
     return "\n".join([header, *rows])
 
 
-@st.composite
-def _info_table(draw: st.DrawFn) -> str:
-    """npu-smi info's row layout, every cell drawn from hostile values."""
-    lines = ["| npu-smi " + draw(_CELL) + " Version: " + draw(_CELL) + " |",
-             "| NPU Name | Health | Power(W) Temp(C) Hugepages-Usage(page) |",
-             "| Chip | Bus-Id | AICore(%) Memory-Usage(MB) HBM-Usage(MB) |"]
-    for _ in range(draw(st.integers(1, 8))):
-        npu = draw(st.one_of(st.integers(0, 2**40).map(str), _CELL))
-        lines.append(f"| {npu} {draw(_CELL)} | {draw(_CELL)} | {draw(_CELL)} {draw(_CELL)} {draw(_CELL)} / "
-                     f"{draw(_CELL)} |")
-        lines.append(f"| {draw(st.integers(0, 3))} {draw(_CELL)} | {draw(_CELL)} | {draw(_CELL)} "
-                     f"{draw(_CELL)} / {draw(_CELL)} {draw(_CELL)} / {draw(_CELL)} |")
-    if draw(st.booleans()):
-        lines.append("| NPU Chip | Process id | Process name | Process memory(MB) |")
-        lines.extend(f"| {draw(st.integers(0, 8))} 0 | {draw(_CELL)} | {draw(_CELL)} | {draw(_CELL)} |"
-                     for _ in range(draw(st.integers(0, 6))))
-    return "\n".join(lines)
-
-
-@st.composite
-def _key_values(draw: st.DrawFn) -> str:
-    """npu-smi -t and hccn_tool 'key : value' output with hostile values (units, huge numbers, hex lists)."""
-    lines = []
-    for _ in range(draw(st.integers(1, 30))):
-        key = draw(st.one_of(_KEYS, _HCCN_KEYS))
-        value = draw(st.one_of(_CELL, _HEX_WORDS, st.tuples(_NUMBERS, _UNITS).map("".join),
-                               st.lists(_NUMBERS, max_size=80).map(lambda xs: "[" + " ".join(xs) + "]")))
-        separator = draw(st.sampled_from([" : ", ":", ": "]))
-        lines.append(f"{key}{separator}{value}")
-    return "\n".join(lines)
-
-
-@st.composite
-def _matrix(draw: st.DrawFn) -> str:
-    """-m / -t topo / watch / -stat style whitespace rows with hostile cells."""
-    header = draw(st.sampled_from([
-        "NPU ID  Chip ID  Chip Logic ID  Chip Name", "     NPU0  NPU1  NPU2  CPU Affinity",
-        "NpuID(Idx)  ChipId(Idx) Pwr(W)  Temp(C)  AI Core(%)", "hccs link  tx_bandwidth(GB/S)  rx_bandwidth(GB/S)",
-        "| UDie ID | Port ID | Speed Ability(Gbps) | Port Type | Link Status | Media Type |",
-    ]))
-    ids = st.lists(st.one_of(st.integers(0, 2**40).map(str), st.sampled_from(["NPU0", "NPU1", "-"])),
-                   min_size=1, max_size=3)
-    cells = st.lists(st.one_of(_CELL, st.sampled_from(["X", "HCCS", "NA", "0"])), max_size=6)
-    rows = ["  ".join(draw(ids) + draw(cells)) for _ in range(draw(st.integers(1, 10)))]
-    if header.startswith("|"):
-        rows = ["| " + row.replace("  ", " | ") + " |" for row in rows]
-    return "\n".join([header, *rows])
-
-
 # Random bytes or printable characters, spliced with the characters tables and key : value lines
 # are made of, so that some blobs look enough like tool output to reach the row parsers.
 _SHAPES = st.sampled_from(["|", "| ", " | ", " ", "  ", "\n", "\n| ", "0 ", "1 ", "7 ", "/", " : ", "\t"])

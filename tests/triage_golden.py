@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from agent.cli import build_parser
 from agent.triage import command
+from tests.golden import report_rewritten, write_if_changed
 from tests.triage_scenarios import T0, Cluster
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "triage"
@@ -68,18 +68,14 @@ def render(name: str, root: Path) -> tuple[int, str]:
 
 
 def regenerate() -> list[Path]:
-    changed = []
+    changed: list[Path] = []
     for name in CASES:
         with tempfile.TemporaryDirectory() as tmp:
             _, text = render(name, Path(tmp))
         golden = GOLDEN / f"{name}.txt"
-        if not golden.exists() or golden.read_text() != text:
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(text)
-            changed.append(golden)
+        write_if_changed(golden, text, changed)
     return changed
 
 
 if __name__ == "__main__":
-    for path in regenerate():
-        print(f"rewrote {path}", file=sys.stderr)
+    report_rewritten(regenerate())
