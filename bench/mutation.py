@@ -67,8 +67,8 @@ class Target:
         return self.path[: -len(".py")].replace("/", ".")
 
 
-_KV_TESTS = ("tests/test_npu_smi_kv.py", "tests/test_npu_smi_kv_bounds.py", "tests/test_conformance_npu_smi_kv.py",
-             "tests/test_hostile_output.py")
+_KV_TESTS = ("tests/test_mut_npu_smi_kv.py", "tests/test_npu_smi_kv.py", "tests/test_npu_smi_kv_bounds.py",
+             "tests/test_conformance_npu_smi_kv.py", "tests/test_hostile_output.py")
 _HCCN_TESTS = ("tests/test_hccn.py", "tests/test_hccn_bounds.py", "tests/test_conformance_hccn_dmi.py",
                "tests/test_hostile_output.py")
 _PROBE_TESTS = ("tests/test_probe_workers.py", "tests/test_mut_probes.py")
@@ -83,7 +83,8 @@ def _hccn(name: str) -> Target:
 
 
 TARGETS: tuple[Target, ...] = (
-    Target("agent/core/tool_runner.py", ("tests/test_runner.py",), needs_isolation=True),
+    Target("agent/core/tool_runner.py", ("tests/test_mut_tool_runner.py", "tests/test_runner.py"),
+           needs_isolation=True),
     Target("agent/core/snapshot.py", ("tests/test_snapshot.py", "tests/test_mut_snapshot.py",
                                       "tests/test_exporter.py")),
     Target("agent/core/exposition.py", ("tests/test_mut_exposition.py", "tests/test_exporter.py")),
@@ -112,7 +113,7 @@ TARGETS: tuple[Target, ...] = (
                                            "tests/test_conformance_hccl_logs.py")),
     Target("collectors/hccl_tail.py", ("tests/test_hccl_tail.py", "tests/test_hccl_incidents.py",
                                        "tests/test_log_walk.py")),
-    Target("agent/probes/peaks.py", ("tests/test_probe_workers.py",)),
+    Target("agent/probes/peaks.py", ("tests/test_mut_peaks.py", "tests/test_probe_workers.py")),
     Target("agent/web/auth.py", ("tests/test_web_auth.py", "tests/test_web_security.py", "tests/test_web_limits.py")),
     Target("collectors/probes/_common.py", _PROBE_TESTS,
            functions=("emit_result", "report_stage", "_hook_matches", "stall_if_requested", "corruption_requested",
@@ -133,6 +134,10 @@ _MUTMUT_SETTINGS: dict[str, object] = {
 }
 
 EQUIVALENT, ACCEPTED = "equivalent", "accepted"
+# As a verdict's ``before``: any mutation that only changes the letter case of a raw-string regex
+# in the verdict's functions (``function`` may be a glob), for modules that match keys ignoring case.
+CASE_ONLY = "<letter case of a regex literal>"
+_IGNORECASE_WHY = "npu-smi keys are matched with re.IGNORECASE (npu_smi_kv._key_regex)"
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,10 @@ class Verdict:
 
 
 VERDICTS: tuple[Verdict, ...] = (
+    *(Verdict(f"collectors.{name}", "*", CASE_ONLY, "", EQUIVALENT, _IGNORECASE_WHY)
+      for name in ("npu_smi_kv", "npu_smi_usages", "npu_smi_common", "npu_smi_ecc", "npu_smi_health",
+                   "npu_smi_memory", "npu_smi_power", "npu_smi_temp", "npu_smi_board", "npu_smi_hccs",
+                   "npu_smi_hccs_bw")),
     Verdict("collectors.bounds", "clip", "head = line[: limit + 1]", "head = line[: limit + 2]", EQUIVALENT,
             "the slice only caps the work; the result keeps at most limit - 3 characters of a longer line"),
 )
@@ -252,10 +261,19 @@ def describe(mutants: Iterable[Mutant], source_path: Path, mutated_path: Path) -
         mutant.line = (source_node.lineno + index) if source_node is not None else 0
 
 
+def _case_only(mutant: Mutant) -> bool:
+    """A raw-string (regex) literal changed in letter case only."""
+    return (mutant.before != mutant.after and mutant.before.lower() == mutant.after.lower()
+            and 'r"' in mutant.before)
+
+
 def find_verdict(mutant: Mutant, module: str, verdicts: Iterable[Verdict] = VERDICTS) -> Verdict | None:
     for verdict in verdicts:
-        if (verdict.module == module and verdict.function == mutant.function
-                and verdict.before == mutant.before and verdict.after == mutant.after):
+        if verdict.module != module or not fnmatch.fnmatchcase(mutant.function, verdict.function):
+            continue
+        if verdict.before == CASE_ONLY and _case_only(mutant):
+            return verdict
+        if verdict.before == mutant.before and verdict.after == mutant.after:
             return verdict
     return None
 

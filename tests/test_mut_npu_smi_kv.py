@@ -1,0 +1,87 @@
+"""What every ``npu-smi info -t <type>`` parser shares, checked for each (bench/mutation.py).
+
+- output without any of its keys is a ParseError naming the output type;
+- a hostile line (control characters) next to good keys is reported in ``rejected``;
+- with several chip blocks (310P Duo card output) ``chip`` picks the block by ``Chip ID``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from collectors import (
+    npu_smi_board,
+    npu_smi_common,
+    npu_smi_ecc,
+    npu_smi_hccs,
+    npu_smi_health,
+    npu_smi_memory,
+    npu_smi_power,
+    npu_smi_temp,
+    npu_smi_usages,
+)
+from collectors.base import ParseError
+
+
+@dataclass(frozen=True)
+class Case:
+    parse: Callable[..., Any]
+    what: str
+    key: str  # "Key : {value}"
+    read: Callable[[Any], Any]
+    values: tuple[str, str]  # printed for chip 0 and chip 1
+    expected: tuple[Any, Any]
+
+    def __str__(self) -> str:
+        return self.what
+
+
+CASES = [
+    Case(npu_smi_common.parse, "common", "Aicore Count : {}", lambda r: r.aicore_count, ("24", "20"), (24.0, 20.0)),
+    Case(npu_smi_usages.parse, "usages", "Aicpu Usage Rate(%) : {}", lambda r: r.aicpu_usage_ratio, ("40", "5"),
+         (0.4, 0.05)),
+    Case(npu_smi_ecc.parse, "ecc", "HBM Single Bit Error Count : {}", lambda r: r.hbm.single_bit_errors, ("3", "7"),
+         (3.0, 7.0)),
+    Case(npu_smi_health.parse, "health", "Health Status : {}", lambda r: r.health, ("OK", "Warning"),
+         ("OK", "Warning")),
+    Case(npu_smi_memory.parse, "memory", "HBM Temperature(C) : {}", lambda r: r.hbm_temperature_celsius,
+         ("41", "52"), (41.0, 52.0)),
+    Case(npu_smi_board.parse, "board", "Serial Number : {}", lambda r: r.serial_number, ("S0", "S1"), ("S0", "S1")),
+    Case(npu_smi_hccs.parse, "hccs", "HCCS Health Status : {}", lambda r: r.health, ("OK", "Error"),
+         ("OK", "Error")),
+    Case(npu_smi_power.parse, "power", "NPU Real-time Power(W) : {}", lambda r: r.power_watts, ("93.5", "70"),
+         (93.5, 70.0)),
+    Case(npu_smi_temp.parse, "temperature", "NPU Temperature(C) : {}", lambda r: r.temperature_celsius,
+         ("45", "61"), (45.0, 61.0)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_output_without_its_keys_is_a_parse_error_naming_the_type(case: Case) -> None:
+    with pytest.raises(ParseError) as caught:
+        case.parse("Unrelated Key : 1\nOther : 2\n")
+    assert str(caught.value).startswith(f"no {case.what} keys in npu-smi output")
+    assert caught.value.line_no == 1
+    assert caught.value.line == "Unrelated Key: 1"
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_a_hostile_line_beside_good_keys_is_reported(case: Case) -> None:
+    text = case.key.format(case.values[0]) + "\nBad\x1b[2J Key : 1\n"
+    record = case.parse(text)
+    assert case.read(record) == case.expected[0]
+    reasons = [rejection.reason for rejection in record.rejected]
+    assert "control characters in a key : value line" in reasons
+    assert any(rejection.line_no == 2 for rejection in record.rejected)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_chip_picks_the_block_with_that_chip_id(case: Case) -> None:
+    text = "".join(f"{case.key.format(value)}\nChip ID : {chip}\n\n" for chip, value in enumerate(case.values))
+    assert case.read(case.parse(text, 1)) == case.expected[1]
+    assert case.read(case.parse(text, 0)) == case.expected[0]
+    assert case.read(case.parse(text)) == case.expected[0]
