@@ -24,7 +24,7 @@ from collectors import (
     npu_smi_temp,
     npu_smi_usages,
 )
-from collectors.base import ParseError
+from collectors.base import ChipRef, ParseError
 
 
 @dataclass(frozen=True)
@@ -85,3 +85,39 @@ def test_chip_picks_the_block_with_that_chip_id(case: Case) -> None:
     assert case.read(case.parse(text, 1)) == case.expected[1]
     assert case.read(case.parse(text, 0)) == case.expected[0]
     assert case.read(case.parse(text)) == case.expected[0]
+
+
+# One key per parser that yields a sample, for the samples() mappers.
+SAMPLED = [
+    (npu_smi_common, "Aicore cur Freq(MHZ) : 1800\n", "npu_aicore_frequency_hertz", 1.8e9),
+    (npu_smi_usages, "Aicpu Usage Rate(%) : 40\n", "npu_aicpu_utilization_ratio", 0.4),
+    (npu_smi_ecc, "HBM Single Bit Error Count : 3\n", "npu_hbm_ecc_current_errors", 3.0),
+    (npu_smi_health, "Health Status : Warning\nError Code : 80E18005\n", "npu_error_code_active", 1.0),
+    (npu_smi_memory, "HBM Temperature(C) : 41\n", "npu_hbm_temperature_celsius", 41.0),
+    (npu_smi_hccs, "HCCS Health Status : OK\n", "npu_hccs_healthy", 1.0),
+]
+
+
+@pytest.mark.parametrize(("module", "text", "metric", "value"), SAMPLED, ids=lambda p: getattr(p, "__name__", ""))
+def test_samples_need_a_chip_and_a_record(module: Any, text: str, metric: str, value: float) -> None:
+    record = module.parse(text)
+    chip = ChipRef(3, 1)
+    found = [s for s in module.samples([record], chip) if s.metric == metric]
+    assert found and found[0].value == value
+    assert dict(found[0].labels)["npu"] == "3" and dict(found[0].labels)["chip"] == "1"
+    assert module.samples([record], None) == []
+    assert module.samples([], chip) == []
+    assert module.samples(["not a record"], chip) == []
+
+
+def test_a_fractional_ecc_count_is_rejected_by_name() -> None:
+    record = npu_smi_ecc.parse("HBM Single Bit Error Count : 1.5\nHBM Double Bit Error Count : 2\n")
+    assert record.hbm.single_bit_errors is None
+    assert record.hbm.double_bit_errors == 2.0
+    assert [(r.line_no, r.line, r.reason) for r in record.rejected] == [
+        (1, "HBM Single Bit Error Count : 1.5", "ECC count is not an integer")]
+
+
+def test_ecc_keeps_ddr_and_hbm_apart() -> None:
+    record = npu_smi_ecc.parse("DDR Single Bit Error Count : 4\nHBM Single Bit Error Count : 6\n")
+    assert (record.ddr.single_bit_errors, record.hbm.single_bit_errors) == (4.0, 6.0)
