@@ -25,6 +25,7 @@ from collectors import (
     npu_smi_usages,
 )
 from collectors.base import ChipRef, ParseError
+from collectors.bounds import LIMITS
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,53 @@ def test_a_fractional_ecc_count_is_rejected_by_name() -> None:
 def test_ecc_keeps_ddr_and_hbm_apart() -> None:
     record = npu_smi_ecc.parse("DDR Single Bit Error Count : 4\nHBM Single Bit Error Count : 6\n")
     assert (record.ddr.single_bit_errors, record.hbm.single_bit_errors) == (4.0, 6.0)
+
+
+@pytest.mark.parametrize("module", [npu_smi_common, npu_smi_usages, npu_smi_ecc, npu_smi_health, npu_smi_memory,
+                                    npu_smi_board, npu_smi_hccs],
+                         ids=lambda m: m.__name__)
+def test_parse_records_is_a_one_element_list_of_parse(module: Any) -> None:
+    case = next(c for c in CASES if c.parse is module.parse)
+    text = case.key.format(case.values[0]) + "\n"
+    assert module.parse_records(text) == [module.parse(text)]
+
+
+def test_error_codes_up_to_the_limit_are_all_kept() -> None:
+    limit = LIMITS["error_codes"]
+    codes = [f"{n:08X}" for n in range(limit + 1)]
+    line_at_limit = "Error Code : " + " ".join(codes[:limit])
+    kept = npu_smi_health.parse(f"Health Status : Alarm\n{line_at_limit}\n")
+    assert kept.error_codes == tuple(codes[:limit])
+    assert kept.rejected == ()
+    over = npu_smi_health.parse("Health Status : Alarm\nError Code : " + " ".join(codes) + "\n")
+    assert over.error_codes == tuple(codes[:limit])
+    (rejection,) = over.rejected
+    assert rejection.reason == f"{limit + 1} error codes, more than {limit}; the first {limit} are kept"
+    assert rejection.line_no == 2
+
+
+def test_memory_scales_mb_and_mhz_and_keeps_the_manufacturer() -> None:
+    record = npu_smi_memory.parse("DDR Capacity(MB) : 2\nDDR Clock Speed(MHz) : 3\nHBM Capacity(MB) : 4\n"
+                                  "HBM Clock Speed(MHz) : 5\nHBM Manufacturer ID : 0x1\n")
+    assert (record.ddr_capacity_bytes, record.ddr_clock_hertz) == (2 * 2**20, 3e6)
+    assert (record.hbm_capacity_bytes, record.hbm_clock_hertz) == (4 * 2**20, 5e6)
+    assert record.hbm_manufacturer_id == "0x1"
+
+
+def test_an_unprintable_manufacturer_is_rejected_by_name() -> None:
+    record = npu_smi_memory.parse("HBM Temperature(C) : 40\nHBM Manufacturer ID : " + "x" * 65 + "\n")
+    assert record.hbm_manufacturer_id is None
+    (rejection,) = record.rejected
+    assert rejection.reason == "HBM Manufacturer ID is not printable ASCII of bounded length"
+    assert rejection.line_no == 2
+
+
+def test_board_rejections_name_the_value_and_the_line() -> None:
+    record = npu_smi_board.parse("Serial Number : S\x7fN\nChip Count : 1.5\nModel : " + "m" * 65 + "\n")
+    assert (record.serial_number, record.chip_count, record.model) == (None, None, None)
+    assert sorted((r.line_no, r.reason) for r in record.rejected) == [
+        (1, "control characters in a key : value line"),
+        (2, "Chip Count is not an integer"),
+        (3, "board value is not printable ASCII of at most 64 characters"),
+    ]
+    assert npu_smi_board.parse("Chip Count : 2\n").chip_count == 2
