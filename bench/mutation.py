@@ -71,7 +71,8 @@ class Target:
 # only that parsing survives, which the bounds tests below already pin down value by value.
 _KV_TESTS = ("tests/test_mut_npu_smi_kv.py", "tests/test_npu_smi_kv.py", "tests/test_npu_smi_kv_bounds.py",
              "tests/test_conformance_npu_smi_kv.py")
-_HCCN_TESTS = ("tests/test_hccn.py", "tests/test_hccn_bounds.py", "tests/test_conformance_hccn_dmi.py")
+_HCCN_TESTS = ("tests/test_mut_hccn.py", "tests/test_hccn.py", "tests/test_hccn_bounds.py",
+               "tests/test_conformance_hccn_dmi.py")
 _PROBE_TESTS = ("tests/test_probe_workers.py", "tests/test_mut_probes.py")
 
 

@@ -1,0 +1,91 @@
+"""The hccn_tool parsers' shared helpers and edges (bench/mutation.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors import hccn_link
+from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
+from collectors.bounds import LIMITS, Rejects
+
+CTX = CollectContext()
+
+
+def test_device_id_prefers_phy_then_logic_then_npu() -> None:
+    assert hccn_link.device_id(ChipRef(1, 0, logic_id=5, phy_id=9)) == 9
+    assert hccn_link.device_id(ChipRef(1, 0, logic_id=5)) == 5
+    assert hccn_link.device_id(ChipRef(1, 0)) == 1
+    assert hccn_link.device_id(ChipRef(1, 0, logic_id=0, phy_id=0)) == 0
+    assert hccn_link.device_id(ChipRef(1, 0, logic_id=0)) == 0
+
+
+def test_hccn_argv_is_per_chip() -> None:
+    argv = hccn_link.hccn_argv("link")
+    assert argv(ChipRef(2, 0, phy_id=4)) == ["-i", "4", "-link", "-g"]
+    with pytest.raises(ValueError, match="hccn_tool -link is a per-chip source"):
+        argv(None)
+
+
+def test_clean_lines_strips_devid_prefixes_and_blank_lines() -> None:
+    text = "  [devid 3]  link status: UP \n\n[device id 12]\n[DEVID 1] x\nplain\n"
+    assert hccn_link.clean_lines(text) == [(1, "link status: UP"), (4, "x"), (5, "plain")]
+
+
+def test_clean_lines_line_length_limit_is_inclusive() -> None:
+    limit = LIMITS["line_chars"]
+    rejects = Rejects()
+    lines = hccn_link.clean_lines("a" * limit + "\n" + "b" * (limit + 1) + "\nc\x1bd\n", rejects)
+    assert lines == [(1, "a" * limit)]
+    rejected = rejects.freeze()
+    assert [(r.line_no, r.reason) for r in rejected] == [
+        (2, "line too long or with control characters"), (3, "line too long or with control characters")]
+    assert hccn_link.clean_lines("x\x1b\n") == []  # no rejects collector: dropped all the same
+
+
+def test_raise_unparsable_tells_tool_errors_from_parse_errors() -> None:
+    with pytest.raises(ToolError, match=r"^hccn_tool printed nothing where the link was expected$"):
+        hccn_link.raise_unparsable(" \n\n", "the link")
+    with pytest.raises(ToolError) as tool_error:
+        hccn_link.raise_unparsable("\nfoo\nInvalid device id\n", "the link")
+    assert str(tool_error.value).startswith("hccn_tool reported an error instead of the link")
+    assert (tool_error.value.line_no, tool_error.value.line) == (2, "foo")
+    with pytest.raises(ParseError) as parse_error:
+        hccn_link.raise_unparsable("\nsomething else\n", "the link")
+    assert not isinstance(parse_error.value, ToolError)
+    assert str(parse_error.value).startswith("the link not found in hccn_tool output")
+    assert (parse_error.value.line_no, parse_error.value.line) == (2, "something else")
+
+
+@pytest.mark.parametrize(("state", "up"), [("UP", True), ("up", True), ("DOWN", False), ("Down", False)])
+def test_link_states(state: str, up: bool) -> None:
+    record = hccn_link.parse(f"[devid 0] link status: {state}\n")
+    assert record == hccn_link.LinkRecord(up=up, state=state)
+
+
+def test_unknown_link_state_names_the_line() -> None:
+    with pytest.raises(ParseError) as caught:
+        hccn_link.parse("x\nlink status: FLAPPING\n")
+    assert str(caught.value).startswith("unknown link status 'FLAPPING'")
+    assert (caught.value.line_no, caught.value.line) == (2, "link status: FLAPPING")
+
+
+def test_no_link_line_is_unparsable() -> None:
+    with pytest.raises(ParseError, match=r"a 'link status' line not found"):
+        hccn_link.parse("speed: 100000\n")
+
+
+def test_link_samples_and_the_source_adapters() -> None:
+    chip = ChipRef(3, 1)
+    assert hccn_link.samples(hccn_link.LinkRecord(False, "DOWN"), chip, CTX) == [
+        Sample("npu_roce_link_up", (("npu", "3"), ("chip", "1")), 0.0)]
+    source = hccn_link.SOURCE
+    assert (source.name, source.tool, source.group, source.scope, source.default_enabled) == (
+        "hccn_link", "hccn_tool", "roce", "chip", True)
+    records = source.parse("link status: UP\n")
+    assert records == [hccn_link.LinkRecord(True, "UP")]
+    assert source.samples([*records, *records], chip, CTX) == [
+        Sample("npu_roce_link_up", (("npu", "3"), ("chip", "1")), 1.0)] * 2
+    with pytest.raises(ValueError, match="hccn_link is a per-chip source"):
+        source.samples(records, None, CTX)
+    optional = hccn_link.hccn_source("x", "y", hccn_link.parse, hccn_link.samples, default_enabled=False)
+    assert optional.default_enabled is False
