@@ -172,3 +172,23 @@ def test_board_rejections_name_the_value_and_the_line() -> None:
         (3, "board value is not printable ASCII of at most 64 characters"),
     ]
     assert npu_smi_board.parse("Chip Count : 2\n").chip_count == 2
+
+
+def test_hccs_port_count_limit_is_inclusive_and_rejections_name_the_line() -> None:
+    limit = LIMITS["links"]
+    at_limit = npu_smi_hccs.parse("HCCS Health Status : OK\nHCCS Error Count : " + " ".join(["1"] * limit) + "\n")
+    assert at_limit.error_counts == (1.0,) * limit
+    assert at_limit.rejected == ()
+    over = npu_smi_hccs.parse("HCCS Health Status : OK\nHCCS Error Count : " + " ".join(["1"] * (limit + 1)) + "\n")
+    assert over.error_counts == ()
+    (rejection,) = over.rejected
+    assert (rejection.line_no, rejection.reason) == (2, f"{limit + 1} ports, more than {limit}")
+    assert rejection.line.startswith("HCCS Error Count : 1 1")
+
+
+def test_hccs_junk_elements_are_rejected_and_na_elements_are_not() -> None:
+    record = npu_smi_hccs.parse("HCCS Health Status : OK\nHCCS Retry Count : [3 NA abc 1.5 -1]\n")
+    assert record.retry_counts == (3.0, None, None, None, None)
+    assert [(r.line_no, r.line, r.reason) for r in record.rejected] == [
+        (2, "HCCS Retry Count : [3 NA abc 1.5 -1]", f"{token!r} is not an integer in 0..{2**64 - 1:g}")
+        for token in ("abc", "1.5", "-1")]
