@@ -18,6 +18,7 @@ from collectors import (
     npu_smi_common,
     npu_smi_ecc,
     npu_smi_hccs,
+    npu_smi_hccs_bw,
     npu_smi_health,
     npu_smi_memory,
     npu_smi_power,
@@ -192,3 +193,58 @@ def test_hccs_junk_elements_are_rejected_and_na_elements_are_not() -> None:
     assert [(r.line_no, r.line, r.reason) for r in record.rejected] == [
         (2, "HCCS Retry Count : [3 NA abc 1.5 -1]", f"{token!r} is not an integer in 0..{2**64 - 1:g}")
         for token in ("abc", "1.5", "-1")]
+
+
+HCCS_BW_HEADER = "hccs link    rx_bandwidth(GB/S)    tx_bandwidth(GB/S)\n"
+
+
+def test_hccs_bw_reads_the_column_order_from_the_header() -> None:
+    text = ("junk before\n" + HCCS_BW_HEADER + "0   1.5   2.000000\n1   NA   abc\n0   9   9\n"
+            "2   20000   0\nTotal   1.5   2\n")
+    record = npu_smi_hccs_bw.parse(text)
+    assert record.links == (npu_smi_hccs_bw.LinkBandwidth(0, 2e9, 1.5e9),
+                            npu_smi_hccs_bw.LinkBandwidth(1, None, None),
+                            npu_smi_hccs_bw.LinkBandwidth(2, 0.0, None))
+    assert (record.total_tx_bytes_per_second, record.total_rx_bytes_per_second) == (2e9, 1.5e9)
+    assert [(r.line_no, r.reason) for r in record.rejected] == [
+        (4, "'abc' is not a bandwidth in GB/S"),
+        (5, "link 0 printed twice; the first row is kept"),
+        (6, "bandwidth 2e+13 outside 0..1e+13 B/s"),
+    ]
+    assert npu_smi_hccs_bw.parse_records(text) == [record]
+
+
+def test_hccs_bw_link_limit_is_inclusive() -> None:
+    limit = LIMITS["links"]
+    rows = "".join(f"{link} 1 1\n" for link in range(limit + 1))
+    record = npu_smi_hccs_bw.parse("xlink link tx_bandwidth(GB/S) rx_bandwidth(GB/S)\n" + rows)
+    assert [link.link for link in record.links] == list(range(limit))
+    (rejection,) = record.rejected
+    assert (rejection.line_no, rejection.reason) == (limit + 2, f"more than {limit} links")
+
+
+def test_hccs_bw_refuses_hostile_lines_and_needs_a_header_and_rows() -> None:
+    limit = LIMITS["line_chars"]
+    record = npu_smi_hccs_bw.parse(HCCS_BW_HEADER + "0 1 1\n1 2 2" + " " * (limit - 5) + "\n2\x1b 1 1\n")
+    assert [link.link for link in record.links] == [0, 1]
+    assert [(r.line_no, r.reason) for r in record.rejected] == [(4, "line too long or with control characters")]
+    long_line = "3 1 1" + " " * limit + "x"
+    assert npu_smi_hccs_bw.parse(HCCS_BW_HEADER + "0 1 1\n" + long_line + "\n").rejected[0].line_no == 3
+    with pytest.raises(ParseError) as no_header:
+        npu_smi_hccs_bw.parse("\n  0 1 1\n")
+    assert str(no_header.value).startswith("no 'hccs link tx_bandwidth(GB/S) rx_bandwidth(GB/S)' header")
+    assert (no_header.value.line_no, no_header.value.line) == (2, "0 1 1")
+    with pytest.raises(ParseError, match=r"^hccs-bw header without link rows"):
+        npu_smi_hccs_bw.parse(HCCS_BW_HEADER)
+    assert npu_smi_hccs_bw.parse(HCCS_BW_HEADER + "total 1 2\n").links == ()
+
+
+def test_hccs_bw_samples_per_link_and_direction() -> None:
+    record = npu_smi_hccs_bw.parse(HCCS_BW_HEADER + "0 1 NA\n3 NA 2\n")
+    chip = ChipRef(1, 0)
+    got = [(dict(s.labels)["link"], dict(s.labels)["direction"], s.value)
+           for s in npu_smi_hccs_bw.samples([record], chip)]
+    assert got == [("0", "rx", 1e9), ("3", "tx", 2e9)]
+    assert all(s.metric == "npu_hccs_bandwidth_bytes_per_second" for s in npu_smi_hccs_bw.samples(record, chip))
+    assert npu_smi_hccs_bw.samples([record], None) == []
+    assert npu_smi_hccs_bw.samples([], chip) == []
