@@ -166,6 +166,9 @@ VERDICTS: tuple[Verdict, ...] = (
             'ddr, hbm = _counts(block, "DDR", rejects), _counts(block, "HBM", rejects)',
             'ddr, hbm = _counts(block, "DDR", rejects), _counts(block, "hbm", rejects)', EQUIVALENT,
             "the memory name only becomes part of a key regex, matched ignoring case"),
+    Verdict("collectors.npu_smi_hccs_bw", "parse", "row = _ROW_RE.fullmatch(line) if order else None",
+            "row = _ROW_RE.fullmatch(line) if (order) or True else None", EQUIVALENT,
+            "the next line skips every row while order is None, matched or not"),
     Verdict("collectors.bounds", "clip", "head = line[: limit + 1]", "head = line[: limit + 2]", EQUIVALENT,
             "the slice only caps the work; the result keeps at most limit - 3 characters of a longer line"),
 )

@@ -225,11 +225,12 @@ def test_hccs_bw_link_limit_is_inclusive() -> None:
 
 def test_hccs_bw_refuses_hostile_lines_and_needs_a_header_and_rows() -> None:
     limit = LIMITS["line_chars"]
-    record = npu_smi_hccs_bw.parse(HCCS_BW_HEADER + "0 1 1\n1 2 2" + " " * (limit - 5) + "\n2\x1b 1 1\n")
-    assert [link.link for link in record.links] == [0, 1]
-    assert [(r.line_no, r.reason) for r in record.rejected] == [(4, "line too long or with control characters")]
-    long_line = "3 1 1" + " " * limit + "x"
-    assert npu_smi_hccs_bw.parse(HCCS_BW_HEADER + "0 1 1\n" + long_line + "\n").rejected[0].line_no == 3
+    at_limit = "1" + " " * (limit - 4) + "2 2"
+    over_limit = "3" + " " * (limit - 3) + "2 2"
+    record = npu_smi_hccs_bw.parse(HCCS_BW_HEADER + f"0 1 1\n{at_limit}\n2\x1b 1 1\n{over_limit}\n4 1 1\n")
+    assert [link.link for link in record.links] == [0, 1, 4]
+    assert [(r.line_no, r.reason) for r in record.rejected] == [(4, "line too long or with control characters"),
+                                                                 (5, "line too long or with control characters")]
     with pytest.raises(ParseError) as no_header:
         npu_smi_hccs_bw.parse("\n  0 1 1\n")
     assert str(no_header.value).startswith("no 'hccs link tx_bandwidth(GB/S) rx_bandwidth(GB/S)' header")
