@@ -4,6 +4,7 @@
     python bench/mutation.py --module bounds        # one module (a few minutes)
     python bench/mutation.py                        # every module, one after the other (long)
     python bench/mutation.py --module bounds --survivors   # plus each unexplained survivor
+    python bench/mutation.py --report --survivors --explained   # the last runs again, no new run
 
 A tool, not a CI gate: it is slow, and it needs ``mutmut`` (pinned in the ``test`` extra).
 Each module runs in its own scratch copy of the tree (``build/mutation/<module>``, kept so that
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -273,10 +276,13 @@ def describe(mutants: Iterable[Mutant], source_path: Path, mutated_path: Path) -
         mutant.line = (source_node.lineno + index) if source_node is not None else 0
 
 
+_RAW_STRING_RE = re.compile(r"(?<![\w\"'])r[\"']")
+
+
 def _case_only(mutant: Mutant) -> bool:
     """A raw-string (regex) literal changed in letter case only."""
     return (mutant.before != mutant.after and mutant.before.lower() == mutant.after.lower()
-            and 'r"' in mutant.before)
+            and _RAW_STRING_RE.search(mutant.before) is not None)
 
 
 def find_verdict(mutant: Mutant, module: str, verdicts: Iterable[Verdict] = VERDICTS) -> Verdict | None:
@@ -384,9 +390,23 @@ def run_module(target: Target, jobs: int, timeout: float) -> ModuleResult:
             result.error = f"mutmut ran past {timeout:.0f} s"
             return result
     result.seconds = time.monotonic() - started
+    (workdir / "seconds.txt").write_text(f"{result.seconds:.1f}\n", encoding="utf-8")
     if proc.returncode != 0:
         result.error = f"mutmut exited {proc.returncode}; see {workdir / 'mutmut.log'}"
         return result
+    result.mutants = read_results(target, workdir)
+    return result
+
+
+def last_result(target: Target) -> ModuleResult:
+    """The module's last run, read back from its scratch copy (verdicts as they are now)."""
+    workdir = WORK_ROOT / target.module
+    result = ModuleResult(target)
+    if not (workdir / "mutants" / (target.path + ".meta")).is_file():
+        result.error = "not run yet"
+        return result
+    with contextlib.suppress(OSError, ValueError):
+        result.seconds = float((workdir / "seconds.txt").read_text(encoding="utf-8"))
     result.mutants = read_results(target, workdir)
     return result
 
@@ -460,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="show the module -> test files mapping and stop")
     parser.add_argument("--survivors", action="store_true", help="list unexplained survivors after the table")
     parser.add_argument("--explained", action="store_true", help="also list survivors with a verdict")
+    parser.add_argument("--report", action="store_true",
+                        help="no run: the table (and survivors) of each module's last run in build/mutation")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds one module may take")
     args = parser.parse_args(argv)
@@ -469,10 +491,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             only = f"  [only: {', '.join(target.functions)}]" if target.functions else ""
             print(f"{target.path}{only}\n    " + "\n    ".join(target.tests))
         return 0
-    if shutil.which("git") is None:
-        raise SystemExit("git is needed to list the files to copy")
     results = []
-    for target in targets:
+    if args.report:
+        results = [last_result(target) for target in targets]
+    elif shutil.which("git") is None:
+        raise SystemExit("git is needed to list the files to copy")
+    for target in [] if args.report else targets:
         print(f"... {target.path}", file=sys.stderr, flush=True)
         results.append(run_module(target, args.jobs, args.timeout))
     print(markdown_table(results))

@@ -98,3 +98,15 @@ def test_describe_locates_a_mutant_in_the_source(tmp_path: Path) -> None:
     mutant = mutation.Mutant("m.x_f__mutmut_1", "f", mutation.SURVIVED)
     mutation.describe([mutant], source, mutated)
     assert (mutant.line, mutant.before, mutant.after) == (5, "y = x + 1", "y = x - 1")
+
+
+def test_case_only_verdicts_cover_regex_literals_only() -> None:
+    verdict = mutation.Verdict("m", "*", mutation.CASE_ONLY, "", mutation.EQUIVALENT, "ignorecase")
+    regex = mutation.Mutant("m.x_f__mutmut_1", "f", mutation.SURVIVED, 1, 'k = r"Aicore\\s*Count"',
+                            'k = r"aicore\\s*count"')
+    message = mutation.Mutant("m.x_f__mutmut_2", "f", mutation.SURVIVED, 1, 'raise E("no header")',
+                              'raise E("NO HEADER")')
+    other = mutation.Mutant("m.x_f__mutmut_3", "f", mutation.SURVIVED, 1, 'k = r"A"', 'k = r"XXAXX"')
+    assert mutation.find_verdict(regex, "m", [verdict]) is verdict
+    assert mutation.find_verdict(message, "m", [verdict]) is None
+    assert mutation.find_verdict(other, "m", [verdict]) is None
