@@ -25,8 +25,9 @@ from collectors import (
     npu_smi_temp,
     npu_smi_usages,
 )
-from collectors.base import ChipRef, ParseError
-from collectors.bounds import LIMITS
+from collectors.base import ChipRef, ParseError, ToolError
+from collectors.bounds import LIMITS, Rejects
+from collectors.npu_smi_kv import KvBlock, chip_argv, one_record, parse_blocks, require_block
 
 
 @dataclass(frozen=True)
@@ -249,3 +250,102 @@ def test_hccs_bw_samples_per_link_and_direction() -> None:
     assert all(s.metric == "npu_hccs_bandwidth_bytes_per_second" for s in npu_smi_hccs_bw.samples(record, chip))
     assert npu_smi_hccs_bw.samples([record], None) == []
     assert npu_smi_hccs_bw.samples([], chip) == []
+
+
+# --------------------------------------------------------------------------- npu_smi_kv itself
+
+
+def test_kv_line_length_limit_is_inclusive_and_later_lines_still_parse() -> None:
+    limit = LIMITS["line_chars"]
+    at_limit = "Long Key : " + "v" * (limit - len("Long Key : "))
+    over = "Over Key : " + "v" * (limit + 1 - len("Over Key : "))
+    rejects = Rejects()
+    (block,) = parse_blocks(f"{at_limit}\n{over}\nBad\x07 : 1\nAfter : 2\n", rejects)
+    assert block.get("Long Key") == "v" * (limit - len("Long Key : "))
+    assert block.get("Over Key") is None
+    assert block.get("After") == "2"
+    assert [(r.line_no, r.reason) for r in rejects.freeze()] == [
+        (2, f"line longer than {limit} characters"), (3, "control characters in a key : value line")]
+    assert rejects.freeze()[1].line == "Bad\\x07 : 1"
+    assert rejects.freeze()[0].line.startswith("Over Key : vvv")
+
+
+def test_parse_blocks_without_a_rejects_collector_still_skips_hostile_lines() -> None:
+    (block,) = parse_blocks("Bad\x1b : 1\nGood : 2\n")
+    assert block.pairs == (("Good", "2"),)
+
+
+def test_an_empty_value_with_empty_continuations_stays_empty() -> None:
+    (block,) = parse_blocks("Key :\n : \nNext : 1\n")
+    assert block.pairs == (("Key", ""), ("Next", "1"))
+    (joined,) = parse_blocks("Key :\n : first\n : second\n")
+    assert joined.get("Key") == "first\nsecond"
+
+
+def test_output_without_key_value_lines_is_a_tool_error_naming_the_first_line() -> None:
+    with pytest.raises(ToolError) as caught:
+        parse_blocks("\n\n  just a header  \nmore\n")
+    assert str(caught.value).startswith("no 'key : value' lines in npu-smi output")
+    assert (caught.value.line_no, caught.value.line) == (1, "  just a header  ")
+    with pytest.raises(ToolError) as empty:
+        parse_blocks("")
+    assert (empty.value.line_no, empty.value.line) == (None, None)
+
+
+def test_npu_smi_error_text_is_a_tool_error_naming_its_line() -> None:
+    with pytest.raises(ToolError) as caught:
+        parse_blocks("Key : 1\n  Usage: npu-smi info <options>\n")
+    assert str(caught.value).startswith("npu-smi reported an error instead of data")
+    assert (caught.value.line_no, caught.value.line) == (2, "Usage: npu-smi info <options>")
+
+
+def test_require_block_on_no_blocks_names_no_line() -> None:
+    with pytest.raises(ParseError) as caught:
+        require_block([], ("x",), "board")
+    assert str(caught.value) == "no board keys in npu-smi output"
+    assert (caught.value.line_no, caught.value.line) == (None, None)
+
+
+def test_checked_judges_only_the_first_matching_key() -> None:
+    block = KvBlock((("Power A", "90"), ("Power B", "junk")), 1, (1, 2))
+    rejects = Rejects()
+    assert block.checked(r"Power\s*[AB]", "power_watts", rejects) == 90.0
+    assert rejects.freeze() == ()
+    assert block.checked_all(r"Power\s*[AB]", "power_watts", rejects) == [("Power A", 90.0), ("Power B", None)]
+    (rejection,) = rejects.freeze()
+    assert (rejection.line_no, rejection.line, rejection.reason) == (2, "Power B : junk",
+                                                                     "Power B: 'junk' is not a number")
+
+
+def test_a_block_without_line_numbers_reports_none() -> None:
+    block = KvBlock((("Power", "junk"), ("Temp", "1")))
+    rejects = Rejects()
+    assert block.checked("Power", "power_watts", rejects) is None
+    assert rejects.freeze()[0].line_no is None
+    assert block.where("Temp") == (None, "Temp : 1")
+    assert block.where("Absent") == (None, "")
+    partial = KvBlock((("A", "1"), ("B", "x")), 1, (5,))
+    assert partial.where("B") == (None, "B : x")
+    assert partial.where("A") == (5, "A : 1")
+
+
+@pytest.mark.parametrize("absent", ["", "NA", "na", "N/A", "n/a", "-", "--"])
+def test_text_treats_na_like_cells_as_absent(absent: str) -> None:
+    assert KvBlock((("Serial", absent),)).text("Serial") is None
+    assert KvBlock((("Serial", "S1"),)).text("Serial") == "S1"
+
+
+def test_one_record_accepts_the_record_or_a_sequence_holding_it() -> None:
+    record = npu_smi_usages.UsagesRecord()
+    assert one_record(record, npu_smi_usages.UsagesRecord) is record
+    assert one_record(["x", record], npu_smi_usages.UsagesRecord) is record
+    assert one_record(5, npu_smi_usages.UsagesRecord) is None
+    assert one_record("text", npu_smi_usages.UsagesRecord) is None
+
+
+def test_chip_argv_needs_a_chip() -> None:
+    with pytest.raises(ValueError, match=r"^npu-smi -t usages is a per-chip source and needs a chip$"):
+        chip_argv("usages", None)
+    assert chip_argv("usages", ChipRef(2, 1)) == ["info", "-t", "usages", "-i", "2", "-c", "1"]
+    assert chip_argv("board", ChipRef(2, 1), card_level=True) == ["info", "-t", "board", "-i", "2"]
+    assert chip_argv("usages", ChipRef(2, 0, has_chip_id=False)) == ["info", "-t", "usages", "-i", "2"]
