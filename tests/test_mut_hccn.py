@@ -39,6 +39,7 @@ def test_clean_lines_line_length_limit_is_inclusive() -> None:
     rejected = rejects.freeze()
     assert [(r.line_no, r.reason) for r in rejected] == [
         (2, "line too long or with control characters"), (3, "line too long or with control characters")]
+    assert rejected[1].line == "c\\x1bd"
     assert hccn_link.clean_lines("x\x1b\n") == []  # no rejects collector: dropped all the same
 
 
@@ -78,7 +79,9 @@ def test_link_samples_and_the_source_adapters() -> None:
     chip = ChipRef(3, 1)
     assert hccn_link.samples(hccn_link.LinkRecord(False, "DOWN"), chip, CTX) == [
         Sample("npu_roce_link_up", (("npu", "3"), ("chip", "1")), 0.0)]
-    source = hccn_link.SOURCE
+    # Built here, not at import: mutmut switches mutants on after the modules are imported.
+    source = hccn_link.hccn_source("hccn_link", "link", hccn_link.parse, hccn_link.samples)
+    assert source.argv(ChipRef(3, 1, phy_id=6)) == ["-i", "6", "-link", "-g"]
     assert (source.name, source.tool, source.group, source.scope, source.default_enabled) == (
         "hccn_link", "hccn_tool", "roce", "chip", True)
     records = source.parse("link status: UP\n")
@@ -89,3 +92,22 @@ def test_link_samples_and_the_source_adapters() -> None:
         source.samples(records, None, CTX)
     optional = hccn_link.hccn_source("x", "y", hccn_link.parse, hccn_link.samples, default_enabled=False)
     assert optional.default_enabled is False
+
+
+def test_hccn_source_passes_text_records_chip_and_context_through() -> None:
+    calls: list[tuple[object, object, object]] = []
+
+    def samples_one(record: str, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
+        calls.append((record, chip, ctx))
+        return [Sample("npu_roce_link_up", (("npu", record),), 1.0)]
+
+    source = hccn_link.hccn_source("custom", "stat", str.upper, samples_one)
+    chip, ctx = ChipRef(1, 0), CollectContext(per_process_metrics=True)
+    assert source.parse("ab") == ["AB"]
+    assert [s.labels for s in source.samples(["a", "b"], chip, ctx)] == [(("npu", "a"),), (("npu", "b"),)]
+    assert calls == [("a", chip, ctx), ("b", chip, ctx)]
+    assert source.samples([], chip, ctx) == []
+    assert (source.name, source.tool, source.group, source.scope, source.default_enabled) == (
+        "custom", "hccn_tool", "roce", "chip", True)
+    with pytest.raises(ValueError, match=r"^custom is a per-chip source$"):
+        source.samples(["a"], None, ctx)
