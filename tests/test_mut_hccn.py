@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+
 import pytest
 
-from collectors import hccn_link
+from collectors import hccn_link, hccn_link_stat
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
 from collectors.bounds import LIMITS, Rejects
 
@@ -111,3 +114,60 @@ def test_hccn_source_passes_text_records_chip_and_context_through() -> None:
         "custom", "hccn_tool", "roce", "chip", True)
     with pytest.raises(ValueError, match=r"^custom is a per-chip source$"):
         source.samples(["a"], None, ctx)
+
+
+# --------------------------------------------------------------------------- -link_stat
+
+
+@pytest.mark.parametrize(("text", "message", "line_no", "line"), [
+    ("link up count : 1\n    Tue Foo  1 14:43:40 2022    LINK UP\n",
+     "bad link change timestamp: unknown month 'Foo'", 2, "Tue Foo  1 14:43:40 2022    LINK UP"),
+    ("link up count : two\n", "link count is not a number", 1, "link up count : two"),
+    ("x : 1\nlink down count : -1\n", "link count is not a number", 2, "link down count : -1"),
+    ("link up count : 18446744073709551616\n", "link count beyond a 64-bit counter", 1,
+     "link up count : 18446744073709551616"),
+    ("link up count : 000000000000000000001\n", "link count beyond a 64-bit counter", 1,
+     "link up count : 000000000000000000001"),
+    ("link up count : 1\n| Port | LINK_UP |\n", "link change row without a timestamp", 2, "| Port | LINK_UP |"),
+    ("link up count : 1\n| Tue Foo 1 14:43:40 2022 | LINK_DOWN |\n",
+     "bad link change timestamp: unknown month 'Foo'", 2, "| Tue Foo 1 14:43:40 2022 | LINK_DOWN |"),
+    ("current time : yesterday\nlink up count : 1\n", "bad current time: not a ctime timestamp: 'yesterday'", 1,
+     "current time : yesterday"),
+    ("[devid 0] garbage\nnothing here\n", "a 'link up count' line not found in hccn_tool output", 1, "garbage"),
+])
+def test_link_stat_errors_name_the_line(text: str, message: str, line_no: int, line: str) -> None:
+    with pytest.raises(ParseError) as caught:
+        hccn_link_stat.parse(text)
+    assert str(caught.value).startswith(message)
+    assert (caught.value.line_no, caught.value.line) == (line_no, line)
+
+
+def test_link_stat_counts_up_to_twenty_digits_and_skips_unknown_lines() -> None:
+    record = hccn_link_stat.parse("+-------+\nsome banner\nlink up count : 00000000000000000001\n"
+                                  "| time | state |\n+===+\n| Tue Aug  1 14:43:40 2022 | LINK_UP |\n")
+    assert record.link_up_count == 1
+    assert record.link_down_count is None
+    assert record.current_time is None
+    assert record.changes == (hccn_link_stat.LinkChange(datetime(2022, 8, 1, 14, 43, 40), hccn_link_stat.LINK_UP),)
+
+
+def test_changes_within_falls_back_to_the_newest_change_then_to_nothing() -> None:
+    old = hccn_link_stat.LinkChange(datetime(2022, 8, 1, 14, 0, 0), hccn_link_stat.LINK_DOWN)
+    new = hccn_link_stat.LinkChange(datetime(2022, 8, 1, 14, 10, 0), hccn_link_stat.LINK_UP)
+    record = hccn_link_stat.LinkStatRecord(2, None, None, (old, new))
+    assert hccn_link_stat.changes_within(record, 600) == [old, new]
+    assert hccn_link_stat.changes_within(record, 599) == [new]
+    empty = hccn_link_stat.LinkStatRecord(0, None, None, ())
+    assert hccn_link_stat.changes_within(empty, 600) == []
+
+
+def test_a_timestamp_mktime_cannot_take_drops_only_that_series(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "CST-8")  # year 1 local time is year 0 in UTC: out of range
+    time.tzset()
+    try:
+        record = hccn_link_stat.parse("link up count : 3\n    Mon Jan  1 00:00:00 0001    LINK UP\n")
+        out = hccn_link_stat.samples(record, ChipRef(0, 0), CTX)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert [(s.metric, s.value) for s in out] == [("npu_roce_link_up_transitions_total", 3.0)]
