@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from collectors import hccn_link, hccn_link_stat
+from collectors import hccn_link, hccn_link_stat, hccn_net_health
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
 from collectors.bounds import LIMITS, Rejects
 
@@ -171,3 +171,24 @@ def test_a_timestamp_mktime_cannot_take_drops_only_that_series(monkeypatch: pyte
         monkeypatch.undo()
         time.tzset()
     assert [(s.metric, s.value) for s in out] == [("npu_roce_link_up_transitions_total", 3.0)]
+
+
+# --------------------------------------------------------------------------- -net_health
+
+
+@pytest.mark.parametrize(("text", "message", "line_no", "line"), [
+    ("banner\nnet health status :   \n", "empty net health status", 2, "net health status :"),
+    ("banner\nnet health status : " + "x" * 33 + "\n",
+     "net health status is not printable ASCII of at most 32 characters", 2, "net health status : " + "x" * 33),
+    ("banner\nstatus unknown\n", "a 'net health status' line not found in hccn_tool output", 1, "banner"),
+])
+def test_net_health_errors_name_the_line(text: str, message: str, line_no: int, line: str) -> None:
+    with pytest.raises(ParseError) as caught:
+        hccn_net_health.parse(text)
+    assert str(caught.value).startswith(message)
+    assert (caught.value.line_no, caught.value.line) == (line_no, line)
+
+
+def test_net_health_state_of_32_characters_after_other_lines() -> None:
+    state = "y" * 32
+    assert hccn_net_health.parse(f"banner\nnet health status : {state}\n").state == state
