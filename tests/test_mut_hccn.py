@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from collectors import hccn_link, hccn_link_stat, hccn_net_health
+from collectors import hccn_link, hccn_link_stat, hccn_net_health, hccn_optical
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
 from collectors.bounds import LIMITS, Rejects
 
@@ -192,3 +192,125 @@ def test_net_health_errors_name_the_line(text: str, message: str, line_no: int, 
 def test_net_health_state_of_32_characters_after_other_lines() -> None:
     state = "y" * 32
     assert hccn_net_health.parse(f"banner\nnet health status : {state}\n").state == state
+
+
+# --------------------------------------------------------------------------- -optical
+
+OPTICAL = """optical info:
+present              : not present
+temperature          : 47 C
+vendor name          : Hisense
+Vcc                  : 3262.90 mV
+Tx Power             : 0.5 W
+Tx Power1            : 4.4035 mW
+Rx Power0            : -10 dBm
+Rx Power2            : 1,000 uW
+Rx Power3            : not supported
+TxPower High Thres   : 3.5481 mW
+Temp Low Threshold   : -5 C
+Vcc High Thres       : 3600 mV
+Bias Low Thres       : 2 mA
+Tx Bias0             : 7.9360 mA
+Tx Bias1             : 20 uA
+Tx Bias2             : 0.5 A
+Tx Bias3             : 7 V
+Rx Los Flag          : 0xff
+Tx LoL Flag          : 0
+Tx Los Flag          : junk
+Media SNR Lane0      : 23.1211 dB
+Host SNR Lane 7      : -3 dB
+Host SNR Lane1       : 5 mW
+Xsfp Identifier      : QSFP28
+Some Vendor Thing    : 42
+"""
+
+
+def test_optical_golden_record() -> None:
+    record = hccn_optical.parse(OPTICAL)
+    assert record.present == "not present"
+    assert record.temperature_celsius == 47.0
+    assert record.vcc_volts == pytest.approx(3.2629)
+    assert record.tx_power_watts == pytest.approx({"0": 0.5, "1": 4.4035e-3})
+    assert record.rx_power_watts == pytest.approx({"0": 1e-4, "2": 1e-3})
+    assert record.thresholds == pytest.approx({"txpower_high_watts": 3.5481e-3, "temp_low_celsius": -5.0,
+                                               "vcc_high_volts": 3.6, "bias_low_amps": 2e-3})
+    assert record.tx_bias_amps == pytest.approx({"0": 7.936e-3, "1": 2e-5, "2": 0.5})
+    assert record.flags == {"rx_los_flag": 255, "tx_lol_flag": 0}
+    assert record.snr_db == pytest.approx({"media0": 23.1211, "host7": -3.0})
+    assert record.vendor == {"vendor_name": "Hisense", "xsfp_identifier": "QSFP28"}
+    assert record.other == {"some vendor thing": "42"}
+    assert record.rejected == ()
+    assert record.signal_lost is True
+
+
+def test_optical_flags_all_clear_and_none_printed() -> None:
+    assert hccn_optical.parse("Rx Los Flag : 0x0\nTx Los Flag : 00\n").signal_lost is False
+    assert hccn_optical.parse("temperature : 40 C\n").signal_lost is None
+
+
+@pytest.mark.parametrize(("value", "watts"), [
+    ("4.4035 mW", 4.4035e-3), ("0 dBm", 1e-3), ("10 dBm", 1e-2), ("-30dBm", 1e-6), ("2 uW", 2e-6),
+    ("1.25 W", 1.25), (".5 mw", 5e-4), ("+1 W", 1.0), ("5", None), ("5 mA", None), ("NA", None),
+    ("1e999 dBm", None), ("99999 dBm", None),
+])
+def test_power_watts_units(value: str, watts: float | None) -> None:
+    result = hccn_optical.power_watts(value)
+    if watts is None:
+        assert result is None
+    else:
+        assert result == pytest.approx(watts, rel=1e-12)
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("temperature : 151 C", "temperature 151 outside -40..150 C"),
+    ("Vcc : 11 V", "Vcc 11 outside 0..10 V"),
+    ("Tx Bias0 : 2 A", "tx bias0 2 outside 0..1 A"),
+    ("Media SNR Lane0 : 101 dB", "media snr lane0 101 outside -100..100 dB"),
+    ("Rx Power1 : 2 W", "rx power 2 outside 0..1 W"),
+    ("Tx Power16 : 1 mW", "lane 16 beyond 16 lanes"),
+    ("Tx Bias100 : 1 mA", "lane 100 beyond 16 lanes"),
+    ("Host SNR Lane16 : 1 dB", "lane 16 beyond 16 lanes"),
+])
+def test_optical_rejections_name_the_reading_and_line(line: str, reason: str) -> None:
+    record = hccn_optical.parse(f"optical info:\n{line}\n")
+    assert [(r.line_no, r.line, r.reason) for r in record.rejected] == [(2, line, reason)]
+    assert record.tx_power_watts == record.rx_power_watts == record.tx_bias_amps == record.snr_db == {}
+
+
+def test_optical_lane_fifteen_is_the_last_lane() -> None:
+    record = hccn_optical.parse("Tx Power15 : 1 mW\nTx Bias15 : 1 mA\nHost SNR Lane15 : 1 dB\n")
+    assert (record.tx_power_watts, record.tx_bias_amps, record.snr_db) == ({"15": 1e-3}, {"15": 1e-3},
+                                                                           {"host15": 1.0})
+
+
+def test_optical_wrong_units_are_ignored_not_rejected() -> None:
+    record = hccn_optical.parse("optical info:\ntemperature : 47 V\nVcc : 3 C\nTx Bias0 : 1 dB\n"
+                                "Media SNR Lane0 : 1 C\nTx Power0 : 1 C\nX High Thres : 1 zz\n")
+    assert (record.temperature_celsius, record.vcc_volts) == (None, None)
+    assert record.tx_bias_amps == record.snr_db == record.tx_power_watts == record.thresholds == {}
+    assert record.rejected == ()
+
+
+def test_optical_error_text_alone_is_not_a_reading() -> None:
+    with pytest.raises(ToolError):
+        hccn_optical.parse("Error: invalid device id\n")
+    with pytest.raises(ParseError, match=r"^optical module readings not found"):
+        hccn_optical.parse("no colon here\n")
+    assert hccn_optical.parse("optical info:\n").other == {}
+
+
+def test_optical_samples() -> None:
+    record = hccn_optical.parse(OPTICAL)
+    got = [(s.metric, s.labels, s.value) for s in hccn_optical.samples(record, ChipRef(2, 1), CTX)]
+    port = (("npu", "2"), ("chip", "1"))
+    assert got == [
+        ("npu_optical_temperature_celsius", port, 47.0),
+        ("npu_optical_tx_power_watts", (*port, ("lane", "0")), 0.5),
+        ("npu_optical_tx_power_watts", (*port, ("lane", "1")), pytest.approx(4.4035e-3)),
+        ("npu_optical_rx_power_watts", (*port, ("lane", "0")), pytest.approx(1e-4)),
+        ("npu_optical_rx_power_watts", (*port, ("lane", "2")), pytest.approx(1e-3)),
+        ("npu_optical_signal_lost", port, 1.0),
+    ]
+    quiet = hccn_optical.parse("Rx Los Flag : 0\n")
+    assert [(s.metric, s.value) for s in hccn_optical.samples(quiet, ChipRef(2, 1), CTX)] == [
+        ("npu_optical_signal_lost", 0.0)]
