@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from collectors import hccn_link, hccn_link_stat, hccn_net_health, hccn_optical
+from collectors import hccn_link, hccn_link_stat, hccn_net_health, hccn_optical, hccn_stat
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
 from collectors.bounds import LIMITS, Rejects
 
@@ -314,3 +314,45 @@ def test_optical_samples() -> None:
     quiet = hccn_optical.parse("Rx Los Flag : 0\n")
     assert [(s.metric, s.value) for s in hccn_optical.samples(quiet, ChipRef(2, 1), CTX)] == [
         ("npu_optical_signal_lost", 0.0)]
+
+
+# --------------------------------------------------------------------------- -stat
+
+
+@pytest.mark.parametrize("word", ["err", "drop", "rty", "retry", "timeout", "unexpected", "bad", "discard"])
+def test_each_error_word_makes_an_error_counter(word: str) -> None:
+    assert hccn_stat.is_error_counter(f"roce_{word.upper()}_num")
+    assert not hccn_stat.is_error_counter("roce_rx_all_pkt_num")
+
+
+def test_stat_rejections_and_the_counter_cap() -> None:
+    limit = LIMITS["counters"]
+    lines = [f"c{n}_err:{n}" for n in range(limit)]
+    text = "\n".join(["packet statistics:", *lines, "c0_err:7", "extra_err:1", "neg_err:-1", "frac_err:1.5",
+                      "big_err:18446744073709551616", "max_err:18446744073709551615"]) + "\n"
+    record = hccn_stat.parse(text)
+    assert len(record.counters) == limit
+    assert record.counters["c0_err"] == 7  # an already known counter is updated at the cap
+    base = limit + 3
+    assert [(r.line_no, r.reason) for r in record.rejected] == [
+        (base, f"more than {limit} counters"),
+        (base + 1, "counter neg_err: '-1' is not a non-negative 64-bit integer"),
+        (base + 2, "counter frac_err: '1.5' is not a non-negative 64-bit integer"),
+        (base + 3, "counter big_err: '18446744073709551616' is not a non-negative 64-bit integer"),
+        (base + 4, f"more than {limit} counters"),
+    ]
+    assert record.rejected[0].line == "extra_err:1"
+
+
+def test_stat_samples_only_error_counters_sorted() -> None:
+    record = hccn_stat.parse("packet statistics:\nz_drop_num: 2\nrx_pkt:9\na_err:1\n")
+    assert record.counters == {"z_drop_num": 2, "rx_pkt": 9, "a_err": 1}
+    got = [(s.metric, s.labels, s.value) for s in hccn_stat.samples(record, ChipRef(4, 0), CTX)]
+    port = (("npu", "4"), ("chip", "0"))
+    assert got == [("npu_roce_errors_total", (*port, ("counter", "a_err")), 1.0),
+                   ("npu_roce_errors_total", (*port, ("counter", "z_drop_num")), 2.0)]
+
+
+def test_stat_without_counters_is_unparsable() -> None:
+    with pytest.raises(ParseError, match=r"^packet counters not found"):
+        hccn_stat.parse("packet statistics:\n")
