@@ -194,6 +194,12 @@ VERDICTS: tuple[Verdict, ...] = (
     Verdict("collectors.hccn_link_stat", "samples", "with contextlib.suppress(OverflowError, OSError, ValueError):",
             "with contextlib.suppress(OverflowError, ValueError):", ACCEPTED,
             "OSError is what mktime raises on some platforms; Linux x86-64 raises ValueError (tested)"),
+    Verdict("collectors.hccn_optical", "_quantity",
+            'return float(match.group("num")), (match.group("unit") or "").lower()',
+            'return float(match.group("num")), (match.group("unit") or "XXXX").lower()', EQUIVALENT,
+            'no scale table has a "" or "xxxx" unit: a bare number is no quantity either way'),
+    Verdict("collectors.hccn_optical", "parse", "header = False", "header = None", EQUIVALENT,
+            "header is only tested for truth; None and False read the same"),
     Verdict("collectors.bounds", "clip", "head = line[: limit + 1]", "head = line[: limit + 2]", EQUIVALENT,
             "the slice only caps the work; the result keeps at most limit - 3 characters of a longer line"),
 )

@@ -356,3 +356,15 @@ def test_stat_samples_only_error_counters_sorted() -> None:
 def test_stat_without_counters_is_unparsable() -> None:
     with pytest.raises(ParseError, match=r"^packet counters not found"):
         hccn_stat.parse("packet statistics:\n")
+
+
+def test_optical_flags_thresholds_in_dbm_and_odd_lines() -> None:
+    record = hccn_optical.parse("optical info:\n--------\nTx Lol Flag : 10\nRxPower Low Thres : -10 dBm\n"
+                                "TxPower High Thres : 99999 dBm\nTx Power001 : 1 mW\nRx Power1 : 2 mW\n"
+                                "Bad\x1b : 1\nRx Power2 : 3 mW\n")
+    assert record.flags == {"tx_lol_flag": 10}
+    assert record.thresholds == pytest.approx({"rxpower_low_watts": 1e-4})
+    assert record.rx_power_watts == pytest.approx({"1": 2e-3, "2": 3e-3})
+    assert record.tx_power_watts == {}
+    assert [(r.line_no, r.reason) for r in record.rejected] == [
+        (8, "line too long or with control characters"), (6, "lane 001 beyond 16 lanes")]
