@@ -342,6 +342,7 @@ def test_stat_rejections_and_the_counter_cap() -> None:
         (base + 4, f"more than {limit} counters"),
     ]
     assert record.rejected[0].line == "extra_err:1"
+    assert record.rejected[1].line == "neg_err:-1"
 
 
 def test_stat_samples_only_error_counters_sorted() -> None:

@@ -56,3 +56,8 @@ def test_an_override_without_the_dtype_falls_back_to_the_builtin_table() -> None
 def test_an_empty_table_key_is_never_contained() -> None:
     overrides = {"": {"fp16": 1.0}, "---": {"fp16": 2.0}}
     assert lookup_peak("910B3", "fp16", overrides) == BUILTIN_PEAKS["910B3"]["fp16"]
+
+
+def test_longest_contained_key_not_the_alphabetically_last() -> None:
+    overrides = {"Z9": {"fp16": 1.0}, "AB12": {"fp16": 2.0}}
+    assert lookup_peak("card AB12 Z9", "fp16", overrides) == Peak(2.0, "measured", "config")
