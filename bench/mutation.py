@@ -117,8 +117,9 @@ TARGETS: tuple[Target, ...] = (
     Target("collectors/hccl_tail.py", ("tests/test_mut_hccl_tail.py", "tests/test_hccl_tail.py",
                                        "tests/test_hccl_incidents.py", "tests/test_log_walk.py")),
     Target("agent/probes/peaks.py", ("tests/test_mut_peaks.py", "tests/test_probe_workers.py")),
-    Target("agent/web/auth.py", ("tests/test_mut_auth.py", "tests/test_web_auth.py", "tests/test_web_security.py",
-                                 "tests/test_web_limits.py")),
+    # Not test_web_security.py / test_web_limits.py: they drive a live server for seconds per mutant;
+    # what they check of auth (BUSY under a flood, per-client bounds) test_mut_auth.py checks directly.
+    Target("agent/web/auth.py", ("tests/test_mut_auth.py", "tests/test_web_auth.py")),
     Target("collectors/probes/_common.py", _PROBE_TESTS,
            functions=("emit_result", "report_stage", "_hook_matches", "stall_if_requested", "corruption_requested",
                       "looks_like_timeout")),
@@ -141,6 +142,7 @@ EQUIVALENT, ACCEPTED = "equivalent", "accepted"
 # As a verdict's ``before``: any mutation that only changes the letter case of a raw-string regex
 # in the verdict's functions (``function`` may be a glob), for modules that match keys ignoring case.
 CASE_ONLY = "<letter case of a regex literal>"
+_BCRYPT_ALPHABET = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _IGNORECASE_WHY = "npu-smi keys are matched with re.IGNORECASE (npu_smi_kv._key_regex)"
 
 
@@ -200,6 +202,55 @@ VERDICTS: tuple[Verdict, ...] = (
             'no scale table has a "" or "xxxx" unit: a bare number is no quantity either way'),
     Verdict("collectors.hccn_optical", "parse", "header = False", "header = None", EQUIVALENT,
             "header is only tested for truth; None and False read the same"),
+    *(Verdict("agent.web.auth", "_decoy_hash",
+              f'checksum = "".join(secrets.choice("{alphabet}")', f'checksum = "".join(secrets.choice("{changed}")',
+              EQUIVALENT, "any bcrypt-base64 characters make a checksum no password matches; it only costs time")
+      for alphabet, changed in (
+          (_BCRYPT_ALPHABET, f"XX{_BCRYPT_ALPHABET}XX"),
+          (_BCRYPT_ALPHABET, _BCRYPT_ALPHABET.replace("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")),
+          (_BCRYPT_ALPHABET, _BCRYPT_ALPHABET.replace("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")))),
+    Verdict("agent.web.auth", "_default_workers", "return min(2, max(1, (os.cpu_count() or 1) // 4))",
+            "return min(2, max(1, (os.cpu_count() or 2) // 4))", EQUIVALENT, "1 // 4 and 2 // 4 are both 0, then 1"),
+    *(Verdict("agent.web.auth", "BasicAuth.__init__", before, after, ACCEPTED,
+              "the decoy key's constant and framing need only be fixed for one configuration and unknown "
+              "without its hashes; any constant does (decoy cost stability is tested)")
+      for before, after in (
+          ('material = b"\\0".join(sorted(hashed for _name, hashed in self._users))',
+           'material = b"XX\\0XX".join(sorted(hashed for _name, hashed in self._users))'),
+          ('self._decoy_key = hashlib.sha256(b"npuwatch decoy cost\\0" + material).digest()',
+           'self._decoy_key = hashlib.sha256(b"XXnpuwatch decoy cost\\0XX" + material).digest()'),
+          ('self._decoy_key = hashlib.sha256(b"npuwatch decoy cost\\0" + material).digest()',
+           'self._decoy_key = hashlib.sha256(b"NPUWATCH DECOY COST\\0" + material).digest()'))),
+    Verdict("agent.web.auth", "BasicAuth.decoy_cost",
+            'return self._user_costs[int.from_bytes(digest[:8], "big") % len(self._user_costs)]',
+            "return self._user_costs[int.from_bytes(digest[:8], ) % len(self._user_costs)]", EQUIVALENT,
+            'byteorder defaults to "big" since Python 3.11 (the project requires 3.11)'),
+    Verdict("agent.web.auth", "BasicAuth.decoy_cost",
+            'return self._user_costs[int.from_bytes(digest[:8], "big") % len(self._user_costs)]',
+            'return self._user_costs[int.from_bytes(digest[:9], "big") % len(self._user_costs)]', ACCEPTED,
+            "another slice of the same HMAC picks costs just as uniformly and stably"),
+    Verdict("agent.web.auth", "BasicAuth.check",
+            'def check(self, authorization: str | None, client: str = "") -> Auth:',
+            'def check(self, authorization: str | None, client: str = "XXXX") -> Auth:', EQUIVALENT,
+            "the default only names the one rate bucket that callers without an address share"),
+    Verdict("agent.web.auth", "BcryptVerifier.__init__",
+            "per_client_burst: int = 4, wait_s: float = 5.0, checkpw: Checkpw | None = None) -> None:",
+            "per_client_burst: int = 4, wait_s: float = 6.0, checkpw: Checkpw | None = None) -> None:", ACCEPTED,
+            "how long a request waits for bcrypt: any few seconds serve; the wait itself is tested"),
+    Verdict("agent.web.auth", "BcryptVerifier._finished", "self._in_flight.pop(key, None)",
+            "self._in_flight.pop(key, )", EQUIVALENT, "the key is always there: only this callback removes it"),
+    Verdict("agent.web.auth", "BcryptVerifier.verify", "started = False", "started = None", EQUIVALENT,
+            "started is only tested for truth"),
+    Verdict("agent.web.auth", "BcryptVerifier.verify", "started = False", "started = True", ACCEPTED,
+            "adds a second done-callback when a client joins a running check; it only discards the joiner's "
+            "name, which matters only if that client also runs a check of its own at that moment"),
+    *(Verdict("agent.web.auth", "CredentialCache.__init__", "self._salt = secrets.token_bytes(16)", after, EQUIVALENT,
+              "the salt's length is not observable; 16, 17 or 32 random bytes all make keys unguessable")
+      for after in ("self._salt = secrets.token_bytes(None)", "self._salt = secrets.token_bytes(17)")),
+    Verdict("agent.web.auth", "CredentialCache.put", "entries[key] = None", 'entries[key] = ""', EQUIVALENT,
+            "the OrderedDict is used as an ordered set; its values are never read"),
+    Verdict("agent.web.auth", "CredentialCache.put", "entries.popitem(last=False)", "entries.popitem(last=None)",
+            EQUIVALENT, "last=None is false: the oldest entry goes either way"),
     Verdict("collectors.bounds", "clip", "head = line[: limit + 1]", "head = line[: limit + 2]", EQUIVALENT,
             "the slice only caps the work; the result keeps at most limit - 3 characters of a longer line"),
 )

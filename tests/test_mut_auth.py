@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 
 import bcrypt
 import pytest
@@ -42,6 +43,8 @@ def header(user: str, password: str, scheme: str = "Basic") -> str:
     ("Basic not*base64", None),
     ("Basic", None),
     ("Basicx " + base64.b64encode(b"u:p").decode(), None),
+    ("Basic dTpw!", None),  # strict base64: a stray character is not dropped
+    ("Basic dTpw", (b"u", b"p")),
 ])
 def test_parse_basic_authorization(raw: str | None, parsed: tuple[bytes, bytes] | None) -> None:
     assert parse_basic_authorization(raw) == parsed
@@ -149,7 +152,7 @@ def test_verifier_per_client_rate() -> None:
 
 
 def test_basic_auth_needs_users() -> None:
-    with pytest.raises(ValueError, match="BasicAuth needs at least one user"):
+    with pytest.raises(ValueError, match=r"^BasicAuth needs at least one user$"):
         BasicAuth({})
 
 
@@ -223,3 +226,86 @@ def test_an_owned_verifier_is_closed_with_the_auth() -> None:
     auth.close()
     with pytest.raises(RuntimeError):
         auth._verifier._pool.submit(lambda: None)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_verifier_default_rate_is_one_a_second_with_a_burst_of_four() -> None:
+    verifier = BcryptVerifier(1, checkpw=lambda p, h: True)
+    clock = FakeClock()
+    verifier._rate._clock = clock
+    try:
+        assert [verifier.verify(f"k{n}".encode(), b"p", b"h", "a") for n in range(5)] == [True] * 4 + [None]
+        clock.now += 0.6
+        assert verifier.verify(b"k5", b"p", b"h", "a") is None
+        clock.now += 0.5
+        assert verifier.verify(b"k6", b"p", b"h", "a") is True
+    finally:
+        verifier.close()
+
+
+def test_verifier_pool_size_and_thread_names() -> None:
+    names: list[str] = []
+
+    def checkpw(password: bytes, hashed: bytes) -> bool:
+        names.append(threading.current_thread().name)
+        return True
+
+    verifier = BcryptVerifier(3, checkpw=checkpw)
+    default = BcryptVerifier(checkpw=checkpw)
+    try:
+        assert verifier._pool._max_workers == 3
+        assert default._pool._max_workers == auth_module._default_workers()
+        assert verifier.verify(b"k", b"p", b"h", "a") is True
+        assert names[0].startswith("bcrypt")
+    finally:
+        verifier.close()
+        default.close()
+
+
+def test_close_returns_at_once_and_cancels_queued_checks() -> None:
+    gate = GatedCheck()
+    verifier = BcryptVerifier(1, wait_s=0.01, checkpw=gate)
+    try:
+        assert verifier.verify(b"k1", b"good", b"h", "a") is None  # running, blocked on the gate
+        assert verifier.verify(b"k2", b"good", b"h", "b") is None  # queued behind it
+        queued = verifier._in_flight[b"k2"]
+        started = time.monotonic()
+        verifier.close()
+        assert time.monotonic() - started < 1.0
+        assert queued.cancelled()
+    finally:
+        gate.release.set()
+
+
+def test_concurrent_checks_of_two_clients_keep_their_own_outcomes() -> None:
+    gate = GatedCheck()
+    auth = BasicAuth({"alice": HASH4}, verifier=BcryptVerifier(2, checkpw=gate, wait_s=5))
+    outcomes: dict[str, Auth] = {}
+    first = threading.Thread(target=lambda: outcomes.setdefault("a", auth.check(header("alice", "good"), "a")))
+    first.start()
+    deadline = time.monotonic() + 5
+    while gate.calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    threading.Timer(0.3, gate.release.set).start()
+    outcomes["b"] = auth.check(header("alice", "bad"), "b")  # another credential, another client
+    first.join(5)
+    assert outcomes == {"a": Auth.GRANTED, "b": Auth.DENIED}
+    assert gate.calls == 2
+    auth._verifier.close()
+
+
+def test_credential_cache_default_sizes() -> None:
+    cache = CredentialCache()
+    for n in range(65):
+        cache.put(f"g{n}".encode(), True)
+    for n in range(1025):
+        cache.put(f"d{n}".encode(), False)
+    assert (cache.get(b"g0"), cache.get(b"g1"), cache.get(b"g64")) == (None, True, True)
+    assert (cache.get(b"d0"), cache.get(b"d1"), cache.get(b"d1024")) == (None, False, False)
