@@ -1,7 +1,7 @@
 """The probe workers' pure helpers, pinned down so that planted bugs fail (bench/mutation.py).
 
-The workers run as scripts on training nodes, so they import ``_common`` as a top-level module;
-the tests do the same through ``sys.path``.
+The workers run as scripts on training nodes and import ``_common`` as a top-level module; these
+tests import them under their package names so that mutmut sees its mutants switched on.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ PROBES_DIR = Path(__file__).resolve().parents[1] / "collectors" / "probes"
 
 @pytest.fixture(scope="module")
 def workers() -> Iterator[tuple[Any, Any, Any]]:
+    # Imported under their package names (mutmut matches mutants by module name); the workers' own
+    # ``import _common`` still needs their directory on the path.
     sys.path.insert(0, str(PROBES_DIR))
     try:
-        import _common
-        import allreduce
-        import gemm
+        import collectors.probes._common as common
+        import collectors.probes.allreduce as allreduce
+        import collectors.probes.gemm as gemm
     finally:
         sys.path.remove(str(PROBES_DIR))
-    yield _common, gemm, allreduce
+    yield common, gemm, allreduce
 
 
 # --------------------------------------------------------------------------- _common: test hooks
@@ -162,3 +164,56 @@ def test_bus_bandwidth_is_algbw_times_two_n_minus_one_over_n(workers: tuple[Any,
                                                              factor: float) -> None:
     _, _, allreduce = workers
     assert allreduce.bus_bandwidth(40e9, world_size) == pytest.approx(40e9 * factor, rel=1e-12, abs=0.0)
+
+
+# --------------------------------------------------------------------------- gemm: Freivalds on the host
+
+
+@pytest.fixture(scope="module")
+def torch() -> Any:
+    return pytest.importorskip("torch")
+
+
+def test_host_product_in_blocks_is_the_float64_product_and_row_norm(workers: tuple[Any, Any, Any], torch: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _, gemm, _ = workers
+    monkeypatch.setattr(gemm, "_HOST_BLOCK_ROWS", 2)
+    generator = torch.Generator().manual_seed(7)
+    matrix = torch.randn(5, 4, generator=generator, dtype=torch.float32)
+    vectors = torch.randn(4, 2, generator=generator, dtype=torch.float64)
+    product, norm = gemm._host_product(torch, matrix, vectors)
+    assert product.dtype == norm.dtype == torch.float64
+    assert torch.allclose(product, matrix.double() @ vectors, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(norm, ((matrix.double() ** 2) @ (vectors ** 2)).sqrt(), rtol=1e-12, atol=1e-12)
+
+
+def test_check_product_ratio_is_against_the_row_tolerance(workers: tuple[Any, Any, Any], torch: Any) -> None:
+    _, gemm, _ = workers
+    torch.manual_seed(3)
+    a = torch.randn(64, 48, dtype=torch.float32)
+    b = torch.randn(48, 32, dtype=torch.float32)
+    c = a @ b
+    correct, worst = gemm.check_product(torch, a, b, c, "fp32")
+    assert correct is True
+    assert 0.0 <= worst < 0.5
+    c[5, 7] += 1.0  # far beyond fp32 rounding of a 48-term row
+    wrong, ratio = gemm.check_product(torch, a, b, c, "fp32")
+    assert wrong is False
+    assert ratio > 100.0
+    c[5, 7] = float("inf")
+    assert gemm.check_product(torch, a, b, c, "fp32") == (False, math.inf)
+
+
+def test_corrupt_one_element_flips_and_pushes_one_element(workers: tuple[Any, Any, Any], torch: Any) -> None:
+    _, gemm, _ = workers
+    torch.manual_seed(5)
+    c = torch.full((16, 16), 2.0, dtype=torch.float64)
+    before = c.clone()
+    gemm.corrupt_one_element(torch, c)
+    changed = (c != before).nonzero()
+    assert len(changed) == 1
+    row, col = changed[0].tolist()
+    assert c[row, col].item() == pytest.approx(-2.0 - 8.0 * math.sqrt(16))
+    negative = torch.full((9, 9), -1.0, dtype=torch.float64)
+    gemm.corrupt_one_element(torch, negative)
+    assert sorted(set(negative.flatten().tolist())) == [-1.0, pytest.approx(1.0 + 8.0 * 3.0)]
