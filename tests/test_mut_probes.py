@@ -25,8 +25,7 @@ def workers() -> Iterator[tuple[Any, Any, Any]]:
     sys.path.insert(0, str(PROBES_DIR))
     try:
         import collectors.probes._common as common
-        import collectors.probes.allreduce as allreduce
-        import collectors.probes.gemm as gemm
+        from collectors.probes import allreduce, gemm
     finally:
         sys.path.remove(str(PROBES_DIR))
     yield common, gemm, allreduce
