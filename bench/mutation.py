@@ -43,6 +43,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mutation_verdicts import ACCEPTED, CASE_ONLY, CODEC_CASE, EQUIVALENT, VERDICTS, Verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 WORK_ROOT = ROOT / "build" / "mutation"
 TARGET_SCORE = 85.0
@@ -139,123 +141,6 @@ _MUTMUT_SETTINGS: dict[str, object] = {
     "timeout_multiplier": 15.0,
     "timeout_constant": 2.0,
 }
-
-EQUIVALENT, ACCEPTED = "equivalent", "accepted"
-# As a verdict's ``before``: any mutation that only changes the letter case of a raw-string regex
-# in the verdict's functions (``function`` may be a glob), for modules that match keys ignoring case.
-CASE_ONLY = "<letter case of a regex literal>"
-_BCRYPT_ALPHABET = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_IGNORECASE_WHY = "npu-smi keys are matched with re.IGNORECASE (npu_smi_kv._key_regex)"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A survivor that is not a hole in the tests: ``before`` -> ``after`` on one line of ``function``."""
-
-    module: str
-    function: str
-    before: str
-    after: str
-    kind: str  # EQUIVALENT or ACCEPTED
-    reason: str
-
-
-VERDICTS: tuple[Verdict, ...] = (
-    *(Verdict(f"collectors.{name}", "*", CASE_ONLY, "", EQUIVALENT, _IGNORECASE_WHY)
-      for name in ("npu_smi_kv", "npu_smi_usages", "npu_smi_common", "npu_smi_ecc", "npu_smi_health",
-                   "npu_smi_memory", "npu_smi_power", "npu_smi_temp", "npu_smi_board", "npu_smi_hccs",
-                   "npu_smi_hccs_bw")),
-    Verdict("collectors.npu_smi_ecc", "parse",
-            'ddr, hbm = _counts(block, "DDR", rejects), _counts(block, "HBM", rejects)',
-            'ddr, hbm = _counts(block, "ddr", rejects), _counts(block, "HBM", rejects)', EQUIVALENT,
-            "the memory name only becomes part of a key regex, matched ignoring case"),
-    Verdict("collectors.npu_smi_ecc", "parse",
-            'ddr, hbm = _counts(block, "DDR", rejects), _counts(block, "HBM", rejects)',
-            'ddr, hbm = _counts(block, "DDR", rejects), _counts(block, "hbm", rejects)', EQUIVALENT,
-            "the memory name only becomes part of a key regex, matched ignoring case"),
-    Verdict("collectors.npu_smi_hccs_bw", "parse", "row = _ROW_RE.fullmatch(line) if order else None",
-            "row = _ROW_RE.fullmatch(line) if (order) or True else None", EQUIVALENT,
-            "the next line skips every row while order is None, matched or not"),
-    Verdict("collectors.npu_smi_kv", "parse_blocks", "start = 0", "start = None", EQUIVALENT,
-            "start is set from the line number before the first pair is stored; the initial value is never read"),
-    Verdict("collectors.npu_smi_kv", "parse_blocks", "start = 0", "start = 1", EQUIVALENT,
-            "start is set from the line number before the first pair is stored; the initial value is never read"),
-    Verdict("collectors.npu_smi_kv", "parse_blocks", "pending_break = False", "pending_break = None", EQUIVALENT,
-            "pending_break is only tested for truth; None and False read the same"),
-    Verdict("collectors.npu_smi_kv", "parse_blocks", "pending_break = False", "pending_break = True", EQUIVALENT,
-            "before the first pair a break only closes an empty block, which close() drops"),
-    Verdict("collectors.hccn_link_stat", "_table_row", 'cells = [cell.strip() for cell in line.strip("|").split("|")]',
-            'cells = [cell.strip() for cell in line.strip(None).split("|")]', EQUIVALENT,
-            "the row is already stripped; the empty edge cells this leaves are neither a state nor a timestamp"),
-    Verdict("collectors.hccn_link_stat", "_table_row", 'cells = [cell.strip() for cell in line.strip("|").split("|")]',
-            'cells = [cell.strip() for cell in line.strip("XX|XX").split("|")]', ACCEPTED,
-            "differs only for a row whose first or last cell starts or ends with X, which no box table prints"),
-    Verdict("collectors.hccn_link_stat", "parse", 'if line.startswith("+"):', 'if line.startswith("XX+XX"):',
-            EQUIVALENT, "a +---+ border has no ':' and no LINK state, so the later checks skip it as well"),
-    Verdict("collectors.hccn_link_stat", "samples", "with contextlib.suppress(OverflowError, OSError, ValueError):",
-            "with contextlib.suppress(OSError, ValueError):", ACCEPTED,
-            "OverflowError is what mktime raises with a 32-bit time_t; Linux x86-64 raises ValueError (tested)"),
-    Verdict("collectors.hccn_link_stat", "samples", "with contextlib.suppress(OverflowError, OSError, ValueError):",
-            "with contextlib.suppress(OverflowError, ValueError):", ACCEPTED,
-            "OSError is what mktime raises on some platforms; Linux x86-64 raises ValueError (tested)"),
-    Verdict("collectors.hccn_optical", "_quantity",
-            'return float(match.group("num")), (match.group("unit") or "").lower()',
-            'return float(match.group("num")), (match.group("unit") or "XXXX").lower()', EQUIVALENT,
-            'no scale table has a "" or "xxxx" unit: a bare number is no quantity either way'),
-    Verdict("collectors.hccn_optical", "parse", "header = False", "header = None", EQUIVALENT,
-            "header is only tested for truth; None and False read the same"),
-    *(Verdict("agent.web.auth", "_decoy_hash",
-              f'checksum = "".join(secrets.choice("{alphabet}")', f'checksum = "".join(secrets.choice("{changed}")',
-              EQUIVALENT, "any bcrypt-base64 characters make a checksum no password matches; it only costs time")
-      for alphabet, changed in (
-          (_BCRYPT_ALPHABET, f"XX{_BCRYPT_ALPHABET}XX"),
-          (_BCRYPT_ALPHABET, _BCRYPT_ALPHABET.replace("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")),
-          (_BCRYPT_ALPHABET, _BCRYPT_ALPHABET.replace("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")))),
-    Verdict("agent.web.auth", "_default_workers", "return min(2, max(1, (os.cpu_count() or 1) // 4))",
-            "return min(2, max(1, (os.cpu_count() or 2) // 4))", EQUIVALENT, "1 // 4 and 2 // 4 are both 0, then 1"),
-    *(Verdict("agent.web.auth", "BasicAuth.__init__", before, after, ACCEPTED,
-              "the decoy key's constant and framing need only be fixed for one configuration and unknown "
-              "without its hashes; any constant does (decoy cost stability is tested)")
-      for before, after in (
-          ('material = b"\\0".join(sorted(hashed for _name, hashed in self._users))',
-           'material = b"XX\\0XX".join(sorted(hashed for _name, hashed in self._users))'),
-          ('self._decoy_key = hashlib.sha256(b"npuwatch decoy cost\\0" + material).digest()',
-           'self._decoy_key = hashlib.sha256(b"XXnpuwatch decoy cost\\0XX" + material).digest()'),
-          ('self._decoy_key = hashlib.sha256(b"npuwatch decoy cost\\0" + material).digest()',
-           'self._decoy_key = hashlib.sha256(b"NPUWATCH DECOY COST\\0" + material).digest()'))),
-    Verdict("agent.web.auth", "BasicAuth.decoy_cost",
-            'return self._user_costs[int.from_bytes(digest[:8], "big") % len(self._user_costs)]',
-            "return self._user_costs[int.from_bytes(digest[:8], ) % len(self._user_costs)]", EQUIVALENT,
-            'byteorder defaults to "big" since Python 3.11 (the project requires 3.11)'),
-    Verdict("agent.web.auth", "BasicAuth.decoy_cost",
-            'return self._user_costs[int.from_bytes(digest[:8], "big") % len(self._user_costs)]',
-            'return self._user_costs[int.from_bytes(digest[:9], "big") % len(self._user_costs)]', ACCEPTED,
-            "another slice of the same HMAC picks costs just as uniformly and stably"),
-    Verdict("agent.web.auth", "BasicAuth.check",
-            'def check(self, authorization: str | None, client: str = "") -> Auth:',
-            'def check(self, authorization: str | None, client: str = "XXXX") -> Auth:', EQUIVALENT,
-            "the default only names the one rate bucket that callers without an address share"),
-    Verdict("agent.web.auth", "BcryptVerifier.__init__",
-            "per_client_burst: int = 4, wait_s: float = 5.0, checkpw: Checkpw | None = None) -> None:",
-            "per_client_burst: int = 4, wait_s: float = 6.0, checkpw: Checkpw | None = None) -> None:", ACCEPTED,
-            "how long a request waits for bcrypt: any few seconds serve; the wait itself is tested"),
-    Verdict("agent.web.auth", "BcryptVerifier._finished", "self._in_flight.pop(key, None)",
-            "self._in_flight.pop(key, )", EQUIVALENT, "the key is always there: only this callback removes it"),
-    Verdict("agent.web.auth", "BcryptVerifier.verify", "started = False", "started = None", EQUIVALENT,
-            "started is only tested for truth"),
-    Verdict("agent.web.auth", "BcryptVerifier.verify", "started = False", "started = True", ACCEPTED,
-            "adds a second done-callback when a client joins a running check; it only discards the joiner's "
-            "name, which matters only if that client also runs a check of its own at that moment"),
-    *(Verdict("agent.web.auth", "CredentialCache.__init__", "self._salt = secrets.token_bytes(16)", after, EQUIVALENT,
-              "the salt's length is not observable; 16, 17 or 32 random bytes all make keys unguessable")
-      for after in ("self._salt = secrets.token_bytes(None)", "self._salt = secrets.token_bytes(17)")),
-    Verdict("agent.web.auth", "CredentialCache.put", "entries[key] = None", 'entries[key] = ""', EQUIVALENT,
-            "the OrderedDict is used as an ordered set; its values are never read"),
-    Verdict("agent.web.auth", "CredentialCache.put", "entries.popitem(last=False)", "entries.popitem(last=None)",
-            EQUIVALENT, "last=None is false: the oldest entry goes either way"),
-    Verdict("collectors.bounds", "clip", "head = line[: limit + 1]", "head = line[: limit + 2]", EQUIVALENT,
-            "the slice only caps the work; the result keeps at most limit - 3 characters of a longer line"),
-)
 
 
 @dataclass
@@ -368,9 +253,13 @@ def _case_only(mutant: Mutant) -> bool:
 
 def find_verdict(mutant: Mutant, module: str, verdicts: Iterable[Verdict] = VERDICTS) -> Verdict | None:
     for verdict in verdicts:
-        if verdict.module != module or not fnmatch.fnmatchcase(mutant.function, verdict.function):
+        if not fnmatch.fnmatchcase(module, verdict.module) or not fnmatch.fnmatchcase(mutant.function,
+                                                                                      verdict.function):
             continue
         if verdict.before == CASE_ONLY and _case_only(mutant):
+            return verdict
+        if verdict.before == CODEC_CASE and mutant.before != mutant.after and \
+                mutant.after == mutant.before.replace('"utf-8"', '"UTF-8"'):
             return verdict
         if verdict.before == mutant.before and verdict.after == mutant.after:
             return verdict
