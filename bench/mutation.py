@@ -68,6 +68,8 @@ class Target:
     needs_isolation: bool = False
     # Tests left out (pytest node ids): timing assertions that mutmut's tracing makes fail.
     deselect: tuple[str, ...] = ()
+    # Source lines not mutated (regexes): where a mutant would kill the mutation run itself.
+    skip_lines: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -94,8 +96,12 @@ def _hccn(name: str) -> Target:
 
 
 TARGETS: tuple[Target, ...] = (
+    # The victim filter of kill_tree: "and" -> "or", or "==" -> "!=" in _carries_run_id, makes a mutant
+    # SIGKILL every process it sees, mutmut included (inside the PID namespace: nothing else).
     Target("agent/core/tool_runner.py", ("tests/test_mut_tool_runner.py", "tests/test_runner.py"),
-           needs_isolation=True),
+           needs_isolation=True,
+           skip_lines=(r"process\.pid not in victims and process\.pid != proc\.pid and _carries_run_id",
+                       r"return process\.environ\(\)\.get\(RUN_ID_ENV\) == run_id", r"^\s+return False$")),
     Target("agent/core/snapshot.py", ("tests/test_snapshot.py", "tests/test_mut_snapshot.py",
                                       "tests/test_exporter.py")),
     Target("agent/core/exposition.py", ("tests/test_mut_exposition.py", "tests/test_exporter.py")),
@@ -310,6 +316,8 @@ def mutmut_section(target: Target) -> str:
     for node_id in target.deselect:
         extra_args += ["--deselect", node_id]
     settings["pytest_add_cli_args"] = extra_args
+    if target.skip_lines:
+        settings["do_not_mutate_patterns"] = list(target.skip_lines)
     lines = ["", "[tool.mutmut]"] + [f"{key} = {_toml_value(value)}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
 
