@@ -265,6 +265,11 @@ def _case_only(mutant: Mutant) -> bool:
             and _RAW_STRING_RE.search(mutant.before) is not None)
 
 
+def _text_matches(pattern: str, text: str) -> bool:
+    """Exact text, or a prefix when ``pattern`` ends with ``*`` (no other wildcards: code has brackets)."""
+    return text.startswith(pattern[:-1]) if pattern.endswith("*") else text == pattern
+
+
 def find_verdict(mutant: Mutant, module: str, verdicts: Iterable[Verdict] = VERDICTS) -> Verdict | None:
     for verdict in verdicts:
         if not fnmatch.fnmatchcase(module, verdict.module) or not fnmatch.fnmatchcase(mutant.function,
@@ -275,7 +280,7 @@ def find_verdict(mutant: Mutant, module: str, verdicts: Iterable[Verdict] = VERD
         if verdict.before == CODEC_CASE and mutant.before != mutant.after and \
                 mutant.after == mutant.before.replace('"utf-8"', '"UTF-8"'):
             return verdict
-        if verdict.before == mutant.before and verdict.after == mutant.after:
+        if _text_matches(verdict.before, mutant.before) and _text_matches(verdict.after, mutant.after):
             return verdict
     return None
 

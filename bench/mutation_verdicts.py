@@ -216,4 +216,34 @@ _TAIL_VERDICTS: tuple[Verdict, ...] = (
                     'bool(data.get("skip_long", )), False, dict(data.get("meta") or {}))')),
 )
 
-VERDICTS = VERDICTS + _TAIL_VERDICTS
+_EXPO = "agent.core.exposition"
+_GO_FLOAT = ("the inline test only picks the fast path; floatToGoString gives the same text whenever the "
+             "mutated test sends a value to it instead")
+_CORE_VERDICTS: tuple[Verdict, ...] = (
+    *(Verdict(_EXPO, "_format_value", 'if value > 0 and text.find(".") > 6:', after, EQUIVALENT, _GO_FLOAT)
+      for after in ('if value > 0 or text.find(".") > 6:', 'if value >= 0 and text.find(".") > 6:',
+                    'if value > 1 and text.find(".") > 6:', 'if value > 0 and text.rfind(".") > 6:',
+                    'if value > 0 and text.find(".") >= 6:')),
+    *(Verdict(_EXPO, "render_family",
+              """labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order, strict=True)])""",
+              f"""labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order, {strict})])""",
+              EQUIVALENT, "prefixes and order are built from the same names: always the same length")
+      for strict in ("strict=None", "", "strict=False")),
+    *(Verdict(_EXPO, "valid_rows", "names, values = zip(*sample.labels, strict=True)",
+              f"names, values = zip(*sample.labels, {strict})", EQUIVALENT,
+              "label pairs are pairs: the two tuples always have the same length")
+      for strict in ("strict=None", "", "strict=False")),
+    Verdict(_EXPO, "render_family",
+            'family = spec.name.removesuffix("_total") if spec.type == "counter" else spec.name',
+            'family = spec.name.removesuffix("_total") if (spec.type == "counter") or True else spec.name',
+            EQUIVALENT, "no catalogue metric other than a counter ends in _total (checked)"),
+    Verdict(_EXPO, "valid_rows", 'log.debug("dropping %s%s: labels do not match the catalogue", *', "*", ACCEPTED,
+            "debug log text"),
+    Verdict(_EXPO, "SnapshotRenderer._report", 'log.error("%s", message)', "log.error(message)", ACCEPTED,
+            "differs only for a message holding '%'; messages name metrics and collectors, which cannot"),
+    Verdict("collectors.probes._common", "_hook_matches", 'spec = os.environ.get(env_name, "").strip()',
+            'spec = os.environ.get(env_name, "XXXX").strip()', EQUIVALENT,
+            "an unset hook then reads as the hook XXXX, which no stage or probe is called"),
+)
+
+VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS

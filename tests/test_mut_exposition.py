@@ -218,3 +218,24 @@ def test_render_lists_every_self_metric_family_even_without_collectors() -> None
     for name in SnapshotRenderer.SELF_METRICS:
         assert f"# TYPE {name} " in text
     assert "npuwatch_expected_chips 0.0\n" in text
+
+
+def test_a_stale_source_does_not_hide_the_next_one() -> None:
+    clock = Clock()
+    store = store_with(clock)
+    store.put_success("a_src", [Sample("npu_chips", (), 2.0)], None, 1.0, 1.0)
+    clock.now = 1031.0
+    store.put_success("b_src", [Sample("npu_power_watts", (("npu", "1"), ("chip", "0")), 90.0)], None, 1.0, 1.0)
+    text = SnapshotRenderer(store, {}, 1).render(False).decode()
+    assert "npu_chips 2.0" not in text
+    assert 'npu_power_watts{chip="0",npu="1"} 90.0' in text
+
+
+def test_a_duplicate_family_does_not_hide_the_families_after_it() -> None:
+    store = store_with(Clock())
+    store.put_success("a_src", [Sample("npu_chips", (), 2.0)], None, 1.0, 1.0)
+    store.put_success("b_src", [Sample("npu_chips", (), 5.0),
+                                Sample("npu_power_watts", (("npu", "1"), ("chip", "0")), 90.0)], None, 1.0, 1.0)
+    text = SnapshotRenderer(store, {}, 1).render(False).decode()
+    assert "npu_chips 2.0" in text and "npu_chips 5.0" not in text
+    assert 'npu_power_watts{chip="0",npu="1"} 90.0' in text

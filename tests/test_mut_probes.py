@@ -216,3 +216,18 @@ def test_corrupt_one_element_flips_and_pushes_one_element(workers: tuple[Any, An
     negative = torch.full((9, 9), -1.0, dtype=torch.float64)
     gemm.corrupt_one_element(torch, negative)
     assert sorted(set(negative.flatten().tolist())) == [-1.0, pytest.approx(1.0 + 8.0 * 3.0)]
+
+
+def test_stall_hook_rank_defaults_to_zero(workers: tuple[Any, Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+
+    def sleep(seconds: float) -> None:
+        raise InterruptedError
+
+    monkeypatch.setattr(common.time, "sleep", sleep)
+    monkeypatch.setenv(common.STALL_ENV, "exec:0")
+    with pytest.raises(InterruptedError):
+        common.stall_if_requested("exec")
+    with pytest.raises(InterruptedError):
+        common.stall_if_requested("exec", 0)
+    common.stall_if_requested("exec", 1)

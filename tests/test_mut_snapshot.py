@@ -197,3 +197,22 @@ def test_records_only_while_fresh_and_never_before_a_success() -> None:
 def test_a_snapshot_without_success_is_never_fresh() -> None:
     assert not SourceSnapshot("temp", 15.0, None).fresh(0.0)
     assert SourceSnapshot("temp", 15.0, None, last_success=0.0).fresh(1e12)
+
+
+def test_every_put_resets_what_the_previous_state_left() -> None:
+    store = registered(Clock(1000.0))
+    store.put_failure("temp", "timeout", "slow", 1.0, 1.0)
+    store.put_degraded("temp", "state file")
+    assert store.get("temp").error_reason is None  # type: ignore[union-attr]
+    store.put_failure("temp", "exit", "rc 1", 1.0, 1.0)
+    store.put_no_data("temp", "absent", 1.0, 1.0)
+    assert store.get("temp").error_reason is None  # type: ignore[union-attr]
+    store.put_success("temp", [SAMPLE], None, 1.0, 1.0)
+    snap = store.get("temp")
+    assert snap is not None and snap.no_data is False and snap.error_reason is None
+
+
+def test_re_register_recomputes_the_default_max_age() -> None:
+    store = registered()
+    store.register("temp", 30.0)
+    assert store.get("temp").max_age_s == 90.0  # type: ignore[union-attr]
