@@ -1,0 +1,118 @@
+"""``collectors.hccl_classify``: exact dictionaries, timestamp ranges and hint extraction (bench/mutation.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from collectors.hccl_classify import Event, Hint, classify_line, parse_timestamp
+
+
+def local(*fields: int) -> float:
+    """Epoch seconds of local (year, month, day, hour, minute, second)."""
+    return time.mktime((*fields, 0, 0, -1))
+
+
+def test_hint_and_event_dictionaries() -> None:
+    hint = Hint("remote_rank", "4", 12.5, "job.log")
+    assert hint.to_dict() == {"kind": "remote_rank", "value": "4", "timestamp": 12.5, "source": "job.log"}
+    event = Event("EI0006", "socket_timeout", 10.0, "text", "job.log", 7, (hint,))
+    assert event.to_dict() == {"code": "EI0006", "category": "socket_timeout", "timestamp": 10.0, "text": "text",
+                               "source": "job.log", "line_no": 7,
+                               "hints": [{"kind": "remote_rank", "value": "4"}]}
+
+
+@pytest.mark.parametrize(("stamp", "valid"), [
+    ("2024-12-31-23:59:59", True), ("2024-01-01-00:00:00", True), ("2024-12-31-23:59:61", True),
+    ("2024-13-01-00:00:00", False), ("2024-00-01-00:00:00", False), ("2024-01-32-00:00:00", False),
+    ("2024-01-00-00:00:00", False), ("2024-01-01-24:00:00", False), ("2024-01-01-00:60:00", False),
+    ("2024-01-01-00:00:62", False),
+])
+def test_plog_timestamp_field_ranges(stamp: str, valid: bool) -> None:
+    assert (parse_timestamp(f"[ERROR] HCCL(1,python):{stamp}.000.000 x") is not None) is valid
+
+
+def test_plog_timestamp_fraction_and_seconds() -> None:
+    assert parse_timestamp("2024-03-28-10:25:50.589.610") == pytest.approx(
+        local(2024, 3, 28, 10, 25, 50) + 0.58961, abs=1e-9)
+    assert parse_timestamp("2024-03-28-10:25:50") == local(2024, 3, 28, 10, 25, 50)
+
+
+def test_glog_fraction_is_added() -> None:
+    ref = local(2024, 3, 30, 0, 0, 0)
+    assert parse_timestamp("E0324 13:00:25.428 x", ref) == pytest.approx(local(2024, 3, 24, 13, 0, 25) + 0.428)
+
+
+def test_year_rollover_threshold_is_two_days_after_the_reference() -> None:
+    ref = local(2024, 6, 10, 12, 0, 0)
+    inside = "E0612 11:59:59 x"  # 1 day 23:59:59 after the reference: this year
+    assert parse_timestamp(inside, ref) == local(2024, 6, 12, 11, 59, 59)
+    edge = "E0612 12:00:00 x"  # exactly 2 days after: still this year
+    assert parse_timestamp(edge, ref) == local(2024, 6, 12, 12, 0, 0)
+    beyond = "E0612 12:00:01 x"  # more than 2 days after: last year's line
+    assert parse_timestamp(beyond, ref) == local(2023, 6, 12, 12, 0, 1)
+    assert parse_timestamp("E0609 12:00:00 x", ref) == local(2024, 6, 9, 12, 0, 0)
+
+
+def test_syslog_takes_the_reference_year() -> None:
+    ref = local(2023, 8, 2, 0, 0, 0)
+    assert parse_timestamp("Aug  1 08:38:31 host kernel: x", ref) == local(2023, 8, 1, 8, 38, 31)
+
+
+def test_failed_agents_become_missing_rank_hints_once_each() -> None:
+    result = classify_line("[ERROR] HCCL(1,python):2024-03-28-10:25:50.589.610 [a.cc:1] "
+                           "Failed to connect agent[3, 5,,3 ,7] timeout")
+    assert result is not None
+    assert [h for h in result.hints if h[0] == "missing_rank"] == [
+        ("missing_rank", "3"), ("missing_rank", "5"), ("missing_rank", "7")]
+    listed = classify_line("[ERROR] HCCL(1,x):2024-03-28-10:25:50 connectFailedAgentIdList[9] failed")
+    assert listed is not None and ("missing_rank", "9") in listed.hints
+    unlisted = classify_line("[ERROR] HCCL(1,x):2024-03-28-10:25:50 connect agent failed")
+    assert unlisted is None or not any(kind == "missing_rank" for kind, _ in unlisted.hints)
+
+
+def test_a_link_error_row_blames_its_first_peer_only() -> None:
+    result = classify_line("EI0012: | 10.0.0.1(3) | 10.0.0.2(4) | link error timeout")
+    assert result is not None
+    assert [h for h in result.hints if h[0] == "link_peer"] == [("link_peer", "10.0.0.1/3")]
+
+
+def test_hints_skip_placeholder_values_and_duplicates() -> None:
+    result = classify_line("EI0006: Getting socket times out. remote rank:[4] remoteRank[4] remote rank:[-1]")
+    assert result is not None
+    assert [h for h in result.hints if h[0] == "remote_rank"] == [("remote_rank", "4")]
+
+
+def test_root_server_hint_joins_host_and_port() -> None:
+    result = classify_line("EI0015: timeout connect server[ 10.0.0.9 : 60000 ] failed")
+    assert result is not None
+    assert ("root_server", "10.0.0.9:60000") in result.hints
+
+
+@pytest.mark.parametrize("advice", ["Possible Cause: the peer died. EI0006 timeout",
+                                    "Solution: check EI0006 timeout", "(Please search EI0006 error)"])
+def test_advice_lines_are_not_incidents(advice: str) -> None:
+    assert classify_line(advice) is None
+
+
+def test_prefixes_are_stripped_up_to_three_deep_and_indentation_is_kept() -> None:
+    line = "(RayWorker pid=1) [rank2]: [default0]: EI0006: [PID: 1] 2024-01-01-00:00:00 socket times out"
+    result = classify_line(line)
+    assert result is not None and result.text.startswith("EI0006:")
+    indented = classify_line("[rank2]:     EI0006: 2024-01-01-00:00:00 socket times out")
+    assert indented is not None and indented.indented is True
+    flush = classify_line("[rank2]: EI0006: 2024-01-01-00:00:00 socket times out")
+    assert flush is not None and flush.indented is False
+    four = classify_line("(a pid=1) (b pid=2) (c pid=3) (d pid=4) EI0006: x times out")
+    assert four is not None and four.text.startswith("(d pid=4)")
+    bare = classify_line("  EI0006: socket times out  ")
+    assert bare is not None and bare.indented is True and bare.text == "EI0006: socket times out"
+
+
+def test_classify_line_uses_the_reference_time_and_keeps_hint_only_lines() -> None:
+    ref = local(2024, 3, 30, 0, 0, 0)
+    result = classify_line("E0324 13:00:25 EI0006: socket times out", ref)
+    assert result is not None and result.timestamp == local(2024, 3, 24, 13, 0, 25)
+    hint_only = classify_line("[INFO] HCCL(1,x): crimer rank [12] is the one")
+    assert hint_only is not None and hint_only.matches == () and ("crimer_rank", "12") in hint_only.hints
