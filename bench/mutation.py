@@ -70,6 +70,8 @@ class Target:
     deselect: tuple[str, ...] = ()
     # Source lines not mutated (regexes): where a mutant would kill the mutation run itself.
     skip_lines: tuple[str, ...] = ()
+    # A mutant times out after this many times its tests' normal duration (mutmut's default: 15).
+    timeout_multiplier: float = 15.0
 
     @property
     def module(self) -> str:
@@ -138,8 +140,10 @@ TARGETS: tuple[Target, ...] = (
     Target("collectors/probes/_common.py", _PROBE_TESTS,
            functions=("emit_result", "report_stage", "_hook_matches", "stall_if_requested", "corruption_requested",
                       "looks_like_timeout")),
+    # Mutants of the host loops run torch for minutes: 4x the normal time is a hang here.
     Target("collectors/probes/gemm.py", _PROBE_TESTS,
-           functions=("row_tolerance_factor", "_host_product", "check_product", "corrupt_one_element")),
+           functions=("row_tolerance_factor", "_host_product", "check_product", "corrupt_one_element"),
+           timeout_multiplier=4.0),
     Target("collectors/probes/allreduce.py", _PROBE_TESTS, functions=("bus_bandwidth",)),
 )
 
@@ -153,7 +157,6 @@ _MUTMUT_SETTINGS: dict[str, object] = {
     # forked from the process that ran the whole suite for the stats, mutants of
     # hccl_classify._analyse that crash on every call "survived" (state the suite left behind).
     "process_isolation": "forkserver",
-    "timeout_multiplier": 15.0,
     "timeout_constant": 2.0,
 }
 
@@ -322,6 +325,7 @@ def mutmut_section(target: Target) -> str:
     for node_id in target.deselect:
         extra_args += ["--deselect", node_id]
     settings["pytest_add_cli_args"] = extra_args
+    settings["timeout_multiplier"] = target.timeout_multiplier
     if target.skip_lines:
         settings["do_not_mutate_patterns"] = list(target.skip_lines)
     lines = ["", "[tool.mutmut]"] + [f"{key} = {_toml_value(value)}" for key, value in settings.items()]
