@@ -501,10 +501,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(run_module(target, args.jobs, args.timeout))
     print(markdown_table(results))
     for result in results:
-        lines = survivor_lines(result, explained=False) if args.survivors else []
-        lines += survivor_lines(result, explained=True) if args.explained else []
-        if lines:
-            print(f"\n{result.target.path}:\n" + "\n".join(lines))
+        explained = survivor_lines(result, explained=True) if args.explained else []
+        open_ = survivor_lines(result, explained=False) if args.survivors else []
+        if explained or open_:
+            print(f"\n### {result.target.path}\n")
+        if explained:
+            print("Equivalent or accepted:\n\n" + "\n".join(explained) + "\n")
+        if open_:
+            print("Not explained yet (a test should kill these):\n\n" + "\n".join(open_) + "\n")
     low = [result for result in results if result.error or (result.score or 0.0) < TARGET_SCORE]
     return 1 if low else 0
 
