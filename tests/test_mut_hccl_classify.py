@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from collectors.hccl_classify import Event, Hint, classify_line, parse_timestamp
+from collectors.hccl_classify import Event, Hint, StreamClassifier, classify_line, parse_timestamp
 
 
 def local(*fields: int) -> float:
@@ -116,3 +117,82 @@ def test_classify_line_uses_the_reference_time_and_keeps_hint_only_lines() -> No
     assert result is not None and result.timestamp == local(2024, 3, 24, 13, 0, 25)
     hint_only = classify_line("[INFO] HCCL(1,x): crimer rank [12] is the one")
     assert hint_only is not None and hint_only.matches == () and ("crimer_rank", "12") in hint_only.hints
+
+
+# --------------------------------------------------------------------------- StreamClassifier
+
+ERR = "[ERROR] HCCL(1,python):2024-01-01-00:00:00.000.000 [topo.cc:1] "
+
+
+def test_state_round_trip_is_exact_and_defaults_fill_gaps() -> None:
+    stream = StreamClassifier(source="s")
+    stream.feed("EI0006: 2024-01-01-00:00:00 socket times out")
+    stream.feed("untimed EI0002: notify times out")
+    stream.flush()
+    state = stream.state()
+    assert set(state) == {"line_no", "last_ts", "last_ts_line", "counted"}
+    assert state["line_no"] == 2 and state["last_ts_line"] == 1
+    assert state["last_ts"] == local(2024, 1, 1, 0, 0, 0)
+    assert state["counted"]["EI0006"] == [local(2024, 1, 1, 0, 0, 0), 1]
+    again = StreamClassifier.from_state(json.loads(json.dumps(state)), source="t")
+    assert again.state() == state
+    assert again.source == "t"
+    partial = StreamClassifier.from_state({"counted": {"EI0006": [None, "3"]}})
+    assert partial.state() == {"line_no": 0, "last_ts": None, "last_ts_line": -(10**9),
+                               "counted": {"EI0006": [None, 3]}}
+    assert StreamClassifier.from_state({"line_no": "x"}, source="u").state()["line_no"] == 0
+    assert StreamClassifier.from_state({"counted": {"k": [1.0]}}).state()["counted"] == {}
+    assert StreamClassifier.from_state(None, block_lines=7).block_lines == 7
+    assert StreamClassifier.from_state({"line_no": "bad"}, block_lines=7).block_lines == 7
+
+
+def test_a_wrapped_exception_location_is_joined_within_the_pending_lines() -> None:
+    stream = StreamClassifier(source="s")
+    _, first = stream.feed("2024-01-01-00:00:00 EI0006: socket times out. Cluster Exception Location[IP/ID]:[10.0.")
+    _, second = stream.feed("0.7/3]")
+    assert [(h.kind, h.value, h.source) for h in first + second if h.kind == "exception_location"] == [
+        ("exception_location", "10.0.0.7/3", "s")]
+    assert [h.timestamp for h in second] == [local(2024, 1, 1, 0, 0, 0)]
+
+
+def test_an_unfinished_exception_location_is_dropped_after_the_pending_lines() -> None:
+    stream = StreamClassifier()
+    stream.feed("EI0006: x times out. Cluster Exception Location[IP/ID]:[10.0.")
+    hints = [h for _ in range(10) for h in stream.feed("0")[1]]
+    assert hints == []
+    assert stream._pending == "" and stream._pending_lines == 0
+
+
+def test_root_side_connected_lists_name_the_missing_ranks() -> None:
+    stream = StreamClassifier(source="root.log")
+    lines = [f"{ERR}EI0015: topo exchange timeout, total connected num is [2],line num is [1]",
+             f"{ERR}need connect rankNum is [4]",
+             f"{ERR}connected rankinfo[LINE 0]: [0000000000000000],[0000000000000002],"]
+    hints = [h for line in lines for h in stream.feed(line)[1]]
+    assert [(h.kind, h.value, h.source) for h in hints if h.kind == "missing_rank"] == [
+        ("missing_rank", "1", "root.log"), ("missing_rank", "3", "root.log")]
+    assert stream._root is None
+
+
+def test_root_side_lists_too_far_apart_start_over() -> None:
+    stream = StreamClassifier(block_lines=2)
+    stream.feed(f"{ERR}total connected num is [1],line num is [1]")
+    stream.feed(f"{ERR}need connect rankNum is [2]")
+    _, hints = stream.feed(f"{ERR}connected rankinfo[LINE 0]: [0000000000000000],")
+    assert [h.value for h in hints if h.kind == "missing_rank"] == ["1"]  # 2 lines on: still one block
+    stream.feed(f"{ERR}total connected num is [1],line num is [1]")
+    stream.feed(f"{ERR}need connect rankNum is [2]")
+    stream.feed("filler")
+    stream.feed("filler")
+    _, late = stream.feed(f"{ERR}connected rankinfo[LINE 0]: [0000000000000000],")
+    assert [h for h in late if h.kind == "missing_rank"] == []
+
+
+def test_untimed_lines_inherit_the_last_time_within_block_lines_only() -> None:
+    stream = StreamClassifier(block_lines=2)
+    stream.feed("2024-01-01-00:00:00 EI0006: socket times out")
+    _, near = stream.feed("remote rank:[3] crimer")
+    stream.feed("x")
+    _, far = stream.feed("remote rank:[5] crimer")
+    assert [h.timestamp for h in near] == [local(2024, 1, 1, 0, 0, 0)]
+    assert [h.timestamp for h in far] == [None]
