@@ -196,3 +196,30 @@ def test_untimed_lines_inherit_the_last_time_within_block_lines_only() -> None:
     _, far = stream.feed("remote rank:[5] crimer")
     assert [h.timestamp for h in near] == [local(2024, 1, 1, 0, 0, 0)]
     assert [h.timestamp for h in far] == [None]
+
+
+@pytest.mark.parametrize(("gap", "expired_at"), [(3, None), (4, 5)])
+def test_an_untimed_event_is_final_once_block_lines_have_passed(gap: int, expired_at: int | None) -> None:
+    stream = StreamClassifier(block_lines=3)
+    finals = [stream.feed("EI0002: notify times out")[0]]
+    finals += [stream.feed("remote rank:[3] crimer")[0] for _ in range(gap)]
+    settled = [(line, [(e.code, e.line_no) for e in events]) for line, events in enumerate(finals, 1) if events]
+    assert settled == ([] if expired_at is None else [(expired_at, [("EI0002", 1)])])
+
+
+def test_duplicates_are_counted_per_absorbed_line() -> None:
+    stream = StreamClassifier()
+    events, _ = stream.feed_lines([f"{ERR}something odd", "EI0006: 2024-01-01-00:00:10 socket times out"])
+    assert [(e.code, e.line_no) for e in events] == [("EI0006", 2)]
+    assert stream.duplicates == 1
+    timed = StreamClassifier()
+    events, _ = timed.feed_lines(["EI0006: 2024-01-01-00:00:00 socket times out",
+                                  "EI0006: 2024-01-01-00:01:00 socket times out",
+                                  "EI0006: 2024-01-01-00:01:01 socket times out"])
+    assert [(e.code, e.line_no) for e in events] == [("EI0006", 1), ("EI0006", 3)]
+    assert timed.duplicates == 1
+    untimed = StreamClassifier(block_lines=2)
+    events, _ = untimed.feed_lines(["EI0002: notify times out", "remote rank:[1] crimer", "EI0002: notify times out",
+                                    "remote rank:[1] crimer", "remote rank:[1] crimer", "EI0002: notify times out"])
+    assert [(e.code, e.line_no) for e in events] == [("EI0002", 1), ("EI0002", 6)]
+    assert untimed.duplicates == 1
