@@ -223,3 +223,11 @@ def test_duplicates_are_counted_per_absorbed_line() -> None:
                                     "remote rank:[1] crimer", "remote rank:[1] crimer", "EI0002: notify times out"])
     assert [(e.code, e.line_no) for e in events] == [("EI0002", 1), ("EI0002", 6)]
     assert untimed.duplicates == 1
+
+
+def test_inheritance_reaches_exactly_block_lines() -> None:
+    stream = StreamClassifier(block_lines=2)
+    stream.feed("2024-01-01-00:00:00 EI0006: socket times out")
+    stream.feed("x")
+    _, edge = stream.feed("remote rank:[3] crimer")
+    assert [h.timestamp for h in edge] == [local(2024, 1, 1, 0, 0, 0)]
