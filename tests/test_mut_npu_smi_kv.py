@@ -349,3 +349,16 @@ def test_chip_argv_needs_a_chip() -> None:
     assert chip_argv("usages", ChipRef(2, 1)) == ["info", "-t", "usages", "-i", "2", "-c", "1"]
     assert chip_argv("board", ChipRef(2, 1), card_level=True) == ["info", "-t", "board", "-i", "2"]
     assert chip_argv("usages", ChipRef(2, 0, has_chip_id=False)) == ["info", "-t", "usages", "-i", "2"]
+
+
+def test_hccs_bw_rejections_carry_their_line() -> None:
+    limit = LIMITS["links"]
+    rows = "".join(f"{link} 1 1\n" for link in range(limit)) + "0 2 2\n99 abc 1\n100 1 1\nbad\x1b 1 1\n"
+    record = npu_smi_hccs_bw.parse(HCCS_BW_HEADER + rows)
+    assert [(r.line, r.reason) for r in record.rejected] == [
+        ("0 2 2", "link 0 printed twice; the first row is kept"),
+        ("99 abc 1", "'abc' is not a bandwidth in GB/S"),
+        ("99 abc 1", f"more than {limit} links"),
+        ("100 1 1", f"more than {limit} links"),
+        ("bad\\x1b 1 1", "line too long or with control characters"),
+    ]
