@@ -51,8 +51,9 @@ TARGET_SCORE = 85.0
 
 # mutmut's exit-code meanings (mutmut/stats.py), folded into the table's columns.
 KILLED, TIMEOUT, SURVIVED = "killed", "timeout", "survived"
+# 255 is a worker that could not run its tests (mutmut files it under timeout): not caught.
 _STATUS_BY_EXIT_CODE = {1: KILLED, 3: KILLED, 37: KILLED, 0: SURVIVED, 5: SURVIVED, 33: SURVIVED,
-                        36: TIMEOUT, 24: TIMEOUT, -24: TIMEOUT, 152: TIMEOUT, 255: TIMEOUT, -9: TIMEOUT}
+                        36: TIMEOUT, 24: TIMEOUT, -24: TIMEOUT, 152: TIMEOUT, 255: SURVIVED, -9: TIMEOUT}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class Target:
     skip_lines: tuple[str, ...] = ()
     # A mutant times out after this many times its tests' normal duration (mutmut's default: 15).
     timeout_multiplier: float = 15.0
+    # "forkserver": each mutant forked from a server that only imported the tests. Forked from the
+    # process that ran the whole suite for the stats instead ("fork"), mutants of
+    # hccl_classify._analyse that crash on every call "survived". "fork" where the tests' ids are
+    # not stable across processes (test_hccn.py parametrizes with functions: ids hold addresses).
+    process_isolation: str = "forkserver"
 
     @property
     def module(self) -> str:
@@ -94,7 +100,7 @@ def _kv(name: str, *own_tests: str) -> Target:
 
 
 def _hccn(name: str) -> Target:
-    return Target(f"collectors/{name}.py", _HCCN_TESTS)
+    return Target(f"collectors/{name}.py", _HCCN_TESTS, process_isolation="fork")
 
 
 TARGETS: tuple[Target, ...] = (
@@ -153,10 +159,6 @@ _MUTMUT_SETTINGS: dict[str, object] = {
     "pytest_add_cli_args": ["-p", "no:cacheprovider"],
     # The tests compare the metrics they render with the README and read fixtures beside them.
     "also_copy": ["README.md", "alerts", "dashboards", "scripts", "systemd", "docs"],
-    # Fork each mutant from a server that only imported the tests, not from mutmut's main process:
-    # forked from the process that ran the whole suite for the stats, mutants of
-    # hccl_classify._analyse that crash on every call "survived" (state the suite left behind).
-    "process_isolation": "forkserver",
     "timeout_constant": 2.0,
 }
 
@@ -326,6 +328,7 @@ def mutmut_section(target: Target) -> str:
         extra_args += ["--deselect", node_id]
     settings["pytest_add_cli_args"] = extra_args
     settings["timeout_multiplier"] = target.timeout_multiplier
+    settings["process_isolation"] = target.process_isolation
     if target.skip_lines:
         settings["do_not_mutate_patterns"] = list(target.skip_lines)
     lines = ["", "[tool.mutmut]"] + [f"{key} = {_toml_value(value)}" for key, value in settings.items()]
