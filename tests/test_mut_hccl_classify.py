@@ -231,3 +231,11 @@ def test_inheritance_reaches_exactly_block_lines() -> None:
     stream.feed("x")
     _, edge = stream.feed("remote rank:[3] crimer")
     assert [h.timestamp for h in edge] == [local(2024, 1, 1, 0, 0, 0)]
+
+
+def test_fallback_code_names_the_file_after_the_header_cut_to_48_characters() -> None:
+    result = classify_line(f"[foo.cc:1] {ERR.replace('topo', 'bar')}something odd")
+    assert result is not None and result.matches == (("hccl:bar", "other"),)
+    long_name = "a" * 60
+    cut = classify_line(f"[ERROR] HCCL(1,x):2024-01-01-00:00:00.000.000 [{long_name}.cc:2] something odd")
+    assert cut is not None and cut.matches == ((f"hccl:{'a' * 48}", "other"),)
