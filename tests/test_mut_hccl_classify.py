@@ -239,3 +239,17 @@ def test_fallback_code_names_the_file_after_the_header_cut_to_48_characters() ->
     long_name = "a" * 60
     cut = classify_line(f"[ERROR] HCCL(1,x):2024-01-01-00:00:00.000.000 [{long_name}.cc:2] something odd")
     assert cut is not None and cut.matches == ((f"hccl:{'a' * 48}", "other"),)
+
+
+def test_the_stream_dates_year_less_lines_with_its_reference_time() -> None:
+    stream = StreamClassifier(ref_time=local(2023, 3, 30, 0, 0, 0), source="f")
+    events, _ = stream.feed_lines(["E0324 13:00:25 EI0006: socket times out"])
+    assert [(e.timestamp, e.source) for e in events] == [(local(2023, 3, 24, 13, 0, 25), "f")]
+
+
+def test_a_complete_location_is_not_held_for_the_next_line() -> None:
+    stream = StreamClassifier()
+    _, first = stream.feed("EI0006: x times out. Cluster Exception Location[IP/ID]:[10.0.0.7/3]")
+    _, second = stream.feed("Cluster Exception Location[IP/ID]:[10.0.0.8/4]")
+    assert [h.value for h in first + second if h.kind == "exception_location"] == ["10.0.0.7/3", "10.0.0.8/4"]
+    assert stream._pending == ""
