@@ -362,3 +362,8 @@ def test_hccs_bw_rejections_carry_their_line() -> None:
         ("100 1 1", f"more than {limit} links"),
         ("bad\\x1b 1 1", "line too long or with control characters"),
     ]
+
+
+def test_lines_without_a_colon_are_skipped_not_the_end() -> None:
+    (block,) = parse_blocks("Key : 1\nNo process in device.\nOther : 2\n")
+    assert block.pairs == (("Key", "1"), ("Other", "2"))
