@@ -76,6 +76,8 @@ VERDICTS: tuple[Verdict, ...] = (
             'return float(match.group("num")), (match.group("unit") or "").lower()',
             'return float(match.group("num")), (match.group("unit") or "XXXX").lower()', EQUIVALENT,
             'no scale table has a "" or "xxxx" unit: a bare number is no quantity either way'),
+    Verdict("collectors.hccn_optical", "_flag", 'return int(text, 16) if text.startswith("0x") else int(text, 10)',
+            'return int(text, 16) if text.startswith("0x") else int(text, )', EQUIVALENT, "int() reads base 10 by default"),
     Verdict("collectors.hccn_optical", "parse", "header = False", "header = None", EQUIVALENT,
             "header is only tested for truth; None and False read the same"),
     *(Verdict("agent.web.auth", "_decoy_hash",

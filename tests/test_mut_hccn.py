@@ -369,3 +369,8 @@ def test_optical_flags_thresholds_in_dbm_and_odd_lines() -> None:
     assert record.tx_power_watts == {}
     assert [(r.line_no, r.reason) for r in record.rejected] == [
         (8, "line too long or with control characters"), (6, "lane 001 beyond 16 lanes")]
+
+
+def test_optical_threshold_names_join_their_words() -> None:
+    record = hccn_optical.parse("Rx Power Low Thres : 1 mW\n")
+    assert record.thresholds == pytest.approx({"rx_power_low_watts": 1e-3})
