@@ -146,6 +146,17 @@ _TAIL_VERDICTS: tuple[Verdict, ...] = (
             "only tested for truth"),
     Verdict(_TAIL, "iter_line_batches", "if len(rest) >= max_line:", "if len(rest) > max_line:", EQUIVALENT,
             "a rest of exactly max_line is then cut on the next read instead: same lines, other batches"),
+    Verdict(_TAIL, "iter_line_batches", 'carry = b""', 'carry = b"XXXX"', EQUIVALENT,
+            "the value only survives a pass that is skipping a long line, whose bytes it joins and which are dropped"),
+    *(Verdict(_TAIL, function, before, after, EQUIVALENT, why)
+      for function, before, after, why in (
+          ("LogTailer._take", "tracked.skip_long = False", "tracked.skip_long = None", "only tested for truth"),
+          ("LogTailer.poll", "self.discovery_capped = None", 'self.discovery_capped = ""',
+           "discover() sets it again before the first chunk"),
+          ("LogTailer.poll", "self.budget_exhausted = False", "self.budget_exhausted = None",
+           "only tested for truth until the poll's end sets it"))),
+    Verdict(_TAIL, "LogTailer.discover", "continue", "break", ACCEPTED,
+            "the stat() failure branch: " + _RACE),
     Verdict(_TAIL, "split_complete_lines", "if max_line and any(len(line) > max_line for line in lines):",
             "if max_line and any(len(line) >= max_line for line in lines):", EQUIVALENT,
             "cutting a line of exactly max_line characters to max_line changes nothing"),

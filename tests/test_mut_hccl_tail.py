@@ -538,3 +538,23 @@ def test_a_new_big_file_fingerprints_only_its_head(tmp_path: Path) -> None:
     chunks_of(tailer)
     (tracked,) = tailer._tracked.values()
     assert tracked.head_len == hccl_tail.HEAD_BYTES
+
+
+def test_a_fifo_matching_the_glob_does_not_hide_the_files_after_it(tmp_path: Path) -> None:
+    root = plog_dir(tmp_path)
+    os.mkfifo(root / "debug/plog/0fifo.log")
+    write(root / "debug/plog/a.log", "a\n")
+    tailer = hccl_tail.LogTailer([root], clock=Clock())
+    assert [os.path.basename(real) for _path, real in tailer.discover()] == ["a.log"]
+
+
+def test_budget_exhausted_is_reset_when_a_poll_starts(tmp_path: Path) -> None:
+    root = plog_dir(tmp_path)
+    write(root / "debug/plog/a.log", "1\n2\n")
+    tailer = hccl_tail.LogTailer([root], clock=Clock(), byte_budget=2)
+    chunks_of(tailer)
+    assert tailer.budget_exhausted is True
+    polling = tailer.poll()
+    next(polling)
+    assert tailer.budget_exhausted is False
+    polling.close()
