@@ -309,3 +309,15 @@ def test_credential_cache_default_sizes() -> None:
         cache.put(f"d{n}".encode(), False)
     assert (cache.get(b"g0"), cache.get(b"g1"), cache.get(b"g64")) == (None, True, True)
     assert (cache.get(b"d0"), cache.get(b"d1"), cache.get(b"d1024")) == (None, False, False)
+
+
+def test_verifier_default_queue_holds_sixteen_checks() -> None:
+    gate = GatedCheck()
+    verifier = BcryptVerifier(1, wait_s=0.001, checkpw=gate)
+    try:
+        for n in range(17):
+            assert verifier.verify(f"k{n}".encode(), b"good", b"h", f"client{n}") is None
+        assert len(verifier._in_flight) == 16
+    finally:
+        gate.release.set()
+        verifier.close()
