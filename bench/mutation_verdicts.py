@@ -88,6 +88,8 @@ VERDICTS: tuple[Verdict, ...] = (
           (_BCRYPT_ALPHABET, f"XX{_BCRYPT_ALPHABET}XX"),
           (_BCRYPT_ALPHABET, _BCRYPT_ALPHABET.replace("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")),
           (_BCRYPT_ALPHABET, _BCRYPT_ALPHABET.replace("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")))),
+    Verdict("collectors.npu_smi_info", "_handle_line", "state.in_processes = False", "state.in_processes = None",
+            EQUIVALENT, "only tested for truth"),
     Verdict("agent.web.auth", "BasicAuth.check", 'hashed, known = b"", False', 'hashed, known = b"XXXX", False',
             EQUIVALENT, "hashed is replaced by the user's hash or a decoy before it is used"),
     Verdict("agent.web.auth", "BcryptVerifier.close", "self._pool.shutdown(wait=False, cancel_futures=True)",
