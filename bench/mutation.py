@@ -104,12 +104,14 @@ def _hccn(name: str) -> Target:
 
 
 TARGETS: tuple[Target, ...] = (
-    # The victim filter of kill_tree: "and" -> "or", or "==" -> "!=" in _carries_run_id, makes a mutant
-    # SIGKILL every process it sees, mutmut included (inside the PID namespace: nothing else).
+    # The victim filter of kill_tree ("and" -> "or"), _carries_run_id ("==" -> "!=") and the calls of
+    # kill_tree (run_id -> None: every process without the variable matches) make a mutant SIGKILL
+    # every process it sees, mutmut included (inside the PID namespace: nothing else).
     Target("agent/core/tool_runner.py", ("tests/test_mut_tool_runner.py", "tests/test_runner.py"),
            needs_isolation=True,
            skip_lines=(r"process\.pid not in victims and process\.pid != proc\.pid and _carries_run_id",
-                       r"return process\.environ\(\)\.get\(RUN_ID_ENV\) == run_id", r"^\s+return False$")),
+                       r"return process\.environ\(\)\.get\(RUN_ID_ENV\) == run_id", r"^\s+return False$",
+                       r"kill_tree\(proc, run_id\)")),
     Target("agent/core/snapshot.py", ("tests/test_snapshot.py", "tests/test_mut_snapshot.py",
                                       "tests/test_exporter.py")),
     Target("agent/core/exposition.py", ("tests/test_mut_exposition.py", "tests/test_exporter.py")),
