@@ -269,4 +269,20 @@ _CORE_VERDICTS: tuple[Verdict, ...] = (
             "an unset hook then reads as the hook XXXX, which no stage or probe is called"),
 )
 
-VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS
+_CLS = "collectors.hccl_classify"
+_CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
+    Verdict(_CLS, "_analyse", "provisional = False", "provisional = None", EQUIVALENT, "only tested for truth"),
+    Verdict(_CLS, "_local_epoch", "return None if minute is None else minute + ss",
+            "return None if (minute is None) and False else minute + ss", ACCEPTED,
+            "needs a date in range that mktime still refuses (platform limits); not reproducible here"),
+    Verdict(_CLS, "_split_prefixes", 'if not text or text[0] not in "([":',
+            'if not text or text[0] not in "XX([XX":', EQUIVALENT,
+            "a line starting with X has no prefix either: the prefix pattern fails and the loop ends"),
+    Verdict(_CLS, "StreamClassifier.from_state", 'counted = state.get("counted", {})', "*", EQUIVALENT,
+            "a state without counted entries raises inside the try and gives the same fresh classifier"),
+    Verdict(_CLS, "_hints", 'if kind == "link_peer":', "*", ACCEPTED,
+            "a LINK_ERROR_INFO row naming two peers in one line is not in any captured log; the first-peer "
+            "rule is a guess the tests cannot pin without one"),
+)
+
+VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS

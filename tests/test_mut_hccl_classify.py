@@ -35,14 +35,14 @@ def test_plog_timestamp_field_ranges(stamp: str, valid: bool) -> None:
 
 
 def test_plog_timestamp_fraction_and_seconds() -> None:
-    assert parse_timestamp("2024-03-28-10:25:50.589.610") == pytest.approx(
-        local(2024, 3, 28, 10, 25, 50) + 0.58961, abs=1e-9)
+    assert parse_timestamp("2024-03-28-10:25:50.589.610") == local(2024, 3, 28, 10, 25, 50) + 589 / 1e3 + 610 / 1e6
     assert parse_timestamp("2024-03-28-10:25:50") == local(2024, 3, 28, 10, 25, 50)
 
 
 def test_glog_fraction_is_added() -> None:
     ref = local(2024, 3, 30, 0, 0, 0)
-    assert parse_timestamp("E0324 13:00:25.428 x", ref) == pytest.approx(local(2024, 3, 24, 13, 0, 25) + 0.428)
+    assert parse_timestamp("E0324 13:00:25.428 x", ref) == pytest.approx(local(2024, 3, 24, 13, 0, 25) + 0.428,
+                                                                      abs=1e-6)
 
 
 def test_year_rollover_threshold_is_two_days_after_the_reference() -> None:
@@ -92,7 +92,8 @@ def test_root_server_hint_joins_host_and_port() -> None:
 
 
 @pytest.mark.parametrize("advice", ["Possible Cause: the peer died. EI0006 timeout",
-                                    "Solution: check EI0006 timeout", "(Please search EI0006 error)"])
+                                    "Solution: check EI0006 timeout",
+                                    "(Please search EI0006: for help) socket times out"])
 def test_advice_lines_are_not_incidents(advice: str) -> None:
     assert classify_line(advice) is None
 
@@ -253,3 +254,11 @@ def test_a_complete_location_is_not_held_for_the_next_line() -> None:
     _, second = stream.feed("Cluster Exception Location[IP/ID]:[10.0.0.8/4]")
     assert [h.value for h in first + second if h.kind == "exception_location"] == ["10.0.0.7/3", "10.0.0.8/4"]
     assert stream._pending == ""
+
+
+def test_indentation_is_one_blank_and_an_empty_rest_is_nothing() -> None:
+    single = classify_line(" EI0006: socket times out")
+    assert single is not None and single.indented is True
+    under = classify_line("[rank2]:  EI0006: socket times out")
+    assert under is not None and under.indented is True and under.text == "EI0006: socket times out"
+    assert classify_line("(EI pid=1)") is None
