@@ -278,11 +278,6 @@ _CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
     Verdict(_CLS, "_split_prefixes", 'if not text or text[0] not in "([":',
             'if not text or text[0] not in "XX([XX":', EQUIVALENT,
             "a line starting with X has no prefix either: the prefix pattern fails and the loop ends"),
-    Verdict(_CLS, "StreamClassifier.from_state", 'counted = state.get("counted", {})', "*", EQUIVALENT,
-            "a state without counted entries raises inside the try and gives the same fresh classifier"),
-    Verdict(_CLS, "_hints", 'if kind == "link_peer":', "*", ACCEPTED,
-            "a LINK_ERROR_INFO row naming two peers in one line is not in any captured log; the first-peer "
-            "rule is a guess the tests cannot pin without one"),
 )
 
 VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS

@@ -74,7 +74,7 @@ def test_failed_agents_become_missing_rank_hints_once_each() -> None:
 
 
 def test_a_link_error_row_blames_its_first_peer_only() -> None:
-    result = classify_line("EI0012: | 10.0.0.1(3) | 10.0.0.2(4) | link error timeout")
+    result = classify_line("EI0012: | 10.0.0.1(3) | x | 10.0.0.2(4) | link error timeout")
     assert result is not None
     assert [h for h in result.hints if h[0] == "link_peer"] == [("link_peer", "10.0.0.1/3")]
 
@@ -142,6 +142,7 @@ def test_state_round_trip_is_exact_and_defaults_fill_gaps() -> None:
     assert partial.state() == {"line_no": 0, "last_ts": None, "last_ts_line": -(10**9),
                                "counted": {"EI0006": [None, 3]}}
     assert StreamClassifier.from_state({"line_no": "x"}, source="u").state()["line_no"] == 0
+    assert StreamClassifier.from_state({"line_no": 5}).state()["line_no"] == 5
     assert StreamClassifier.from_state({"counted": {"k": [1.0]}}).state()["counted"] == {}
     assert StreamClassifier.from_state(None, block_lines=7).block_lines == 7
     assert StreamClassifier.from_state({"line_no": "bad"}, block_lines=7).block_lines == 7
