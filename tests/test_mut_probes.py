@@ -1,0 +1,240 @@
+"""The probe workers' pure helpers, pinned down so that planted bugs fail (bench/mutation.py).
+
+The workers run as scripts on training nodes and import ``_common`` as a top-level module; these
+tests import them under their package names so that mutmut sees its mutants switched on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROBES_DIR = Path(__file__).resolve().parents[1] / "collectors" / "probes"
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[tuple[Any, Any, Any]]:
+    # Imported under their package names (mutmut matches mutants by module name); the workers' own
+    # ``import _common`` still needs their directory on the path.
+    sys.path.insert(0, str(PROBES_DIR))
+    try:
+        import collectors.probes._common as common
+        from collectors.probes import allreduce, gemm
+    finally:
+        sys.path.remove(str(PROBES_DIR))
+    yield common, gemm, allreduce
+
+
+# --------------------------------------------------------------------------- _common: test hooks
+
+
+@pytest.mark.parametrize("case", [
+    ("", "exec", 0, False),
+    ("   ", "exec", 0, False),
+    ("exec", "exec", 0, True),
+    ("exec", "exec", 5, True),          # no rank: every rank
+    (" exec ", "exec", 0, True),        # surrounding blanks ignored
+    ("exec:1", "exec", 1, True),
+    ("exec:1", "exec", 0, False),
+    ("exec:1", "exec", 2, False),
+    ("connect", "exec", 0, False),
+    ("exec:", "exec", 3, True),         # empty rank: every rank
+])
+def test_hook_matches_stage_and_rank(workers: tuple[Any, Any, Any], monkeypatch: pytest.MonkeyPatch,
+                                     case: tuple[str, str, int, bool]) -> None:
+    common, _, _ = workers
+    spec, wanted, rank, expected = case
+    monkeypatch.setenv(common.CORRUPT_ENV, spec)
+    assert common.corruption_requested(wanted, rank) is expected
+
+
+def test_corruption_hook_reads_its_own_variable(workers: tuple[Any, Any, Any],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+    monkeypatch.delenv(common.CORRUPT_ENV, raising=False)
+    monkeypatch.setenv(common.STALL_ENV, "gemm")
+    assert common.corruption_requested("gemm") is False
+    monkeypatch.setenv(common.CORRUPT_ENV, "gemm")
+    assert common.corruption_requested("gemm") is True
+
+
+def test_corruption_hook_rank_defaults_to_zero(workers: tuple[Any, Any, Any],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+    monkeypatch.setenv(common.CORRUPT_ENV, "gemm:0")
+    assert common.corruption_requested("gemm") is True
+    monkeypatch.setenv(common.CORRUPT_ENV, "gemm:1")
+    assert common.corruption_requested("gemm") is False
+
+
+def test_stall_hook_returns_at_once_when_not_requested(workers: tuple[Any, Any, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+    slept: list[float] = []
+    monkeypatch.setattr(common.time, "sleep", slept.append)
+    monkeypatch.setenv(common.STALL_ENV, "exec:1")
+    common.stall_if_requested("exec", 0)
+    common.stall_if_requested("connect", 1)
+    monkeypatch.setenv(common.CORRUPT_ENV, "exec")
+    monkeypatch.delenv(common.STALL_ENV)
+    common.stall_if_requested("exec")
+    assert slept == []
+
+
+def test_stall_hook_sleeps_for_ever_when_requested(workers: tuple[Any, Any, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            raise InterruptedError
+
+    monkeypatch.setattr(common.time, "sleep", sleep)
+    monkeypatch.setenv(common.STALL_ENV, "exec")
+    with pytest.raises(InterruptedError):
+        common.stall_if_requested("exec")
+    assert slept == [3600, 3600, 3600]
+
+
+@pytest.mark.parametrize(("exc", "expected"), [
+    (TimeoutError("x"), True),                      # by the type's name
+    (RuntimeError("Connection timed out"), True),
+    (RuntimeError("Timeout waiting for peers"), True),
+    (RuntimeError("TIMED OUT"), True),
+    (RuntimeError("connection refused"), False),
+    (RuntimeError("timed"), False),
+    (RuntimeError("time out"), False),
+])
+def test_looks_like_timeout(workers: tuple[Any, Any, Any], exc: BaseException, expected: bool) -> None:
+    common, _, _ = workers
+    assert common.looks_like_timeout(exc) is expected
+
+
+# --------------------------------------------------------------------------- _common: the protocol
+
+
+def test_emit_result_writes_one_sorted_json_line(workers: tuple[Any, Any, Any],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    common, _, _ = workers
+    common.emit_result({"b": 1, "a": [2.5]})
+    out, err = capsys.readouterr()
+    assert out == '{"a": [2.5], "b": 1}\n'
+    assert err == ""
+
+
+def test_report_stage_writes_a_prefixed_json_line_to_stderr(workers: tuple[Any, Any, Any],
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+    monkeypatch.setattr(common.time, "time", lambda: 1234.5)
+    common.report_stage("connect", 3, peers=2)
+    common.report_stage("setup")
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("@npuwatch-stage {") for line in lines)
+    assert lines[0] == '@npuwatch-stage {"peers": 2, "rank": 3, "stage": "connect", "time": 1234.5}'
+    assert json.loads(lines[1][len(common.STAGE_PREFIX):]) == {"rank": 0, "stage": "setup", "time": 1234.5}
+
+
+# --------------------------------------------------------------------------- gemm and allreduce maths
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_row_tolerance_is_output_rounding_plus_accumulation(workers: tuple[Any, Any, Any], dtype: str) -> None:
+    _, gemm, _ = workers
+    eps = {"fp16": 2.0**-10, "bf16": 2.0**-7, "fp32": 2.0**-23}[dtype]
+    for k in (1, 64, 8192):
+        assert gemm.row_tolerance_factor(dtype, k) == pytest.approx(4.0 * eps + 2.0 * 2.0**-23 * math.sqrt(k),
+                                                                    rel=1e-12)
+
+
+@pytest.mark.parametrize(("world_size", "factor"), [(2, 1.0), (4, 1.5), (8, 1.75), (16, 1.875)])
+def test_bus_bandwidth_is_algbw_times_two_n_minus_one_over_n(workers: tuple[Any, Any, Any], world_size: int,
+                                                             factor: float) -> None:
+    _, _, allreduce = workers
+    assert allreduce.bus_bandwidth(40e9, world_size) == pytest.approx(40e9 * factor, rel=1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize("world_size", [1, 0, -2])
+def test_bus_bandwidth_refuses_fewer_than_two_ranks(workers: tuple[Any, Any, Any], world_size: int) -> None:
+    _, _, allreduce = workers
+    with pytest.raises(ValueError, match=f"at least 2 ranks, got {world_size}"):
+        allreduce.bus_bandwidth(40e9, world_size)
+
+
+# --------------------------------------------------------------------------- gemm: Freivalds on the host
+
+
+@pytest.fixture(scope="module")
+def torch() -> Any:
+    return pytest.importorskip("torch")
+
+
+def test_host_product_in_blocks_is_the_float64_product_and_row_norm(workers: tuple[Any, Any, Any], torch: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _, gemm, _ = workers
+    monkeypatch.setattr(gemm, "_HOST_BLOCK_ROWS", 2)
+    generator = torch.Generator().manual_seed(7)
+    matrix = torch.randn(5, 4, generator=generator, dtype=torch.float32)
+    vectors = torch.randn(4, 2, generator=generator, dtype=torch.float64)
+    product, norm = gemm._host_product(torch, matrix, vectors)
+    assert product.dtype == norm.dtype == torch.float64
+    assert torch.allclose(product, matrix.double() @ vectors, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(norm, ((matrix.double() ** 2) @ (vectors ** 2)).sqrt(), rtol=1e-12, atol=1e-12)
+
+
+def test_check_product_ratio_is_against_the_row_tolerance(workers: tuple[Any, Any, Any], torch: Any) -> None:
+    _, gemm, _ = workers
+    torch.manual_seed(3)
+    a = torch.randn(64, 48, dtype=torch.float32)
+    b = torch.randn(48, 32, dtype=torch.float32)
+    c = a @ b
+    correct, worst = gemm.check_product(torch, a, b, c, "fp32")
+    assert correct is True
+    assert 0.0 <= worst < 0.5
+    c[5, 7] += 1.0  # far beyond fp32 rounding of a 48-term row
+    wrong, ratio = gemm.check_product(torch, a, b, c, "fp32")
+    assert wrong is False
+    assert ratio > 100.0
+    c[5, 7] = float("inf")
+    assert gemm.check_product(torch, a, b, c, "fp32") == (False, math.inf)
+
+
+def test_corrupt_one_element_flips_and_pushes_one_element(workers: tuple[Any, Any, Any], torch: Any) -> None:
+    _, gemm, _ = workers
+    torch.manual_seed(5)
+    c = torch.full((16, 16), 2.0, dtype=torch.float64)
+    before = c.clone()
+    gemm.corrupt_one_element(torch, c)
+    changed = (c != before).nonzero()
+    assert len(changed) == 1
+    row, col = changed[0].tolist()
+    assert c[row, col].item() == pytest.approx(-2.0 - 8.0 * math.sqrt(16))
+    negative = torch.full((9, 9), -1.0, dtype=torch.float64)
+    gemm.corrupt_one_element(torch, negative)
+    assert sorted(set(negative.flatten().tolist())) == [-1.0, pytest.approx(1.0 + 8.0 * 3.0)]
+
+
+def test_stall_hook_rank_defaults_to_zero(workers: tuple[Any, Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    common, _, _ = workers
+
+    def sleep(seconds: float) -> None:
+        raise InterruptedError
+
+    monkeypatch.setattr(common.time, "sleep", sleep)
+    monkeypatch.setenv(common.STALL_ENV, "exec:0")
+    with pytest.raises(InterruptedError):
+        common.stall_if_requested("exec")
+    with pytest.raises(InterruptedError):
+        common.stall_if_requested("exec", 0)
+    common.stall_if_requested("exec", 1)
