@@ -410,11 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="2 s per attack (a smoke run)")
     parser.add_argument("--seconds", type=float, default=None, help="legit scraping per attack (default 10)")
+    parser.add_argument("--only", default="", help="run only the attacks whose name contains this text")
     args = parser.parse_args(argv)
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     table = Table(("attack", "legit answered", "p50", "p99", "agent RSS max"))
     with tempfile.TemporaryDirectory(prefix="npuwatch-attack-") as tmp, agents(Path(tmp)) as running:
         for name, tls, attack in ATTACKS:
+            if args.only not in name:
+                continue
             outcome = run_attack(running[tls], attack, seconds)
             answered = sum(status == 200 for status in outcome.statuses)
             share = 100.0 * answered / max(1, len(outcome.statuses))

@@ -189,6 +189,23 @@ def test_bad_output_counts_an_error_and_spares_other_collectors(tmp_path: Path, 
     bundle.agent.stop()
 
 
+def test_a_table_padded_past_the_output_cap_is_refused_not_parsed(tmp_path: Path) -> None:
+    """The first MiB of an over-long answer would parse as a table: a broken tool is not data."""
+    bundle = demo_bundle(tmp_path)
+    bundle.agent.collect_group("info")
+    fake = tmp_path / "demo" / "bin" / "npu-smi"
+    fake.rename(fake.with_name("npu-smi.real"))
+    fake.write_text(f'#!/bin/sh\n"{fake}.real" "$@"\nhead -c 5000000 /dev/zero | tr "\\0" " "\n')
+    fake.chmod(0o755)
+    bundle.agent.collect_group("info")
+    snap = bundle.agent.store.get("npu_smi_info")
+    assert snap is not None and not snap.ok and snap.errors["parse"] == 1
+    assert "more than 1048576 bytes of output" in (snap.error or "")
+    values = _values(bundle.agent.cache.render().body)
+    assert _get(values, "npuwatch_collector_down_reason", collector="npu_smi_info", reason="parse") == 1
+    bundle.agent.stop()
+
+
 def test_truncated_table_keeps_what_it_can(tmp_path: Path) -> None:
     bundle = demo_bundle(tmp_path)
     bundle.demo.set_fault("npu_smi_truncate")

@@ -114,16 +114,16 @@ def test_the_tool_sees_its_run_id_and_extra_env(tmp_path: Path) -> None:
 
 
 def test_output_exactly_at_the_limit_is_not_truncated(tmp_path: Path) -> None:
-    tool = _script(tmp_path, "exact", "printf 0123456789\nprintf abc >&2\n")
+    tool = _script(tmp_path, "exact", "printf abc >&2\nprintf 0123456789\n")
     result = run_tool([tool], timeout_s=5, max_output_bytes=10)
     assert (result.stdout, result.stderr, result.truncated) == ("0123456789", "abc", False)
-    over = run_tool([tool], timeout_s=5, max_output_bytes=9)
+    over = run_tool([tool], timeout_s=5, max_output_bytes=9, check=False)
     assert (over.stdout, over.stderr, over.truncated) == ("012345678", "abc", True)
 
 
 def test_a_limit_hit_on_stderr_alone_truncates(tmp_path: Path) -> None:
     tool = _script(tmp_path, "noisy", "printf ok\nhead -c 100 /dev/zero | tr '\\0' e >&2\n")
-    result = run_tool([tool], timeout_s=5, max_output_bytes=50)
+    result = run_tool([tool], timeout_s=5, max_output_bytes=50, check=False)
     assert result.stdout == "ok"
     assert result.stderr == "e" * 50
     assert result.truncated

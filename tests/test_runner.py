@@ -17,6 +17,7 @@ import pytest
 from agent.core.tool_runner import (
     ToolFailed,
     ToolMissing,
+    ToolOutputTooLarge,
     ToolTimeout,
     kill_running_tools,
     resolve_tool,
@@ -174,9 +175,22 @@ def test_non_zero_exit_is_tool_failed_with_stderr_tail(tmp_path: Path) -> None:
 
 def test_output_is_bounded(tmp_path: Path) -> None:
     tool = _script(tmp_path, "flood", "head -c 5000000 /dev/zero\n")
-    result = run_tool([tool], timeout_s=10, max_output_bytes=1000)
+    result = run_tool([tool], timeout_s=10, max_output_bytes=1000, check=False)
     assert len(result.stdout) == 1000
     assert result.truncated
+
+
+def test_a_tool_over_the_output_cap_is_killed_at_once_and_its_output_refused(tmp_path: Path) -> None:
+    """Reading a flood to its end costs CPU and memory for output nobody will use: stop at the cap."""
+    marker = f"flood-then-hang-{os.getpid()}"
+    tool = _script(tmp_path, "flood", f"head -c 200000 /dev/zero\nexec {_sleeper(marker)}\n")
+    started = time.monotonic()
+    with pytest.raises(ToolOutputTooLarge, match="more than 1000 bytes of output") as info:
+        run_tool([tool], timeout_s=20, max_output_bytes=1000)
+    assert time.monotonic() - started < 10  # killed at the cap, not at the 20 s timeout
+    assert isinstance(info.value, ToolFailed)  # callers that catch ToolFailed still see a failure
+    assert info.value.result.truncated and len(info.value.result.stdout) == 1000
+    assert wait_until(lambda: not _alive_with(marker)), _alive_with(marker)
 
 
 def test_missing_binary_is_a_typed_error(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.core.snapshot import SnapshotStore
-from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.core.tool_runner import ToolFailed, ToolMissing, ToolOutputTooLarge, ToolTimeout, resolve_tool, run_tool
 from collectors.base import ChipRef, CollectContext, NoData, ParseError, Sample, Source
 from collectors.bounds import rejections
 
@@ -103,6 +103,8 @@ class SourceRunner:
             except ToolTimeout as exc:
                 abort.set()
                 return _Failure("timeout", str(exc))
+            except ToolOutputTooLarge as exc:  # a cut-off table parses as fewer chips: never parse it
+                return _Failure("parse", str(exc))
             except ToolFailed as exc:
                 return _Failure("exit", str(exc))
             except ParseError as exc:

@@ -10,6 +10,10 @@ is in no tree and no group of ours). The tool is done when the direct child has 
 still arriving after a short drain is not waited for, so a grandchild that keeps stdout open cannot
 turn a good result into a timeout; leftovers are killed. ``kill_running_tools`` ends every tool
 still running, for a shutdown that must not wait out a hung tool's timeout.
+
+A tool that prints more than the cap on either stream is broken (these tools print kilobytes): it
+is killed at once rather than read and discarded to the end, and with ``check`` that is a
+``ToolOutputTooLarge``, so no caller parses a cut-off table as if it were whole.
 """
 
 from __future__ import annotations
@@ -36,13 +40,14 @@ __all__ = [
     "RunResult",
     "ToolFailed",
     "ToolMissing",
+    "ToolOutputTooLarge",
     "ToolTimeout",
     "kill_running_tools",
     "resolve_tool",
     "run_tool",
 ]
 
-DEFAULT_MAX_OUTPUT_BYTES = 4 << 20
+DEFAULT_MAX_OUTPUT_BYTES = 1 << 20  # the largest real answers (npu-smi info, 16 dies, busy) are tens of KiB
 _READ_CHUNK = 65536
 _REAP_GRACE_S = 2.0
 _DRAIN_AFTER_EXIT_S = 0.2  # output still buffered when the direct child exits
@@ -88,6 +93,15 @@ class ToolFailed(Exception):
         super().__init__(
             f"{Path(result.argv[0]).name} exited {result.returncode}: {' / '.join(tail) or 'no output'}"
         )
+        self.result = result
+
+
+class ToolOutputTooLarge(ToolFailed):
+    """The tool printed more than the output cap on a stream; it was killed and its output is partial."""
+
+    def __init__(self, result: RunResult, max_output_bytes: int) -> None:
+        Exception.__init__(self, f"{Path(result.argv[0]).name}: more than {max_output_bytes} bytes of output "
+                                 "on one stream (killed; output not used)")
         self.result = result
 
 
@@ -185,8 +199,9 @@ def run_tool(
     """Run ``argv`` and return its output.
 
     Raises ``ToolTimeout`` (group killed and reaped) or, with ``check``, ``ToolFailed``
-    on a non-zero exit. Output past ``max_output_bytes`` per stream is dropped and
-    ``truncated`` is set. A missing executable raises ``ToolMissing``.
+    on a non-zero exit. Past ``max_output_bytes`` on a stream the tool is killed, the rest of
+    its output dropped and ``truncated`` set (with ``check``: ``ToolOutputTooLarge``). A
+    missing executable raises ``ToolMissing``.
     """
     if not argv:
         raise ValueError("empty argv")
@@ -218,8 +233,9 @@ def run_tool(
 
 def _collect(proc: subprocess.Popen[bytes], argv: Sequence[str], run_id: str, *, started: float, timeout_s: float,
              max_output_bytes: int, check: bool) -> RunResult:
-    chunks: dict[int, list[bytes]] = {1: [], 2: []}
-    sizes = {1: 0, 2: 0}
+    # One growing buffer per stream: a large one lives in its own mapping, handed back to the OS
+    # when the call ends, where a list of 64 KiB chunks would leave the heap fragmented and big.
+    outputs = {1: bytearray(), 2: bytearray()}
     truncated = False
     deadline = started + timeout_s
     timed_out = False
@@ -248,15 +264,13 @@ def _collect(proc: subprocess.Popen[bytes], argv: Sequence[str], run_id: str, *,
                     if not data:
                         selector.unregister(key.fileobj)
                         continue
-                    room = max_output_bytes - sizes[stream]
-                    if room <= 0:
-                        truncated = True
-                        continue
+                    room = max_output_bytes - len(outputs[stream])
                     if len(data) > room:
-                        data = data[:room]
-                        truncated = True
-                    chunks[stream].append(data)
-                    sizes[stream] += len(data)
+                        data = data[:max(room, 0)]
+                        if not truncated:
+                            truncated = True
+                            kill_tree(proc, run_id)  # the other stream is still drained to its end
+                    outputs[stream] += data
             if not timed_out:
                 remaining = max(0.0, deadline - time.monotonic())
                 try:
@@ -272,17 +286,19 @@ def _collect(proc: subprocess.Popen[bytes], argv: Sequence[str], run_id: str, *,
                 proc.wait(timeout=_REAP_GRACE_S)
             proc.stdout.close()
             proc.stderr.close()
-    stdout = b"".join(chunks[1]).decode("utf-8", errors="replace")
+    stdout = outputs[1].decode("utf-8", errors="replace")
     if timed_out:
         raise ToolTimeout(argv, timeout_s, stdout)
     result = RunResult(
         argv=tuple(argv),
         returncode=proc.returncode if proc.returncode is not None else -1,
         stdout=stdout,
-        stderr=b"".join(chunks[2]).decode("utf-8", errors="replace"),
+        stderr=outputs[2].decode("utf-8", errors="replace"),
         duration_s=time.monotonic() - started,
         truncated=truncated,
     )
+    if check and truncated:
+        raise ToolOutputTooLarge(result, max_output_bytes)
     if check and result.returncode != 0:
         raise ToolFailed(result)
     return result
