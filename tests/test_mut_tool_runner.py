@@ -6,10 +6,16 @@ can signal any process it sees.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import stat
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from agent.core import tool_runner
@@ -18,6 +24,7 @@ from agent.core.tool_runner import (
     RunResult,
     ToolFailed,
     ToolMissing,
+    ToolOutputTooLarge,
     ToolTimeout,
     resolve_tool,
     run_tool,
@@ -66,6 +73,7 @@ def test_resolve_refuses_a_configured_file_that_is_not_executable(tmp_path: Path
     with pytest.raises(ToolMissing) as info:
         resolve_tool("npu-smi", plain, [], str(tmp_path / "nowhere"))
     assert info.value.searched == (plain,)
+    assert str(info.value) == f"npu-smi: not found (looked in: {plain})"
     with pytest.raises(ToolMissing):
         resolve_tool("npu-smi", str(tmp_path), [], str(tmp_path))  # a directory is no tool
 
@@ -111,6 +119,7 @@ def test_the_tool_sees_its_run_id_and_extra_env(tmp_path: Path) -> None:
     run_id, extra = out.split("|")
     assert extra == "x"
     assert run_id.count("-") == 2 and run_id.split("-")[0].isdigit()
+    assert len(run_id.split("-")[2]) == 8  # 4 random bytes, hex
 
 
 def test_output_exactly_at_the_limit_is_not_truncated(tmp_path: Path) -> None:
@@ -155,7 +164,7 @@ def test_timeout_keeps_the_partial_stdout(tmp_path: Path) -> None:
 
 
 def test_empty_argv_is_refused() -> None:
-    with pytest.raises(ValueError, match="empty argv"):
+    with pytest.raises(ValueError, match=r"^empty argv$"):
         run_tool([], timeout_s=1)
 
 
@@ -164,9 +173,11 @@ def test_a_tool_without_execute_permission_is_missing(tmp_path: Path) -> None:
     with pytest.raises(ToolMissing) as info:
         run_tool([plain], timeout_s=1)
     assert info.value.searched == (f"{plain} (not executable)",)
+    assert info.value.name == plain
     with pytest.raises(ToolMissing) as missing:
         run_tool([str(tmp_path / "absent")], timeout_s=1)
     assert missing.value.searched == (str(tmp_path / "absent"),)
+    assert missing.value.name == str(tmp_path / "absent")
 
 
 def test_no_run_is_left_registered_after_it_ends(tmp_path: Path) -> None:
@@ -176,3 +187,112 @@ def test_no_run_is_left_registered_after_it_ends(tmp_path: Path) -> None:
     run_tool(["true"], timeout_s=5)
     assert tool_runner._running == {}
     assert tool_runner.kill_running_tools() == 0
+
+
+def _sleeper(marker: str) -> str:
+    """A 300 s sleep whose argv carries ``marker`` (where psutil can see it), with no environment."""
+    return f'env -i "{sys.executable}" -c "import time; time.sleep(300)" {marker}'
+
+
+def _alive(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            if marker in " ".join(process.info["cmdline"] or []) and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
+def _gone(marker: str, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not _alive(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_over_cap_message_is_exact(tmp_path: Path) -> None:
+    tool = _script(tmp_path, "flood", "head -c 100000 /dev/zero\n")
+    with pytest.raises(ToolOutputTooLarge) as info:
+        run_tool([tool], timeout_s=5, max_output_bytes=100)
+    assert str(info.value) == "flood: more than 100 bytes of output on one stream (killed; output not used)"
+
+
+def test_a_tool_that_closes_its_pipes_and_hangs_is_a_timeout_on_time(tmp_path: Path) -> None:
+    """The pipes end at once; the wait for the process itself must still end at the deadline."""
+    tool = _script(tmp_path, "mute", "exec >&- 2>&-\nexec sleep 30\n")
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout):
+        run_tool([tool], timeout_s=0.2)
+    assert time.monotonic() - started < 0.9
+
+
+def test_a_tool_that_answers_late_is_read_to_the_end(tmp_path: Path) -> None:
+    tool = _script(tmp_path, "late", "sleep 0.6\necho done\n")
+    assert run_tool([tool], timeout_s=10).stdout == "done\n"
+
+
+def test_undecodable_stderr_is_replaced_not_raised(tmp_path: Path) -> None:
+    tool = _script(tmp_path, "bytes", "printf 'ok'\nprintf 'bad \\377 byte' >&2\n")
+    result = run_tool([tool], timeout_s=5)
+    assert (result.stdout, result.stderr) == ("ok", "bad \ufffd byte")
+
+
+def test_the_tool_leads_its_own_session(tmp_path: Path) -> None:
+    tool = _script(tmp_path, "session", f'exec "{sys.executable}" -c "import os; print(os.getsid(0) == os.getpid())"\n')
+    assert run_tool([tool], timeout_s=10).stdout == "True\n"
+
+
+def test_the_tool_inherits_no_descriptor_of_the_agent(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    try:
+        tool = _script(tmp_path, "fds", "ls /proc/self/fd\n")
+        fds = {int(fd) for fd in run_tool([tool], timeout_s=5).stdout.split()}
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert write_end not in fds
+
+
+def test_the_tool_reads_an_empty_stdin_not_the_agents(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        tool = _script(tmp_path, "stdin", "readlink /proc/self/fd/0\n")
+        stdin = run_tool([tool], timeout_s=5).stdout.strip()
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    assert stdin == "/dev/null"
+
+
+def test_a_timeout_kills_only_its_own_tool(tmp_path: Path) -> None:
+    """A tool timing out beside another one running: the other still answers."""
+    slow = _script(tmp_path, "slow-ok", "sleep 1.5\necho ok\n")
+    results: list[str] = []
+    worker = threading.Thread(target=lambda: results.append(run_tool([slow], timeout_s=20).stdout))
+    worker.start()
+    time.sleep(0.3)
+    with pytest.raises(ToolTimeout):
+        run_tool([_script(tmp_path, "hang", "exec sleep 30\n")], timeout_s=0.3)
+    worker.join(20)
+    assert results == ["ok\n"]
+
+
+def test_a_deep_descendant_in_its_own_session_without_the_run_id_is_killed(tmp_path: Path) -> None:
+    """Neither in the group nor carrying the run id: only the walk down the process tree finds it."""
+    marker = f"npuwatch-mut-deep-{os.getpid()}"
+    tool = _script(tmp_path, "deep", f"sh -c 'setsid {_sleeper(marker)} & wait' &\nwait\n")
+    with pytest.raises(ToolTimeout):
+        run_tool([tool], timeout_s=1.0)
+    assert _gone(marker), _alive(marker)
+
+
+def test_kill_tree_of_a_finished_tool_is_quiet(tmp_path: Path) -> None:
+    proc = subprocess.Popen(["true"], start_new_session=True)
+    proc.wait()
+    assert tool_runner.kill_tree(proc, "no-such-run") == 0

@@ -128,7 +128,7 @@ def resolve_tool(
         if os.path.isfile(configured) and os.access(configured, os.X_OK):
             return configured
         raise ToolMissing(name, searched)
-    found = shutil.which(name, path=path_env if path_env is not None else os.environ.get("PATH"))
+    found = shutil.which(name, path=path_env)  # None: the process's PATH
     searched.append("PATH")
     if found:
         return found
@@ -151,6 +151,8 @@ def _tool_env(extra: Mapping[str, str] | None, run_id: str) -> dict[str, str]:
 
 
 def _carries_run_id(process: psutil.Process, run_id: str) -> bool:
+    if not run_id:  # no id would match every process that has none: never a victim list
+        return False
     try:
         return process.environ().get(RUN_ID_ENV) == run_id
     except (psutil.Error, OSError):
