@@ -2,71 +2,30 @@
 file), the exit codes of both styles, NPD's one line, selection errors, and baselines on disk.
 
 Regenerate the golden file after a deliberate change of the document with
-``NPUWATCH_UPDATE_GOLDEN=1 pytest tests/test_check_cli.py`` and review the diff.
+``python -m tests.check_golden`` and review the diff (never done by a test run).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from agent.demo.node import DemoNode
-
-REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO / "tests" / "fixtures" / "check" / "quick-faults.json"
-UPDATE_GOLDEN = os.environ.get("NPUWATCH_UPDATE_GOLDEN") == "1"
-FROZEN = 1_790_000_000.0  # the fakes' clock for the golden run: optics and counters hold still
-VOLATILE = ("started_at", "duration_s", "read_s")
-
-
-def npuwatch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=REPO, check=False)
+from tests.check_golden import GOLDEN, REPO, golden_run, npuwatch, write_config
 
 
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({
-        "collectors": {"npu_smi": {"timeout": "3s"}, "hccn_tool": {"timeout": "3s"}, "hccl_logs": {"paths": []}},
-        "check": {"skip": ["agent"]},
-        "labels": {"node": "golden-node"},
-    }))
-    return path
+    return write_config(tmp_path / "config.yaml")
 
 
-def _stable(document: Any, demo_dir: Path) -> Any:
-    """The document without what changes from run to run: times, and the demo directory's path."""
-    if isinstance(document, dict):
-        return {key: ("<volatile>" if key in VOLATILE else _stable(value, demo_dir)) for key, value in document.items()}
-    if isinstance(document, list):
-        return [_stable(item, demo_dir) for item in document]
-    if isinstance(document, str):
-        return document.replace(str(demo_dir), "<demo>")
-    return document
-
-
-def test_the_json_document_is_stable(tmp_path: Path, config_file: Path) -> None:
-    demo = DemoNode(tmp_path / "demo").create(chips=2)
-    demo.freeze_time(FROZEN)
-    demo.set_fault("link_down", chip=1)
-    demo.set_fault("health", chip=0, state="Warning", codes="80E18005")
-    result = npuwatch("check", "--demo", "--demo-dir", str(demo.directory), "--demo-chips", "2", "--json",
-                      "--config", str(config_file))
-    assert result.returncode == 2, result.stderr
-    document = _stable(json.loads(result.stdout), demo.directory)
-    if UPDATE_GOLDEN:
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+def test_the_json_document_is_stable(tmp_path: Path) -> None:
+    code, stderr, document = golden_run(tmp_path)
+    assert code == 2, stderr
     assert document == json.loads(GOLDEN.read_text(encoding="utf-8"))
 
 

@@ -84,12 +84,11 @@ def test_healthy_node_is_ok(node: DemoNode, tmp_path: Path, capsys: pytest.Captu
                            "net_health", "roce_ip", "hbm_ecc"}
     for check in report["checks"]:
         assert set(check) == {"name", "status", "evidence", "hint", "device"}
-    # no /etc/hccn.conf on this node: that comparison could not be made, the rest passes
-    assert checks["roce_ip"]["status"] == "UNKNOWN"
-    assert "missing" in checks["roce_ip"]["evidence"]
-    assert {c["status"] for name, c in checks.items() if name != "roce_ip"} == {"PASS"}
-    assert checks["hccl_logs"]["evidence"].startswith("no HCCL errors in the last 2 h (1 file read, ")
-    assert report["verdict"]["text"] == "ok: no local cause of HCCL timeouts found; not checked: roce_ip"
+    assert {c["status"] for c in checks.values()} == {"PASS"}
+    # the demo node's hccn.conf holds its ports' addresses; the clean plog and the demo job's log are read
+    assert checks["roce_ip"]["evidence"] == f"4 port addresses match {node.directory / 'hccn.conf'}"
+    assert checks["hccl_logs"]["evidence"].startswith("no HCCL errors in the last 2 h (2 files read, ")
+    assert report["verdict"]["text"] == "ok: no local cause of HCCL timeouts found"
 
 
 def test_text_output_is_an_aligned_table(node: DemoNode, tmp_path: Path,
@@ -241,11 +240,28 @@ def test_old_log_errors_are_outside_the_window(node: DemoNode, tmp_path: Path,
     os.utime(plog, (old, old))
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 0
-    # the only log is older than the window: nothing was read, so the log check cannot pass
+    # the timeout's plog is older than the window: only the demo job's fresh log is read
+    logs = by_name(report)["hccl_logs"]
+    assert logs["status"] == "PASS"
+    assert logs["evidence"].startswith("no HCCL errors in the last 2 h (1 file read, ")
+    assert report["verdict"]["text"] == "ok: no local cause of HCCL timeouts found"
+
+
+def test_only_old_logs_is_unknown_not_pass(tmp_path: Path) -> None:
+    """A log directory whose every file is older than the window: nothing was read, so the log check cannot pass."""
+    log_dir = tmp_path / "log" / "debug" / "plog"
+    log_dir.mkdir(parents=True)
+    old_plog = log_dir / "plog-7_20250101000000000.log"
+    old_plog.write_text("[ERROR] HCCL(7,python3):2025-01-01-00:00:00.000.000 [x.cc:1] [7]old error\n")
+    old = time.time() - 3 * 3600
+    os.utime(old_plog, (old, old))
+    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+                                          "hccl_logs": {"paths": [str(tmp_path / "log")]}}})
+    report = diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S)).to_dict()
     logs = by_name(report)["hccl_logs"]
     assert logs["status"] == "UNKNOWN"
-    assert "was written in the last 2 h (1 older file not read" in logs["evidence"]
-    assert "hccl_logs" in report["verdict"]["text"].split("not checked: ")[1]
+    assert logs["evidence"] == (f"no log file under {tmp_path / 'log'} was written in the last 2 h "
+                                "(1 older file not read)")
 
 
 def test_remote_culprit_ignores_this_nodes_addresses() -> None:
@@ -269,9 +285,9 @@ def test_remote_culprit_ignores_this_nodes_addresses() -> None:
 
 
 def test_hccn_conf_mismatch(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # the fake's addresses are 29.1.<dev>.<10+dev>; device 2 is configured differently
+    # the fake's addresses are 29.1.<dev>.<10+dev>; device 2 is configured differently in the demo's hccn.conf
     conf = "".join(f"address_{dev}=29.1.{dev}.{10 + dev}\nnetmask_{dev}=255.255.0.0\n" for dev in (0, 1, 3))
-    (tmp_path / "hccn.conf").write_text(conf + "address_2=29.1.2.99\nnetmask_2=255.255.0.0\n")
+    (node.directory / "hccn.conf").write_text(conf + "address_2=29.1.2.99\nnetmask_2=255.255.0.0\n")
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 2
     ip = by_name(report)["roce_ip"]
@@ -400,18 +416,17 @@ def test_the_verdict_names_every_failing_device(node: DemoNode, tmp_path: Path,
     assert "  runbook  https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/NPURoCELinkDown.md" in verdict
 
 
-def test_an_empty_log_directory_is_unknown_not_pass(node: DemoNode, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path / "no-cann-logs"))
-    code, report = run(node, capsys, make_config(tmp_path))
-    assert code == 0
+def test_an_empty_log_directory_is_unknown_not_pass(tmp_path: Path) -> None:
+    (tmp_path / "log").mkdir()
+    paths = [str(tmp_path / "log"), str(tmp_path / "no-cann-logs")]
+    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+                                          "hccl_logs": {"paths": paths}}})
+    report = diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S)).to_dict()
     logs = by_name(report)["hccl_logs"]
     assert logs["status"] == "UNKNOWN"
-    assert logs["evidence"] == (f"no log file under {node.directory / 'log'} was written in the last 2 h "
+    assert logs["evidence"] == (f"no log file under {tmp_path / 'log'} was written in the last 2 h "
                                 f"(no directory at {tmp_path / 'no-cann-logs'})")
     assert "$ASCEND_PROCESS_LOG_PATH" in logs["hint"]
-    assert report["verdict"]["text"] == "ok: no local cause of HCCL timeouts found; not checked: hccl_logs, roce_ip"
 
 
 def test_no_log_directory_says_where_and_what_to_set(tmp_path: Path) -> None:
@@ -455,7 +470,7 @@ def test_a_long_window_reads_as_a_person_writes_it(node: DemoNode, tmp_path: Pat
     args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=GAP_S, window=100800)
     assert diagnose.main(args, make_config(tmp_path), node.directory) == 0
     checks = by_name(json.loads(capsys.readouterr().out))
-    assert checks["hccl_logs"]["evidence"].startswith("no HCCL errors in the last 28 h (1 file read, ")
+    assert checks["hccl_logs"]["evidence"].startswith("no HCCL errors in the last 28 h (2 files read, ")
     assert checks["roce_flaps"]["evidence"] == "no port flapped in the last 28 h (4 ports)"
 
 

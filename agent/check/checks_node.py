@@ -9,6 +9,7 @@ from agent.check.local_agent import FAULT_REASONS, AgentReading
 from agent.check.readings import QuickReadings
 from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
 from agent.check.settings import CheckSettings
+from agent.core.humanize import duration, plural
 from agent.diagnose.readings import LogScan
 from agent.diagnose.results import TIMEOUT_CATEGORIES, Reading
 
@@ -72,7 +73,9 @@ def check_hccl_errors(readings: QuickReadings, settings: CheckSettings) -> Check
     fields: dict[str, Any] = {"value": len(scan.events), "threshold": 0, "unit": "incidents",
               "basis": f"config check.hccl_window ({window:g}s)"}
     if not scan.events:
-        text = f"no HCCL error in the last {window:g}s ({scan.files} files read)"
+        # An idle node writes no log: no error in the window is still no error (a gate must not block it).
+        read = plural(scan.files, "file") + " read" if scan.files else "no log written in that window"
+        text = f"no HCCL error in the last {duration(window)} ({read})"
         return CheckResult(name, PASS, text, (Result(PASS, text, **fields),))
     categories = scan.by_category()
     parts = ", ".join(f"{category} x{count}" for category, count in categories.most_common())
@@ -80,7 +83,7 @@ def check_hccl_errors(readings: QuickReadings, settings: CheckSettings) -> Check
     timeouts = sum(count for category, count in categories.items() if category in TIMEOUT_CATEGORIES)
     results = [Result(FAIL, f"NPU {device}: kernel log says its heartbeat was lost", npu=int(device),
                       **fields) for device in lost]
-    text = f"{len(scan.events)} HCCL incidents in the last {window:g}s: {parts}"
+    text = f"{plural(len(scan.events), 'HCCL incident')} in the last {duration(window)}: {parts}"
     results.append(Result(WARN, text, **fields))
     hint = ("a job on this node hit HCCL errors recently (`npuwatch diagnose` names the cause); clear the "
             "logs' window or wait it out once the cause is fixed" if timeouts else

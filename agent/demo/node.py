@@ -28,7 +28,15 @@ from typing import Any
 import agent
 from agent.demo.carry import end_chip_fault
 from agent.demo.faults import FAULTS, LOG_FAULTS, check_params, fault_spec
-from agent.demo.plog import HcclTimeout, RoceCqe, append_plog, hccl_timeout_lines, roce_cqe_lines
+from agent.demo.plog import (
+    HcclTimeout,
+    RoceCqe,
+    append_job_log,
+    append_plog,
+    hccl_timeout_lines,
+    plog_timestamp,
+    roce_cqe_lines,
+)
 from agent.demo.render_model import device_ip
 from agent.demo.render_npu_smi import processes_of
 from agent.demo.state import (
@@ -48,6 +56,7 @@ __all__ = [
     "NoDemoNode",
     "demo_overrides",
     "main",
+    "open_demo",
     "start_demo",
 ]
 
@@ -67,6 +76,8 @@ _EXECUTABLE = stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S
 DEMO_PROBE_SCHEDULE = {"gemm": {"first_run": 30.0, "interval": 120.0},
                        "allreduce": {"first_run": 90.0, "interval": 240.0}}
 CPU_TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+HCCN_CONF = "hccn.conf"  # the demo's /etc/hccn.conf: what the fake ports' addresses should be
+JOB_LOG = "demo-job.log"  # the demo training job's stderr, one line per agent start
 
 
 class NoDemoNode(ValueError):
@@ -145,8 +156,28 @@ class DemoNode:
             self.write_executables()
         else:
             self.create(chips=chips)
-        self.log_root.mkdir(parents=True, exist_ok=True)
+        for directory in (self.log_root, self.directory / "state"):
+            directory.mkdir(parents=True, exist_ok=True)
+        if not self.hccn_conf.exists():  # kept once written: edit an address to make roce_ip fail
+            self.write_hccn_conf()
+        # A healthy job's log, so the log checks read something on a demo without a log fault.
+        append_job_log(self.log_root, [f"{plog_timestamp(time.time())} demo training job: step running, "
+                                       "no HCCL errors"], name=JOB_LOG)
         return self
+
+    @property
+    def hccn_conf(self) -> Path:
+        return self.directory / HCCN_CONF
+
+    def write_hccn_conf(self) -> None:
+        """The node's hccn.conf as an operator would have written it: each port's address and netmask."""
+        state = self.read()
+        lines = ["# hccn.conf of the npuwatch demo node (edit an address to make roce_ip fail)"]
+        for npu in range(state.chips):
+            lines += [f"address_{npu}={device_ip(state, npu)}", f"netmask_{npu}=255.255.0.0"]
+        tmp = self.hccn_conf.with_name(f".{HCCN_CONF}.tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, self.hccn_conf)
 
     def write_executables(self) -> None:
         """(Re)write bin/ for the current interpreter."""
@@ -275,6 +306,7 @@ class DemoNode:
             raise ValueError(f"subnet must be 1..254, got {subnet}")
         with self._editing() as state:
             state.subnet = subnet
+        self.write_hccn_conf()
 
     def set_delay(self, delay_s: float) -> None:
         """Seconds every fake call sleeps before answering (benchmarks use 0.3)."""
@@ -321,6 +353,7 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
         "collectors.npu_smi.path": str(bin_dir / "npu-smi"),
         "collectors.hccn_tool.path": str(bin_dir / "hccn_tool"),
         "collectors.ascend_dmi.path": str(bin_dir / "ascend-dmi"),
+        "collectors.hccn_tool.hccn_conf": str(demo_dir / HCCN_CONF),
         "collectors.hccl_logs.paths": configured if log_root in configured else [*configured, log_root],
         # the demo job's stderr (agent.demo.fleet writes its EI0002 blocks there)
         "collectors.hccl_logs.globs": globs if job_logs in globs else [*globs, job_logs],
@@ -346,6 +379,13 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
         log.warning("demo: GEMM and all-reduce probes are off: torch is not installed for %s (get them with "
                     "`%s -m %s`)", sys.executable, sys.executable, CPU_TORCH_HINT)
     return overrides
+
+
+def open_demo(config: Any, demo_dir: Path, chips: int = 8) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the config overrides for the demo node in ``demo_dir``, the fakes' environment), for the one-shot
+    commands (diagnose, check, bundle); the node is created when absent and keeps its faults otherwise."""
+    demo = DemoNode(demo_dir).open(chips=chips)
+    return demo_overrides(demo_dir, demo.bin_dir, config), demo.env()
 
 
 def start_demo(

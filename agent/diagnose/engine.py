@@ -236,17 +236,6 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     return Report(tuple(checks), verdict, len(readings.chips))
 
 
-def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
-    """Point the tools and the log scan at the demo node (created when absent), as build_agent does."""
-    from agent.core.config import apply_overrides
-    from agent.demo.node import DemoNode, demo_overrides
-
-    demo = DemoNode(demo_dir).open(chips=chips)  # an existing node keeps its faults and counters
-    for sub in ("log", "state"):  # the log scan's root and the probe lock's directory
-        (demo_dir / sub).mkdir(parents=True, exist_ok=True)
-    return apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config)), demo.env()
-
-
 def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,
          err: IO[str] | None = None) -> int:
     """CLI entry: run the checks (progress on a terminal's stderr), print the table (or ``--json``).
@@ -257,7 +246,11 @@ def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = No
     errors = err if err is not None else sys.stderr
     tool_env = None
     if demo_dir is not None:
-        config, tool_env = _demo_setup(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
+        from agent.core.config import apply_overrides
+        from agent.demo.node import open_demo
+
+        overrides, tool_env = open_demo(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
+        config = apply_overrides(config, overrides)
     with Progress("diagnose", errors) as progress:
         report = diagnose(config, DiagnoseOptions.from_args(args), tool_env, progress)
     if getattr(args, "json", False):

@@ -464,16 +464,6 @@ def write_bundle(config: Any, options: BundleOptions, progress: Callable[[str], 
     return output
 
 
-def _demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
-    """Point the tools and the logs at the demo node (created when absent), as diagnose does."""
-    from agent.core.config import apply_overrides
-    from agent.demo.node import DemoNode, demo_overrides
-
-    demo = DemoNode(demo_dir).open(chips=chips)
-    (demo_dir / "log").mkdir(parents=True, exist_ok=True)
-    return apply_overrides(config, demo_overrides(demo_dir, demo.bin_dir, config)), demo.env()
-
-
 def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,
          err: IO[str] | None = None) -> int:
     from agent.core.config_values import parse_duration, parse_size
@@ -489,7 +479,11 @@ def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = No
     tool_env = None
     node = getattr(args, "node", None)
     if demo_dir is not None:
-        config, tool_env = _demo_setup(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
+        from agent.core.config import apply_overrides
+        from agent.demo.node import open_demo
+
+        overrides, tool_env = open_demo(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
+        config = apply_overrides(config, overrides)
         node = node or Path(demo_dir).resolve().name
     output = getattr(args, "output", None)
     options = BundleOptions(since_s=since_s, output=Path(output) if output else None, node=node,
