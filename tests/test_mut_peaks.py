@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agent.probes.peaks import BUILTIN_PEAKS, Peak, lookup_peak, normalise_model
+from agent.probes.peaks import (
+    BUILTIN_BANDWIDTHS,
+    BUILTIN_PEAKS,
+    Bandwidth,
+    Peak,
+    lookup_bandwidth,
+    lookup_peak,
+    normalise_model,
+)
 
 T = 1e12
 
@@ -61,3 +69,40 @@ def test_an_empty_table_key_is_never_contained() -> None:
 def test_longest_contained_key_not_the_alphabetically_last() -> None:
     overrides = {"Z9": {"fp16": 1.0}, "AB12": {"fp16": 2.0}}
     assert lookup_peak("card AB12 Z9", "fp16", overrides) == Peak(2.0, "measured", "config")
+
+
+# --------------------------------------------------------------------------- bandwidth figures
+
+
+def test_bandwidth_without_a_model_is_unknown() -> None:
+    assert lookup_bandwidth(None, "membw") is None
+    assert lookup_bandwidth("", "membw", {"": {"membw": 1.0}}) is None
+
+
+def test_builtin_bandwidth_by_model_and_kind() -> None:
+    assert lookup_bandwidth("Ascend910B3", "p2p") == BUILTIN_BANDWIDTHS["910B3"]["p2p"]
+    assert lookup_bandwidth("NVIDIA H200", "membw") == BUILTIN_BANDWIDTHS["H200"]["membw"]
+    assert lookup_bandwidth("910B3", "no-such-kind") is None
+    assert lookup_bandwidth("Ascend 310P3", "membw") is None  # no figure for this model
+
+
+def test_a_configured_bandwidth_is_measured_and_wins() -> None:
+    figure = lookup_bandwidth("Ascend910B3", "membw", {"910b3": {"membw": 1400e9}})
+    assert figure == Bandwidth(1400e9, "measured", "config")
+    assert isinstance(figure.bytes_per_second, float) and figure.gates
+
+
+def test_a_configured_model_without_the_kind_falls_back_to_the_builtin_figure() -> None:
+    overrides = {"910B3": {"h2d": 20e9}}
+    assert lookup_bandwidth("910B3", "p2p", overrides) == BUILTIN_BANDWIDTHS["910B3"]["p2p"]
+    assert lookup_bandwidth("910B3", "h2d", overrides) == Bandwidth(20e9, "measured", "config")
+
+
+def test_a_configured_figure_for_another_model_is_not_used() -> None:
+    assert lookup_bandwidth("910B3", "membw", {"H200": {"membw": 1.0}}) == BUILTIN_BANDWIDTHS["910B3"]["membw"]
+    assert lookup_bandwidth("Ascend 310P3", "membw", {"H200": {"membw": 1.0}}) is None
+
+
+def test_a_configured_figure_reaches_a_model_the_builtin_table_lacks() -> None:
+    figure = lookup_bandwidth("Ascend 310P3", "membw", {"310P3": {"membw": 2e11}})
+    assert figure == Bandwidth(2e11, "measured", "config")
