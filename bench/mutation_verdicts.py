@@ -280,4 +280,27 @@ _CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
             "a line starting with X has no prefix either: the prefix pattern fails and the loop ends"),
 )
 
-VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS
+_GEMM = "collectors.probes.gemm"
+_GEMM_VERDICTS: tuple[Verdict, ...] = (
+    Verdict(_GEMM, "_host_product", "for start in range(0, rows, _HOST_BLOCK_ROWS):",
+            "for start in range(0, rows, ):", EQUIVALENT,
+            "blocks then start on every row and overlap; each row is still computed from the same data"),
+    Verdict(_GEMM, "check_product", "correct = bool((ratio <= 1.0).all().item())",
+            "correct = bool((ratio < 1.0).all().item())", ACCEPTED,
+            "differs only for a residual exactly equal to the tolerance, a float64 coincidence; both sides of "
+            "the bound are tested"),
+    Verdict(_GEMM, "check_product",
+            "worst = float(ratio.max().item()) if correct else float(ratio.nan_to_num(nan=math.inf).max().item())",
+            "worst = float(ratio.max().item()) if (correct) and False else "
+            "float(ratio.nan_to_num(nan=math.inf).max().item())", EQUIVALENT,
+            "when every ratio is <= 1 none is NaN, so nan_to_num changes nothing"),
+    Verdict(_GEMM, "corrupt_one_element", "k = c.shape[0]", "k = c.shape[1]", EQUIVALENT,
+            "the probe's matrices are square (size x size)"),
+    Verdict(_GEMM, "corrupt_one_element", "index = int(torch.randint(0, flat.numel(), (1,)).item())",
+            "index = int(torch.randint(flat.numel(), (1,)).item())", EQUIVALENT, "randint's low defaults to 0"),
+    Verdict(_GEMM, "corrupt_one_element", "index = int(torch.randint(0, flat.numel(), (1,)).item())",
+            "index = int(torch.randint(1, flat.numel(), (1,)).item())", ACCEPTED,
+            "only element 0 can no longer be the corrupted one; the index is random by design"),
+)
+
+VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS + _GEMM_VERDICTS

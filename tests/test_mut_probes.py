@@ -210,6 +210,43 @@ def test_check_product_ratio_is_against_the_row_tolerance(workers: tuple[Any, An
     assert gemm.check_product(torch, a, b, c, "fp32") == (False, math.inf)
 
 
+def test_check_product_uses_the_vectors_it_is_given(workers: tuple[Any, Any, Any], torch: Any) -> None:
+    """Zero test vectors see no error at all: proof that the given vectors, not random ones, were used."""
+    _, gemm, _ = workers
+    torch.manual_seed(11)
+    a, b = torch.randn(8, 6, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64)
+    c = a @ b
+    c[2, 3] += 5.0
+    assert gemm.check_product(torch, a, b, c, "fp32", vectors=torch.zeros(4, 2, dtype=torch.float64)) == (True, 0.0)
+    assert gemm.check_product(torch, a, b, c, "fp32")[0] is False
+
+
+def test_a_zeroed_row_of_the_product_is_wrong(workers: tuple[Any, Any, Any], torch: Any) -> None:
+    """A row of C that came back all zero has no scale of its own: only the tiny floor stands for it."""
+    _, gemm, _ = workers
+    torch.manual_seed(12)
+    a, b = torch.randn(8, 6, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64)
+    c = a @ b
+    c[3] = 0.0
+    correct, worst = gemm.check_product(torch, a, b, c, "fp32")
+    assert correct is False and worst > 1e20
+
+
+@pytest.mark.parametrize(("multiple", "correct"), [(0.5, True), (0.9, True), (1.2, False), (1.5, False)])
+def test_an_error_is_judged_against_exactly_one_row_tolerance(workers: tuple[Any, Any, Any], torch: Any,
+                                                              multiple: float, correct: bool) -> None:
+    _, gemm, _ = workers
+    a = torch.arange(1, 49, dtype=torch.float64).reshape(6, 8) % 7 - 3
+    b = torch.arange(1, 41, dtype=torch.float64).reshape(8, 5) % 5 - 2
+    c = a @ b
+    ones = torch.ones(5, 2, dtype=torch.float64)
+    row_scale = float(c[4].pow(2).sum().sqrt())
+    c[4, 2] += multiple * gemm.row_tolerance_factor("fp32", 8) * row_scale
+    judged, worst = gemm.check_product(torch, a, b, c, "fp32", vectors=ones)
+    assert judged is correct
+    assert worst == pytest.approx(multiple, rel=1e-3)
+
+
 def test_corrupt_one_element_flips_and_pushes_one_element(workers: tuple[Any, Any, Any], torch: Any) -> None:
     _, gemm, _ = workers
     torch.manual_seed(5)
