@@ -303,4 +303,62 @@ _GEMM_VERDICTS: tuple[Verdict, ...] = (
             "only element 0 can no longer be the corrupted one; the index is random by design"),
 )
 
-VERDICTS = VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS + _GEMM_VERDICTS
+_RUN = "agent.core.tool_runner"
+_WEDGED = ("only a tool that outlives SIGKILL for 2 s (stuck in an uninterruptible driver call) tells it apart; "
+           "no test can make one")
+_CADENCE = "poll cadence: it changes only how soon an exit is noticed (tenths of a second), not any result"
+_RUNNER_VERDICTS: tuple[Verdict, ...] = (
+    Verdict(_RUN, "_collect", "timed_out = False", "timed_out = None", EQUIVALENT, "only tested for truth"),
+    Verdict(_RUN, "_collect", "leftovers = False  # the direct child exited while something else still held its pipes",
+            "leftovers = None  # the direct child exited while something else still held its pipes", EQUIVALENT,
+            "only tested for truth"),
+    Verdict(_RUN, "_collect", "leftovers = False  # the direct child exited while something else still held its pipes",
+            "leftovers = True  # the direct child exited while something else still held its pipes", ACCEPTED,
+            "every run then ends with a kill of a tool that has exited: it finds nothing unless the tool left a "
+            "background process behind, which npu-smi, hccn_tool and ascend-dmi never do"),
+    Verdict(_RUN, "_collect", "assert proc.stdout is not None and proc.stderr is not None",
+            "assert proc.stdout is not None or proc.stderr is not None", EQUIVALENT,
+            "Popen is given both pipes: neither is ever None"),
+    Verdict(_RUN, "_collect", "if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:",
+            "if exited_at is not None and now - exited_at >= _DRAIN_AFTER_EXIT_S:", EQUIVALENT,
+            "two clock readings equal to the nanosecond: the drain ends on the next pass either way"),
+    Verdict(_RUN, "_collect", "if remaining <= 0:", "if remaining < 0:", EQUIVALENT,
+            "a deadline met to the nanosecond: the next pass (or the wait after the loop) times out either way"),
+    *(Verdict(_RUN, "_collect", "timed_out = True", after, EQUIVALENT,
+              "the wait after the loop then finds no time left and sets timed_out itself (the first of the two "
+              "'timed_out = True' lines; mutants of the second are killed)")
+      for after in ("timed_out = None", "timed_out = False")),
+    Verdict(_RUN, "_collect", "wait = min(remaining, 0.05 if exited_at is not None else 0.25)", "*", ACCEPTED,
+            _CADENCE),
+    Verdict(_RUN, "_collect", "continue", "break", EQUIVALENT,
+            "an ended stream leaves the loop over ready streams; the other one is read on the next pass"),
+    Verdict(_RUN, "_collect", "if timed_out or leftovers or proc.returncode is None:",
+            "if timed_out or leftovers or proc.returncode is not None:", ACCEPTED,
+            "differs only when the read loop itself raises (an interrupt while reading); a finished tool then gets "
+            "a harmless kill of nothing"),
+    Verdict(_RUN, "_collect", "with contextlib.suppress(subprocess.TimeoutExpired):",
+            "with contextlib.suppress(None):", ACCEPTED, _WEDGED),
+    Verdict(_RUN, "_collect", "proc.wait(timeout=_REAP_GRACE_S)", "proc.wait(timeout=None)", ACCEPTED, _WEDGED),
+    Verdict(_RUN, "_collect", 'stdout = outputs[1].decode("utf-8", errors="replace")',
+            'stdout = outputs[1].decode(errors="replace")', EQUIVALENT, "UTF-8 is bytes.decode's default"),
+    Verdict(_RUN, "_collect", 'stderr=outputs[2].decode("utf-8", errors="replace"),',
+            'stderr=outputs[2].decode(errors="replace"),', EQUIVALENT, "UTF-8 is bytes.decode's default"),
+    Verdict(_RUN, "_collect", "returncode=proc.returncode if proc.returncode is not None else -1,", "*", ACCEPTED,
+            _WEDGED),
+    Verdict(_RUN, "kill_tree", "with contextlib.suppress(ProcessLookupError, PermissionError):",
+            "with contextlib.suppress(ProcessLookupError, None):", ACCEPTED,
+            "PermissionError needs a tool's group owned by another user; the agent runs its tools as itself"),
+    Verdict(_RUN, "kill_tree", "with contextlib.suppress(ProcessLookupError, PermissionError):",
+            "with contextlib.suppress(ProcessLookupError, ):", ACCEPTED,
+            "PermissionError needs a tool's group owned by another user; the agent runs its tools as itself"),
+    Verdict(_RUN, "kill_tree", "if proc.returncode is None:", "if proc.returncode is not None:", EQUIVALENT,
+            "the tool leads its own group (start_new_session, tested): killpg has signalled it already"),
+    Verdict(_RUN, "kill_tree", "with contextlib.suppress(ProcessLookupError):", "with contextlib.suppress(None):",
+            EQUIVALENT, "Popen.kill does nothing for a reaped child, and signalling an unreaped one cannot fail"),
+    Verdict(_RUN, "run_tool", "close_fds=True, )", ")", EQUIVALENT, "close_fds=True is Popen's default"),
+    Verdict(_RUN, "run_tool", "_running.pop(run_id, None)", "_running.pop(run_id, )", EQUIVALENT,
+            "the run id was registered just before: the key is always there"),
+)
+
+VERDICTS = (VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS + _GEMM_VERDICTS
+            + _RUNNER_VERDICTS)
