@@ -160,9 +160,6 @@ class DemoNode:
             directory.mkdir(parents=True, exist_ok=True)
         if not self.hccn_conf.exists():  # kept once written: edit an address to make roce_ip fail
             self.write_hccn_conf()
-        # A healthy job's log, so the log checks read something on a demo without a log fault.
-        append_job_log(self.log_root, [f"{plog_timestamp(time.time())} demo training job: step running, "
-                                       "no HCCL errors"], name=JOB_LOG)
         return self
 
     @property
@@ -385,6 +382,9 @@ def open_demo(config: Any, demo_dir: Path, chips: int = 8) -> tuple[dict[str, An
     """(the config overrides for the demo node in ``demo_dir``, the fakes' environment), for the one-shot
     commands (diagnose, check, bundle); the node is created when absent and keeps its faults otherwise."""
     demo = DemoNode(demo_dir).open(chips=chips)
+    # A healthy job's log line, so the log checks have a recent file to read on a demo without a log fault.
+    append_job_log(demo.log_root, [f"{plog_timestamp(time.time())} demo training job: step running, "
+                                   "no HCCL errors"], name=JOB_LOG)
     return demo_overrides(demo_dir, demo.bin_dir, config), demo.env()
 
 
