@@ -153,6 +153,10 @@ TARGETS: tuple[Target, ...] = (
            functions=("row_tolerance_factor", "_host_product", "check_product", "corrupt_one_element"),
            timeout_multiplier=4.0),
     Target("collectors/probes/allreduce.py", _PROBE_TESTS, functions=("bus_bandwidth",)),
+    Target("collectors/probes/membw.py", _PROBE_TESTS, functions=("random_buffer", "corrupt_one_element",
+                                                                  "copies_match")),
+    Target("collectors/probes/p2p.py", _PROBE_TESTS, functions=("ordered_pairs",)),
+    Target("collectors/probes/sustained_gemm.py", _PROBE_TESTS, functions=("chunk_size",)),
 )
 
 # The [tool.mutmut] section written into each scratch copy's pyproject.toml.

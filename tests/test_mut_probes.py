@@ -275,3 +275,66 @@ def test_stall_hook_rank_defaults_to_zero(workers: tuple[Any, Any, Any], monkeyp
     with pytest.raises(InterruptedError):
         common.stall_if_requested("exec", 0)
     common.stall_if_requested("exec", 1)
+
+
+# --------------------------------------------------------------------------- membw, p2p, sustained GEMM: host maths
+
+
+@pytest.fixture(scope="module")
+def copy_workers() -> Iterator[tuple[Any, Any, Any]]:
+    sys.path.insert(0, str(PROBES_DIR))
+    try:
+        from collectors.probes import membw, p2p, sustained_gemm
+    finally:
+        sys.path.remove(str(PROBES_DIR))
+    yield membw, p2p, sustained_gemm
+
+
+def test_p2p_measures_every_ordered_pair_once(copy_workers: tuple[Any, Any, Any]) -> None:
+    _, p2p, _ = copy_workers
+    assert p2p.ordered_pairs([0, 1, 2]) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    assert p2p.ordered_pairs([4]) == []
+
+
+def test_membw_corruption_flips_every_bit_of_the_middle_element(copy_workers: tuple[Any, Any, Any],
+                                                                 torch: Any) -> None:
+    membw, _, _ = copy_workers
+    buffer = torch.tensor([5, 6, 7, 8, 9], dtype=torch.int32)
+    before = buffer.clone()
+    membw.corrupt_one_element(buffer)
+    assert buffer.tolist() == [5, 6, ~7, 8, 9]
+    assert membw.copies_match(torch, buffer, before) is False
+    assert membw.copies_match(torch, before.clone(), before) is True
+
+
+def test_membw_buffer_is_random_int32_of_the_size_asked(copy_workers: tuple[Any, Any, Any], torch: Any) -> None:
+    membw, _, _ = copy_workers
+    torch.manual_seed(4)
+    buffer = membw.random_buffer(torch, 4096, "cpu")
+    assert (buffer.dtype, buffer.numel()) == (torch.int32, 4096)
+    assert int(buffer.min()) < -(2**30) and int(buffer.max()) > 2**30  # spans the whole int32 range
+
+
+@pytest.mark.parametrize(("per_product_s", "window_s", "chunk"), [
+    (0.001, 60.0, 50),     # 50 ms of work
+    (0.001, 0.1, 25),      # a quarter of a short window
+    (0.2, 60.0, 1),        # one product is already longer than a chunk
+    (0.0, 60.0, 50_000_000),  # an instant product: bounded by the 1 ns floor
+])
+def test_sustained_gemm_chunk_is_about_fifty_ms_of_work(copy_workers: tuple[Any, Any, Any],
+                                                        monkeypatch: pytest.MonkeyPatch, per_product_s: float,
+                                                        window_s: float, chunk: int) -> None:
+    _, _, sustained = copy_workers
+    seen: list[Any] = []
+
+    def best_of(backend: Any, run_once: Any, counts: Any) -> tuple[float, list[float]]:
+        seen.append((counts.warmup, counts.warmup_seconds, counts.iterations, counts.repeats))
+        return per_product_s * counts.iterations, [per_product_s * counts.iterations]
+
+    class Operands:
+        def product(self) -> None:
+            raise AssertionError("timed through best_of only")
+
+    monkeypatch.setattr(sustained.common, "best_of", best_of)
+    assert sustained.chunk_size(object(), Operands(), window_s) == chunk
+    assert seen == [(0, 0.0, 2, 1)]
