@@ -301,6 +301,10 @@ _GEMM_VERDICTS: tuple[Verdict, ...] = (
     Verdict(_GEMM, "corrupt_one_element", "index = int(torch.randint(0, flat.numel(), (1,)).item())",
             "index = int(torch.randint(1, flat.numel(), (1,)).item())", ACCEPTED,
             "only element 0 can no longer be the corrupted one; the index is random by design"),
+    Verdict("collectors.probes.membw", "random_buffer",
+            "return torch.randint(-(2**31), 2**31 - 1, (numel,), dtype=torch.int32, device=device)",
+            "return torch.randint(-(2**31), 2**31 - 2, (numel,), dtype=torch.int32, device=device)", ACCEPTED,
+            "one int32 value of 2**32 is no longer drawn; the data only has to be random and exactly comparable"),
 )
 
 _RUN = "agent.core.tool_runner"

@@ -313,6 +313,7 @@ def test_membw_buffer_is_random_int32_of_the_size_asked(copy_workers: tuple[Any,
     buffer = membw.random_buffer(torch, 4096, "cpu")
     assert (buffer.dtype, buffer.numel()) == (torch.int32, 4096)
     assert int(buffer.min()) < -(2**30) and int(buffer.max()) > 2**30  # spans the whole int32 range
+    assert membw.random_buffer(torch, 8, "meta").device.type == "meta"  # made on the device asked for
 
 
 @pytest.mark.parametrize(("per_product_s", "window_s", "chunk"), [
@@ -328,6 +329,7 @@ def test_sustained_gemm_chunk_is_about_fifty_ms_of_work(copy_workers: tuple[Any,
     seen: list[Any] = []
 
     def best_of(backend: Any, run_once: Any, counts: Any) -> tuple[float, list[float]]:
+        assert backend is the_backend and run_once == operands.product
         seen.append((counts.warmup, counts.warmup_seconds, counts.iterations, counts.repeats))
         return per_product_s * counts.iterations, [per_product_s * counts.iterations]
 
@@ -335,6 +337,7 @@ def test_sustained_gemm_chunk_is_about_fifty_ms_of_work(copy_workers: tuple[Any,
         def product(self) -> None:
             raise AssertionError("timed through best_of only")
 
+    the_backend, operands = object(), Operands()
     monkeypatch.setattr(sustained.common, "best_of", best_of)
-    assert sustained.chunk_size(object(), Operands(), window_s) == chunk
+    assert sustained.chunk_size(the_backend, operands, window_s) == chunk
     assert seen == [(0, 0.0, 2, 1)]
