@@ -361,3 +361,14 @@ def test_more_chips_than_the_cap_names_the_first_npu_line_over_it() -> None:
     with pytest.raises(ParseError) as excinfo:
         parse(_text(*rows), max_chips=1)
     assert (excinfo.value.line_no, excinfo.value.line) == (5, _NPU1)
+
+
+def test_headers_without_units_keep_the_usual_column_order() -> None:
+    rows = ["| NPU Name | Health | Power Temp Hugepages-Usage |", "| Chip | Bus-Id | AICore Memory-Usage HBM-Usage |",
+            "| 0 910B3 | OK | 101.3 41 12 / 64 |", "| 0 | 0000:C1:00.0 | 37 300 / 400 100 / 200 |"]
+    table = parse(_text(*rows))
+    assert table.rejected == ()
+    (chip,) = table.chips
+    assert (chip.power_watts, chip.temperature_celsius, chip.hugepages_used, chip.hugepages_total) == \
+        (101.3, 41.0, 12.0, 64.0)
+    assert (chip.aicore_ratio, chip.memory_used_bytes, chip.hbm_used_bytes) == (0.37, 300 * MIB, 100 * MIB)
