@@ -364,5 +364,63 @@ _RUNNER_VERDICTS: tuple[Verdict, ...] = (
             "the run id was registered just before: the key is always there"),
 )
 
+_INFO = "collectors.npu_smi_info"
+_INFO_AND_CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
+    Verdict(_INFO, "_column_keys", 'elif "/" in low or "usage" in low:', 'elif "XX/XX" in low or "usage" in low:',
+            EQUIVALENT, "column_labels keeps only letters, dashes and spaces before a (unit), so a label never "
+            'holds "/": neither "/" nor "XX/XX" is ever in it and "usage" decides alone'),
+    *(Verdict(_INFO, "_column_keys", 'keys.append("other")', after, EQUIVALENT,
+              "an unknown scalar column only holds its slot: the name is no pair column either way, and the "
+              "parsed values are only read by the known keys (power, temp, aicore, ...)")
+      for after in ("keys.append(None)", 'keys.append("XXotherXX")', 'keys.append("OTHER")')),
+    Verdict(_INFO, "_finish_chip", "chip = state.next_free_chip.get(npu_line.npu, 0)",
+            "chip = state.next_free_chip.get(None, 0)", ACCEPTED,
+            "the scan for a free chip index then starts at 0: every index below the remembered one is taken (it "
+            "is one past a chip the scan assigned; chips are never removed), so the same chip is found. Only the "
+            "time changes, quadratic in the NPU lines without chip line of one NPU; not tested by timing"),
+    Verdict(_INFO, "_handle_device_row", "if len(ids) <= 2 and None not in ints:",
+            "if len(ids) < 2 and None not in ints:", EQUIVALENT,
+            "this branch only gets rows that are neither chip- nor NPU-shaped: a row of two integer ids is "
+            "chip-shaped when its middle cell is a bus id or absent and NPU-shaped otherwise, so here ids never "
+            "holds two integers"),
+    Verdict(_INFO, "_handle_line", 'first = cells[0].lower() if len(cells) >= 3 else ""',
+            'first = cells[0].lower() if len(cells) >= 3 else "XXXX"', EQUIVALENT,
+            'first is only searched for "phy" and "device"; "XXXX" holds neither, like ""'),
+    *(Verdict(_INFO, "_handle_line",
+              'state.second_id = "phy" if "phy" in first else "device" if "device" in first else "none"',
+              f'state.second_id = "phy" if "phy" in first else "device" if "device" in first else "{after}"',
+              EQUIVALENT, 'second_id is only compared with "phy", "device" and None: any other string is a chip '
+              "header naming neither id")
+      for after in ("XXnoneXX", "NONE")),
+    Verdict(_INFO, "_id_and_rest", 'return cells[0].split() if cells else [], "", ""',
+            'return cells[0].split() if (cells) or True else [], "", ""', EQUIVALENT,
+            "_cells() always returns at least one cell (str.split gives at least one piece)"),
+    Verdict(_INFO, "_source_samples", "out.extend(samples(table, chip, ctx))",
+            "out.extend(samples(table, None, ctx))", EQUIVALENT,
+            "samples() ignores its chip argument: npu-smi info is a node-scope source"),
+    *(Verdict(_CLS, "StreamClassifier._expire",
+              "if self._untimed and line_no - self._untimed[0].line_no > self.block_lines:", after, EQUIVALENT,
+              "the condition only skips the work when nothing can have expired; the lists below it pick the "
+              "expired lines by the same strict distance, so opening it more often settles nothing more")
+      for after in ("if self._untimed and line_no + self._untimed[0].line_no > self.block_lines:",
+                    "if self._untimed and line_no - self._untimed[0].line_no >= self.block_lines:")),
+    *(Verdict(_CLS, "StreamClassifier._near", "return 0 <= line_no - prev_line <= self.block_lines", after,
+              EQUIVALENT, "differs only for two counts on one line, which never meet: the matches of a line have "
+              "distinct keys (a phrasing rule skips a category an Ascend code matched; runtime codes are Ascend "
+              "codes), a provisional line has no other match, and line numbers only grow (from_state carries the "
+              "count on; a restarted file gets a fresh classifier)")
+      for after in ("return 1 <= line_no - prev_line <= self.block_lines",
+                    "return 0 < line_no - prev_line <= self.block_lines")),
+    Verdict(_CLS, "StreamClassifier.feed", "self._pending = line[line.index(_LOCATION_START):].strip()",
+            "self._pending = line[line.rindex(_LOCATION_START):].strip()", ACCEPTED,
+            "differs only on a line holding the location words twice without a complete value: any ] after the "
+            "first [IP/ID]:[ completes it, so the second must be cut right after the words. HCCL prints one "
+            "location a line (the corpus has no line with two)"),
+    Verdict(_CLS, "StreamClassifier.feed", "hint_ts = ts if ts is not None else self._inherited_ts(line_no)",
+            "hint_ts = ts if (ts is not None) and False else self._inherited_ts(line_no)", EQUIVALENT,
+            "a timestamped line has just become the last timed line, so _inherited_ts returns its own time "
+            "(block_lines is never negative)"),
+)
+
 VERDICTS = (VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS + _GEMM_VERDICTS
-            + _RUNNER_VERDICTS)
+            + _RUNNER_VERDICTS + _INFO_AND_CLASSIFY_VERDICTS)

@@ -7,7 +7,15 @@ import time
 
 import pytest
 
-from collectors.hccl_classify import Event, Hint, StreamClassifier, classify_line, parse_timestamp
+from collectors.hccl_classify import (
+    _MAX_RANKS,
+    Event,
+    Hint,
+    StreamClassifier,
+    _RootConnections,
+    classify_line,
+    parse_timestamp,
+)
 
 
 def local(*fields: int) -> float:
@@ -263,3 +271,163 @@ def test_indentation_is_one_blank_and_an_empty_rest_is_nothing() -> None:
     under = classify_line("[rank2]:  EI0006: socket times out")
     assert under is not None and under.indented is True and under.text == "EI0006: socket times out"
     assert classify_line("(EI pid=1)") is None
+
+
+# --------------------------------------------------------------------------- survivors of bench/mutation.py
+
+T0 = local(2024, 1, 1, 0, 0, 0)
+UNTIMED_OTHER = "[ERROR] HCCL(1,python): [topo.cc:1] something odd"  # provisional: only the fallback code
+
+
+def _events(events: list[Event]) -> list[tuple[str, float | None, int]]:
+    return [(e.code, e.timestamp, e.line_no) for e in events]
+
+
+def _fed(stream: StreamClassifier, lines: list[str]) -> dict[int, list[tuple[str, float | None, int]]]:
+    """The events each line made final, by the number of the line fed (0: the flush), lines without any left out."""
+    out = {number: _events(stream.feed(line)[0]) for number, line in enumerate(lines, 1)}
+    out[0] = _events(stream.flush())
+    return {number: events for number, events in out.items() if events}
+
+
+def test_a_rendezvous_line_keeps_an_ascend_connect_code_but_not_a_phrased_one() -> None:
+    coded = classify_line("EI0015: topo exchange timeout; EI0006: socket times out")
+    assert coded is not None
+    assert coded.matches == (("EI0015", "rendezvous_timeout"), ("EI0006", "connect_timeout"))
+    phrased = classify_line("EI0015: topo exchange timeout; get socket timeout")
+    assert phrased is not None and phrased.matches == (("EI0015", "rendezvous_timeout"),)
+
+
+def test_a_line_carrying_every_hint_trigger_still_yields_its_hints() -> None:
+    line = ("remote rank:[3] crimer Cluster Exception dstRank dst_rank | Peer information serverId[ (device= "
+            "connect server[")
+    result = classify_line(line)
+    assert result is not None and result.hints == (("remote_rank", "3"),)
+
+
+def test_plog_microseconds_are_millionths_of_a_second() -> None:
+    # Near the epoch a float resolves nanoseconds; at today's times it could not tell 1/1e6 from 1/1000001.
+    assert parse_timestamp("1970-01-02-00:00:00.000.999") == local(1970, 1, 2, 0, 0, 0) + (0 / 1e3 + 999 / 1e6)
+
+
+def test_an_untimed_line_midway_between_two_distant_times_takes_the_earlier_and_comes_first() -> None:
+    stream = StreamClassifier()
+    lines = ["2024-01-01-00:00:00 EI0006: socket times out", "EI0002: notify times out",
+             "2024-01-01-00:02:00 EI0006: socket times out"]
+    assert _fed(stream, lines) == {1: [("EI0006", T0, 1)], 3: [("EI0002", T0, 2), ("EI0006", T0 + 120, 3)]}
+    closer_to_next = StreamClassifier()
+    lines = ["2024-01-01-00:00:00 EI0006: socket times out", "x", "EI0002: notify times out",
+             "2024-01-01-00:02:00 EI0006: socket times out"]
+    assert _fed(closer_to_next, lines) == {1: [("EI0006", T0, 1)],
+                                           4: [("EI0006", T0 + 120, 4), ("EI0002", T0 + 120, 3)]}
+
+
+def test_provisional_events_close_by_line_distance_whatever_their_order() -> None:
+    # The untimed line 1 is dated by line 2 and settled after it: the provisional list holds line 2, then line 1.
+    stream = StreamClassifier(block_lines=2)
+    lines = [UNTIMED_OTHER, f"{ERR}other odd", "remote rank:[3] crimer", "remote rank:[3] crimer"]
+    assert _fed(stream, lines) == {4: [("hccl:topo", T0, 1)]}
+    assert stream.duplicates == 1  # line 2, at the flush: the same incident as line 1
+
+
+def test_a_provisional_event_stays_open_over_untimed_lines_within_the_block() -> None:
+    stream = StreamClassifier(block_lines=2)
+    lines = [f"{ERR}something odd", "remote rank:[3] crimer", "2024-01-01-00:00:00 EI0006: socket times out"]
+    assert _fed(stream, lines) == {3: [("EI0006", T0, 3)]}
+    assert stream.duplicates == 1
+
+
+def test_untimed_events_expire_one_by_one_dated_by_the_time_before_them() -> None:
+    stream = StreamClassifier(block_lines=2)
+    lines = ["2024-01-01-00:00:00 remote rank:[3] crimer", "EI0002: notify times out", "EI0013: cqe error",
+             "remote rank:[4] crimer", "remote rank:[4] crimer", "remote rank:[4] crimer"]
+    assert _fed(stream, lines) == {5: [("EI0002", T0, 2)], 6: [("EI0013", T0, 3)]}
+    assert stream.duplicates == 0
+
+
+def test_an_untimed_repeat_beyond_the_block_of_a_timed_event_counts_again() -> None:
+    stream = StreamClassifier(block_lines=2)
+    lines = ["2024-01-01-00:00:00 EI0006: socket times out", "x", "x", "EI0006: socket times out"]
+    assert _fed(stream, lines) == {1: [("EI0006", T0, 1)], 0: [("EI0006", None, 4)]}
+
+
+def test_an_untimed_phrasing_after_its_ascend_code_is_a_duplicate() -> None:
+    stream = StreamClassifier()
+    assert _fed(stream, ["EI0006: socket times out", "get socket timeout"]) == {0: [("EI0006", None, 1)]}
+    assert stream.duplicates == 1
+
+
+def test_codes_without_an_ascend_number_are_remembered_by_category() -> None:
+    stream = StreamClassifier()
+    stream.feed_lines([f"{ERR}something odd"])
+    assert stream.state()["counted"] == {"~other": [T0, 1]}
+
+
+def test_an_untimed_provisional_line_after_an_untimed_event_is_its_duplicate() -> None:
+    stream = StreamClassifier()
+    assert _fed(stream, ["EI0002: notify times out", UNTIMED_OTHER]) == {0: [("EI0002", None, 1)]}
+    assert stream.duplicates == 1
+
+
+def test_a_provisional_line_is_a_duplicate_of_an_untimed_event_just_after_it() -> None:
+    stream = StreamClassifier(block_lines=2)
+    lines = ["2024-01-01-00:00:00 remote rank:[3] crimer", "x", UNTIMED_OTHER, "EI0002: notify times out"]
+    assert _fed(stream, lines) == {0: [("EI0002", None, 4)]}
+    assert stream.duplicates == 1
+
+
+def test_a_provisional_line_two_minutes_after_an_event_is_its_own_incident() -> None:
+    # Line 6 (indented) takes the time before it, line 5 the time after it: two minutes apart.
+    stream = StreamClassifier()
+    lines = ["2024-01-01-00:00:00 remote rank:[3] crimer", "x", "x", "x", UNTIMED_OTHER,
+             "    EI0002: notify times out", "2024-01-01-00:02:00 remote rank:[4] crimer"]
+    assert _fed(stream, lines) == {7: [("EI0002", T0, 6)], 0: [("hccl:topo", T0 + 120, 5)]}
+    assert stream.duplicates == 0
+
+
+def test_every_absorbed_provisional_line_is_one_duplicate() -> None:
+    settled = StreamClassifier()
+    settled.feed_lines(["2024-01-01-00:00:00 EI0006: socket times out", f"{ERR}something odd", f"{ERR}other odd"])
+    assert settled.duplicates == 2
+    closed = StreamClassifier()
+    events, _ = closed.feed_lines([f"{ERR}something odd", f"{ERR}other odd",
+                                   "2024-01-01-00:00:10 EI0006: socket times out"])
+    assert _events(events) == [("EI0006", T0 + 10, 3)]
+    assert closed.duplicates == 2
+
+
+@pytest.mark.parametrize(("pieces", "found"), [(8, True), (9, False)])
+def test_a_wrapped_location_is_joined_over_at_most_eight_lines(pieces: int, found: bool) -> None:
+    stream = StreamClassifier(source="s")
+    stream.feed("EI0006: x times out. Cluster Exception Location[IP/ID]:[10.0.0.7/")
+    digits = "".join(str(n) for n in range(1, pieces))
+    hints = [h for piece in [*digits, "]"] for h in stream.feed(piece)[1]]
+    assert [(h.kind, h.value) for h in hints] == ([("exception_location", f"10.0.0.7/{digits}")] if found else [])
+
+
+def test_root_side_without_a_total_line_expects_one_list_line_and_dates_its_hints() -> None:
+    stream = StreamClassifier(source="root.log")
+    lines = [f"{ERR}need connect rankNum is [3]",
+             f"{ERR}connected rankinfo[LINE 0]: [0000000000000000],[0000000000000002],"]
+    hints = [h for line in lines for h in stream.feed(line)[1]]
+    assert hints == [Hint("missing_rank", "1", T0, "root.log")]
+
+
+def test_line_hints_carry_the_stream_source() -> None:
+    stream = StreamClassifier(source="s")
+    assert stream.feed("2024-01-01-00:00:00 remote rank:[3] crimer")[1] == [Hint("remote_rank", "3", T0, "s")]
+
+
+def test_the_root_side_block_starts_at_its_first_rendezvous_line() -> None:
+    stream = StreamClassifier(block_lines=2)
+    lines = [f"{ERR}EI0006: socket times out", f"{ERR}total connected num is [1],line num is [1]",
+             f"{ERR}need connect rankNum is [2]", f"{ERR}connected rankinfo[LINE 0]: [0000000000000000],"]
+    hints = [h for line in lines for h in stream.feed(line)[1]]
+    assert [(h.kind, h.value) for h in hints] == [("missing_rank", "1")]
+
+
+def test_missing_ranks_are_listed_up_to_the_rank_cap() -> None:
+    at_cap = _RootConnections(1, 1, need=_MAX_RANKS, lines_seen=1, connected={0})
+    missing = at_cap.missing()
+    assert missing is not None and (len(missing), missing[0], missing[-1]) == (_MAX_RANKS - 1, 1, _MAX_RANKS - 1)
+    assert _RootConnections(1, 1, need=_MAX_RANKS + 1, lines_seen=1).missing() is None
