@@ -310,18 +310,24 @@ def alertmanager_config(webhook_url: str, group_wait: str = "0s") -> dict[str, A
 
 def start_alertmanager(tmp_path: Path, webhook_url: str, group_wait: str = "0s") -> AMProcess:
     """Alertmanager sending every alert to ``webhook_url``; gossip off; returns once /-/ready."""
-    binary = find_binary("prometheus-alertmanager", "alertmanager", package="prometheus-alertmanager")
     workdir = tmp_path / "alertmanager"
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "alertmanager.yml"
     config_path.write_text(yaml.safe_dump(alertmanager_config(webhook_url, group_wait), sort_keys=False),
                            encoding="utf-8")
+    return start_alertmanager_with(config_path, workdir)
+
+
+def start_alertmanager_with(config_path: Path, workdir: Path, name: str = "alertmanager") -> AMProcess:
+    """Alertmanager on ``config_path`` (data and log in ``workdir``); gossip off; returns once /-/ready."""
+    binary = find_binary("prometheus-alertmanager", "alertmanager", package="prometheus-alertmanager")
+    workdir.mkdir(parents=True, exist_ok=True)
 
     def argv(port: int) -> list[str]:
         return [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
                 f"--storage.path={workdir / 'data'}", "--cluster.listen-address=", "--log.level=info"]
 
-    process = _start("alertmanager", argv, workdir / "alertmanager.log")
+    process = _start(name, argv, workdir / "alertmanager.log")
     return AMProcess(process.name, process.popen, process.port, process.log_path, config_path)
 
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from collectors.catalogue import CATALOGUE
-from tests.prom_harness import free_port
+from tests.prom_harness import free_port, start_alertmanager_with
 
 REPO = Path(__file__).resolve().parents[1]
 ALERTS_DIR = REPO / "alerts"
@@ -385,19 +385,9 @@ def _stop(popen: subprocess.Popen[bytes]) -> None:
 def test_alertmanager_example_inhibits_the_alerts_of_a_node_whose_agent_is_down(tmp_path: Path) -> None:
     """The example config in a real Alertmanager: NPUWatchDown mutes its node's other alerts and
     nothing else; a critical mutes the warning of the same alert and chip; groups are node x alert."""
-    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    assert binary, "Alertmanager not found: apt-get install prometheus-alertmanager"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "alertmanager.log"
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            [binary, f"--config.file={ALERTMANAGER_EXAMPLE}", f"--web.listen-address=127.0.0.1:{port}",
-             f"--storage.path={tmp_path / 'data'}", "--cluster.listen-address="],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
+    alertmanager = start_alertmanager_with(ALERTMANAGER_EXAMPLE, tmp_path / "alertmanager")
+    url = alertmanager.url
     try:
-        _wait_ready(url, popen, log)
         now = time.time()
         sent = {
             "down": {"alertname": "NPUWatchDown", "severity": "warning", "node": "n1", "instance": "n1:9611"},
@@ -433,7 +423,7 @@ def test_alertmanager_example_inhibits_the_alerts_of_a_node_whose_agent_is_down(
             for labels in sent.values()
         }
     finally:
-        _stop(popen)
+        alertmanager.stop()
 
 
 # ----------------------------------------------------------------------------- README scrape config

@@ -45,10 +45,9 @@ from tests.prom_harness import (
     AMProcess,
     PromProcess,
     WebhookReceiver,
-    _start,
-    find_binary,
     shortened_rules,
     start_alertmanager,
+    start_alertmanager_with,
     start_prometheus,
 )
 
@@ -146,14 +145,7 @@ def start_routing_alertmanager(tmp_path: Path, webhook_url: str) -> AMProcess:
     workdir.mkdir(parents=True)
     config_path = workdir / "alertmanager.yml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    binary = find_binary("prometheus-alertmanager", "alertmanager", package="prometheus-alertmanager")
-
-    def argv(port: int) -> list[str]:
-        return [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
-                f"--storage.path={workdir / 'data'}", "--cluster.listen-address=", "--log.level=info"]
-
-    process = _start("alertmanager-routing", argv, workdir / "alertmanager.log")
-    return AMProcess(process.name, process.popen, process.port, process.log_path, config_path)
+    return start_alertmanager_with(config_path, workdir, "alertmanager-routing")
 
 
 def add_alertmanager(prom: PromProcess, am: AMProcess) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tests.prom_harness import free_port
+from tests.prom_harness import start_alertmanager_with
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "alerts" / "alertmanager.example.yml"
@@ -55,27 +53,9 @@ def _http_json(url: str, body: Any = None) -> Any:
 
 
 def test_one_incident_is_one_group_and_other_alerts_keep_theirs(tmp_path: Path) -> None:
-    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    assert binary, "Alertmanager not found: apt-get install prometheus-alertmanager"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "alertmanager.log"
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            [binary, f"--config.file={EXAMPLE}", f"--web.listen-address=127.0.0.1:{port}",
-             f"--storage.path={tmp_path / 'data'}", "--cluster.listen-address="],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    alertmanager = start_alertmanager_with(EXAMPLE, tmp_path / "alertmanager")
+    url = alertmanager.url
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert popen.poll() is None, log.read_text(errors="replace")[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
-                time.sleep(0.1)
         now = time.time()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
         ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 600))
@@ -98,9 +78,4 @@ def test_one_incident_is_one_group_and_other_alerts_keep_theirs(tmp_path: Path) 
             '{"alertname": "NPURoCELinkDown", "node": "node-3"}': ["NPURoCELinkDown"],
         }
     finally:
-        popen.terminate()
-        try:
-            popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            popen.kill()
-            popen.wait(timeout=10)
+        alertmanager.stop()

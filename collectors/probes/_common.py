@@ -321,6 +321,15 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tag", default="", help="ignored; lets the runner find its processes")
 
 
+def parse_copy_probe_args(argv: list[str] | None, description: str, size_help: str) -> argparse.Namespace:
+    """The flags of the copy probes (membw, h2d, p2p): timing, ``--devices`` and ``--size-bytes``."""
+    parser = argparse.ArgumentParser(description=description)
+    add_timing_arguments(parser)
+    parser.add_argument("--devices", default="all", help="'all' or comma-separated device indices")
+    parser.add_argument("--size-bytes", type=int, default=0, help=f"{size_help} (0: backend default)")
+    return parser.parse_args(argv)
+
+
 def resolve_counts(args: argparse.Namespace, default: Counts) -> Counts:
     return Counts(
         warmup=args.warmup if args.warmup >= 0 else default.warmup,

@@ -35,11 +35,7 @@ DEFAULTS = {  # backend -> (size_bytes, counts)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="npuwatch device memory bandwidth probe worker")
-    common.add_timing_arguments(parser)
-    parser.add_argument("--devices", default="all", help="'all' or comma-separated device indices")
-    parser.add_argument("--size-bytes", type=int, default=0, help="buffer size (0: backend default)")
-    return parser.parse_args(argv)
+    return common.parse_copy_probe_args(argv, "npuwatch device memory bandwidth probe worker", "buffer size")
 
 
 def random_buffer(torch: Any, numel: int, device: Any) -> Any:

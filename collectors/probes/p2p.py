@@ -42,11 +42,7 @@ DEFAULTS = {  # backend -> (size_bytes, counts)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="npuwatch chip-to-chip (P2P) bandwidth matrix probe worker")
-    common.add_timing_arguments(parser)
-    parser.add_argument("--devices", default="all", help="'all' or comma-separated device indices")
-    parser.add_argument("--size-bytes", type=int, default=0, help="copy size (0: backend default)")
-    return parser.parse_args(argv)
+    return common.parse_copy_probe_args(argv, "npuwatch chip-to-chip (P2P) bandwidth matrix probe worker", "copy size")
 
 
 def ordered_pairs(devices: list[int]) -> list[tuple[int, int]]:
