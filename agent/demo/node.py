@@ -77,7 +77,7 @@ DEMO_PROBE_SCHEDULE = {"gemm": {"first_run": 30.0, "interval": 120.0},
                        "allreduce": {"first_run": 90.0, "interval": 240.0}}
 CPU_TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 HCCN_CONF = "hccn.conf"  # the demo's /etc/hccn.conf: what the fake ports' addresses should be
-JOB_LOG = "demo-job.log"  # the demo training job's stderr, one line per agent start
+JOB_LOG = "demo-job.log"  # the demo training job's stderr: a line per diagnose, check or bundle run
 
 
 class NoDemoNode(ValueError):
