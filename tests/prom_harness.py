@@ -21,6 +21,7 @@ output goes to a log file whose tail is part of every error raised here.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -85,6 +86,20 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
+
+
+def rfc3339_epoch(text: str) -> float:
+    """Epoch seconds of a Prometheus API time (``2026-12-01T20:51:03.123456789Z``: nanoseconds, which
+    ``datetime.fromisoformat`` of Python 3.9 does not read)."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    whole, fraction, zone = match.groups()
+    at = datetime.datetime.strptime(whole + ("+00:00" if zone == "Z" else zone), "%Y-%m-%dT%H:%M:%S%z")
+    return at.timestamp() + float(f"0.{fraction or 0}")
 
 
 def _http_json(url: str, timeout: float = 5.0) -> Any:
@@ -209,6 +224,18 @@ class PromProcess(_Process):
     def alerts(self) -> list[dict[str, Any]]:
         """Active alerts (pending and firing) as Prometheus sees them."""
         return list(self.api("alerts")["alerts"])
+
+    def wait_rules_evaluated_after(self, wall_time: float, timeout: float = 20.0) -> None:
+        """Poll until every rule group was last evaluated after ``wall_time`` (epoch seconds), so that
+        the alerts Prometheus shows are judged on data from after that moment."""
+        deadline = time.monotonic() + timeout
+        while True:
+            groups = self.api("rules")["groups"]
+            if groups and all(rfc3339_epoch(group["lastEvaluation"]) > wall_time for group in groups):
+                return
+            if time.monotonic() > deadline:
+                raise self.fail(f"rule groups not evaluated after {wall_time:.3f} within {timeout:.0f}s")
+            time.sleep(0.1)
 
     def targets_up(self) -> bool:
         active = self.api("targets", {"state": "active"})["activeTargets"]
@@ -564,6 +591,7 @@ def time_scaled_rules(
     dest_dir: Path,
     divide_by: int = 60,
     for_overrides: Mapping[str, str] | None = None,
+    keep_firing_for: str | None = None,
 ) -> tuple[list[Path], list[ScaledDuration]]:
     """Copies of ``rule_files`` on a clock ``divide_by`` times faster; nothing but durations changes.
 
@@ -572,7 +600,10 @@ def time_scaled_rules(
     keep their proportions to each other (``increase(...[15m])`` under ``for: 10m`` becomes
     ``[15s]`` under ``for: 10s``). ``for_overrides`` (alert name -> duration) sets the ``for:`` of
     the alerts whose ``for:`` is tied to something other than the clock (e.g. a number of probe
-    runs). Numbers in expressions (``3 * 3600``) and annotation text stay as shipped.
+    runs). ``keep_firing_for``, when given, replaces every ``keep_firing_for:`` instead of scaling
+    it: how long an alert outlives a scrape gap must cover an agent restart, which does not get 60
+    times faster with the clock. Numbers in expressions (``3 * 3600``) and annotation text stay as
+    shipped.
     """
     overrides = dict(for_overrides or {})
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -592,7 +623,7 @@ def time_scaled_rules(
                     changes.append(ScaledDuration(source.name, name, "for", old, new))
                 if "keep_firing_for" in rule:
                     old = str(rule["keep_firing_for"])
-                    rule["keep_firing_for"] = scale_duration(old, divide_by)
+                    rule["keep_firing_for"] = keep_firing_for or scale_duration(old, divide_by)
                     changes.append(ScaledDuration(source.name, name, "keep_firing_for", old,
                                                   rule["keep_firing_for"]))
                 rule["expr"], found = scale_promql_durations(str(rule["expr"]), divide_by)
