@@ -17,6 +17,7 @@ from collectors._text import MIB
 from collectors.base import CollectContext, ToolError
 from collectors.bounds import rejections
 from collectors.catalogue import CATALOGUE
+from collectors.npu_smi_info_records import ChipStatus, InfoTable
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 TOOLS = CORPUS / "tools"
@@ -35,11 +36,11 @@ def _text(prefix: str) -> str:
     return matches[0].read_text()
 
 
-def _table(prefix: str) -> npu_smi_info.InfoTable:
+def _table(prefix: str) -> InfoTable:
     return npu_smi_info.parse(_text(f"npu-smi_info__{prefix}"))
 
 
-def _chip(table: npu_smi_info.InfoTable, npu: int, chip: int = 0) -> npu_smi_info.ChipStatus:
+def _chip(table: InfoTable, npu: int, chip: int = 0) -> ChipStatus:
     return next(c for c in table.chips if (c.npu, c.chip) == (npu, chip))
 
 

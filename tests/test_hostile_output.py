@@ -50,6 +50,7 @@ from collectors import (
 )
 from collectors.base import ChipRef, CollectContext, ParseError, Source
 from collectors.bounds import BOUNDS, has_control_chars, is_label_text
+from collectors.npu_smi_info_records import ChipStatus
 
 SOURCES: tuple[Source, ...] = (
     npu_smi_info.SOURCE, npu_smi_usages.SOURCE, npu_smi_common.SOURCE, npu_smi_ecc.SOURCE,
@@ -263,7 +264,7 @@ def _blob(rng: random.Random, kind: str) -> str:
     return "\n".join(lines)
 
 
-def _genuine(chip: npu_smi_info.ChipStatus) -> bool:
+def _genuine(chip: ChipStatus) -> bool:
     """A chip a real npu-smi could print: label-safe identity and every reading in range."""
     readings = (("power_watts", chip.power_watts), ("temperature_celsius", chip.temperature_celsius),
                 ("memory_bytes", chip.hbm_used_bytes), ("memory_bytes", chip.hbm_total_bytes))
