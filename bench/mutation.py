@@ -90,6 +90,8 @@ _KV_TESTS = ("tests/test_mut_npu_smi_kv.py", "tests/test_npu_smi_kv.py", "tests/
              "tests/test_conformance_npu_smi_kv.py")
 _HCCN_TESTS = ("tests/test_mut_hccn.py", "tests/test_hccn.py", "tests/test_hccn_bounds.py",
                "tests/test_conformance_hccn_dmi.py")
+_INFO_TESTS = ("tests/test_mut_npu_smi_info.py", "tests/test_npu_smi_info.py",
+               "tests/test_conformance_npu_smi_tables.py")
 # Only the package-name imports count: tests/test_probe_workers.py imports the workers as top-level
 # modules (``gemm``, ``_common``), whose trampolines mutmut never switches on.
 _PROBE_TESTS = ("tests/test_mut_probes.py",)
@@ -115,8 +117,9 @@ TARGETS: tuple[Target, ...] = (
     Target("agent/core/snapshot.py", ("tests/test_snapshot.py", "tests/test_mut_snapshot.py",
                                       "tests/test_exporter.py")),
     Target("agent/core/exposition.py", ("tests/test_mut_exposition.py", "tests/test_exporter.py")),
-    Target("collectors/npu_smi_info.py", ("tests/test_mut_npu_smi_info.py", "tests/test_npu_smi_info.py",
-                                          "tests/test_conformance_npu_smi_tables.py")),
+    # npu_smi_info_records.py holds dataclasses only: no function body for mutmut to mutate.
+    *(Target(f"collectors/{name}.py", _INFO_TESTS) for name in ("npu_smi_info", "npu_smi_info_layout",
+                                                                "npu_smi_info_rows")),
     _kv("npu_smi_kv"),
     _kv("npu_smi_usages", "test_npu_smi_usages.py"),
     _kv("npu_smi_common", "test_npu_smi_usages.py"),

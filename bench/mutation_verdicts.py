@@ -365,20 +365,22 @@ _RUNNER_VERDICTS: tuple[Verdict, ...] = (
 )
 
 _INFO = "collectors.npu_smi_info"
+_LAYOUT = "collectors.npu_smi_info_layout"
+_ROWS = "collectors.npu_smi_info_rows"
 _INFO_AND_CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
-    Verdict(_INFO, "_column_keys", 'elif "/" in low or "usage" in low:', 'elif "XX/XX" in low or "usage" in low:',
+    Verdict(_LAYOUT, "column_keys", 'elif "/" in low or "usage" in low:', 'elif "XX/XX" in low or "usage" in low:',
             EQUIVALENT, "column_labels keeps only letters, dashes and spaces before a (unit), so a label never "
             'holds "/": neither "/" nor "XX/XX" is ever in it and "usage" decides alone'),
-    *(Verdict(_INFO, "_column_keys", 'keys.append("other")', after, EQUIVALENT,
+    *(Verdict(_LAYOUT, "column_keys", 'keys.append("other")', after, EQUIVALENT,
               "an unknown scalar column only holds its slot: the name is no pair column either way, and the "
               "parsed values are only read by the known keys (power, temp, aicore, ...)")
       for after in ("keys.append(None)", 'keys.append("XXotherXX")', 'keys.append("OTHER")')),
-    Verdict(_INFO, "_finish_chip", "chip = state.next_free_chip.get(npu_line.npu, 0)",
+    Verdict(_ROWS, "_finish_chip", "chip = state.next_free_chip.get(npu_line.npu, 0)",
             "chip = state.next_free_chip.get(None, 0)", ACCEPTED,
             "the scan for a free chip index then starts at 0: every index below the remembered one is taken (it "
             "is one past a chip the scan assigned; chips are never removed), so the same chip is found. Only the "
             "time changes, quadratic in the NPU lines without chip line of one NPU; not tested by timing"),
-    Verdict(_INFO, "_handle_device_row", "if len(ids) <= 2 and None not in ints:",
+    Verdict(_ROWS, "handle_device_row", "if len(ids) <= 2 and None not in ints:",
             "if len(ids) < 2 and None not in ints:", EQUIVALENT,
             "this branch only gets rows that are neither chip- nor NPU-shaped: a row of two integer ids is "
             "chip-shaped when its middle cell is a bus id or absent and NPU-shaped otherwise, so here ids never "
@@ -392,9 +394,9 @@ _INFO_AND_CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
               EQUIVALENT, 'second_id is only compared with "phy", "device" and None: any other string is a chip '
               "header naming neither id")
       for after in ("XXnoneXX", "NONE")),
-    Verdict(_INFO, "_id_and_rest", 'return cells[0].split() if cells else [], "", ""',
+    Verdict(_LAYOUT, "id_and_rest", 'return cells[0].split() if cells else [], "", ""',
             'return cells[0].split() if (cells) or True else [], "", ""', EQUIVALENT,
-            "_cells() always returns at least one cell (str.split gives at least one piece)"),
+            "split_cells() always returns at least one cell (str.split gives at least one piece)"),
     Verdict(_INFO, "_source_samples", "out.extend(samples(table, chip, ctx))",
             "out.extend(samples(table, None, ctx))", EQUIVALENT,
             "samples() ignores its chip argument: npu-smi info is a node-scope source"),

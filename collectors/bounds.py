@@ -76,7 +76,6 @@ BOUNDS: Mapping[str, Bound] = {
     "hccs_link_speed_gbps": Bound(0, 10_000, "Gb/s", "HCCS lanes run at tens of Gb/s; 10 Tb/s is far beyond"),
     "hccs_bandwidth_bytes_per_second": Bound(0, 1e13, "B/s", "one HCCS link moves tens of GB/s; 10 TB/s is beyond"),
     "roce_speed_bits_per_second": Bound(0, 3.2e12, "b/s", "Ethernet ports top out at 800G-1.6T; 3.2 Tb/s is beyond"),
-    "port_bandwidth_bytes_per_second": Bound(0, 4e11, "B/s", "the 3.2 Tb/s port limit in bytes per second"),
     "optical_power_watts": Bound(0, 1.0, "W", "pluggable optics emit milliwatts; a watt would burn the receiver"),
     "optical_voltage_volts": Bound(0, 10, "V", "module supply is 3.3 V"),
     "optical_bias_amps": Bound(0, 1, "A", "laser bias currents are milliamps"),

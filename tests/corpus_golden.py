@@ -27,7 +27,6 @@ from collectors import (
     hccn_net_health,
     hccn_optical,
     hccn_stat,
-    hccn_ub,
     npu_smi_board,
     npu_smi_common,
     npu_smi_ecc,
@@ -41,7 +40,6 @@ from collectors import (
     npu_smi_temp,
     npu_smi_topo,
     npu_smi_usages,
-    npu_smi_watch,
 )
 from collectors.base import ToolError
 from tests.golden import report_rewritten, write_if_changed
@@ -61,7 +59,6 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "npu-smi_info__": npu_smi_info.parse,
     "npu-smi_info_-m__": npu_smi_mapping.parse,
     "npu-smi_info_-l__": npu_smi_list.parse,
-    "npu-smi_info_watch__": npu_smi_watch.parse,
     "npu-smi_info_-t_topo__": npu_smi_topo.parse,
     "npu-smi_info_-t_usages__": npu_smi_usages.parse,
     "npu-smi_info_-t_common__": npu_smi_common.parse,
@@ -83,9 +80,6 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "hccn_tool_-g_-link_-u_-p__": hccn_link.parse,
     "hccn_tool_-g_-link_stat__": hccn_link_stat.parse,
     "hccn_tool_-g_-stat_-u_-p__": hccn_stat.parse,
-    "hccn_tool_-g_-ub_connect__": hccn_ub.parse_ub_connect,
-    "hccn_tool_-g_-dev_info__": hccn_ub.parse_dev_info_ports,
-    "hccn_tool_-g_-bandwidth__": hccn_ub.parse_bandwidth,
     "ascend-dmi_-f_": ascend_dmi.parse_flops,
     "ascend-dmi_-dg_": ascend_dmi_diag.parse,
     "ascend-dmi_--dg_": ascend_dmi_diag.parse,

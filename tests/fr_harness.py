@@ -28,12 +28,6 @@ libtorch_cpu.so and libtorch_python.so name no ``*_DUMP_ON_TIMEOUT`` switch (onl
 gloo rank on timeout: each rank here dumps itself after its collective returns or raises.
 The process group is created with a 60 s timeout (rendezvous on two busy cores can be slow) and
 then shortened with ``torch.distributed.distributed_c10d._set_pg_timeout`` for the collectives.
-
-``analyze_with_fr_trace`` runs torch's own analyzer (``python -m torch.distributed.flight_recorder.fr_trace``)
-over the pickles. gloo dumps in torch 2.13 record the default group in ``pg_config`` under the empty
-name ``""`` while entries say ``("0", "default_pg")``, and the analyzer then fails with
-``KeyError: ('0', <rank>)`` in ``builder.build_collectives``; the copies handed to it have that one key
-renamed after the entries' group (read with ``collectors.flight_recorder.safe_unpickle``).
 """
 
 from __future__ import annotations
@@ -42,7 +36,6 @@ import argparse
 import contextlib
 import json
 import os
-import pickle
 import shutil
 import signal
 import socket
@@ -148,25 +141,6 @@ def _run_once(scenario: str, out_dir: Path, *, world_size: int, collectives: int
     return ScenarioRun(scenario=scenario, world_size=world_size, collectives=collectives,
                        faulty_rank=world_size - 1, pg_timeout_ms=pg_timeout_ms, out_dir=out_dir,
                        returncodes=tuple(p.returncode for p in processes), errors=tuple(errors))
-
-
-def analyze_with_fr_trace(run: ScenarioRun, work_dir: Path, timeout_s: float = 60.0) -> str:
-    """torch's fr_trace analyzer over the run's pickles (after the pg_config repair above); its output."""
-    from collectors.flight_recorder import safe_unpickle
-
-    work_dir.mkdir(parents=True, exist_ok=True)
-    for rank in range(run.world_size):
-        dump = safe_unpickle(run.pickle_dump(rank).read_bytes())
-        assert isinstance(dump, dict)
-        config = dump["pg_config"]
-        if "" in config and dump.get("entries"):
-            name, desc = dump["entries"][0]["process_group"]
-            config[name] = {**config.pop(""), "name": name, "desc": desc}
-        (work_dir / f"trace_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace",
-                             "--prefix", "trace_", str(work_dir)],
-                            capture_output=True, text=True, timeout=timeout_s, check=False)
-    return result.stdout + result.stderr
 
 
 # --- the worker (one per rank) ---------------------------------------------------------------------------

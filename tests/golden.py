@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from collectors import npu_smi_info, npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
+from collectors import npu_smi_info, npu_smi_list, npu_smi_mapping, npu_smi_topo
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "npu_smi_tables"
 
@@ -23,7 +23,6 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "mapping": npu_smi_mapping.parse,
     "list": npu_smi_list.parse,
     "topo": npu_smi_topo.parse,
-    "watch": npu_smi_watch.parse,
 }
 
 

@@ -1,4 +1,5 @@
-"""The package layout holds: no import cycles, and every cross-package import is one docs/architecture.md allows.
+"""The package layout holds: no import cycles, every cross-package import is one docs/architecture.md allows,
+and no module is over MAX_MODULE_LINES lines unless docs/architecture.md says why.
 
 Imports are read from the AST of every module, wherever they stand (module level, inside a function,
 under ``if TYPE_CHECKING``): hiding an import does not break a cycle.
@@ -127,6 +128,30 @@ def allowed_imports() -> dict[str, set[str]]:
 
 
 GRAPH = import_graph()
+MAX_MODULE_LINES = 600
+LONG_MODULES_SECTION = "## Modules over 600 lines"
+
+
+def module_lengths() -> dict[str, int]:
+    """Lines per module, keyed by its path from the repository root."""
+    return {path.relative_to(REPO).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+            for path in MODULES.values()}
+
+
+def long_module_reasons(text: str) -> dict[str, str]:
+    """The ``- `path`: reason`` items of docs/architecture.md's section on modules over the limit."""
+    _, found, rest = text.partition("\n" + LONG_MODULES_SECTION + "\n")
+    assert found, f"docs/architecture.md has no section {LONG_MODULES_SECTION!r}"
+    section = rest.split("\n## ", 1)[0]
+    return {match.group(1): match.group(2).strip()
+            for match in re.finditer(r"^- `([^`]+)`:(.*)$", section, re.MULTILINE)}
+
+
+def unexplained_long_modules(lengths: dict[str, int], reasons: dict[str, str]) -> list[str]:
+    return sorted(path for path, lines in lengths.items() if lines > MAX_MODULE_LINES and not reasons.get(path))
+
+
+ARCHITECTURE_TEXT = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 
 def test_the_walk_sees_the_modules_and_their_imports() -> None:
@@ -185,3 +210,26 @@ def test_a_forbidden_import_is_reported() -> None:
     edges = package_edges(planted)
     assert ("collectors", "agent.core") in edges
     assert "agent.core" not in allowed["collectors"]
+
+
+def test_no_module_is_over_the_limit_without_a_written_reason() -> None:
+    lengths = module_lengths()
+    assert lengths["collectors/npu_smi_info.py"] > 100  # the walk reads the real files
+    assert unexplained_long_modules(lengths, long_module_reasons(ARCHITECTURE_TEXT)) == []
+
+
+def test_every_listed_long_module_is_still_long() -> None:
+    """A module split below the limit leaves the list (so the list stays a true account)."""
+    lengths = module_lengths()
+    listed = long_module_reasons(ARCHITECTURE_TEXT)
+    assert listed, "the section lists no module"
+    assert sorted(path for path in listed if lengths.get(path, 0) <= MAX_MODULE_LINES) == []
+
+
+def test_a_long_module_without_a_reason_is_reported() -> None:
+    lengths = {"agent/core/planted.py": MAX_MODULE_LINES + 1, "agent/core/short.py": MAX_MODULE_LINES}
+    text = f"intro\n{LONG_MODULES_SECTION}\n\nwhy\n\n- `agent/core/planted.py`: \n\n## Next\n- `x.py`: later\n"
+    reasons = long_module_reasons(text)
+    assert reasons == {"agent/core/planted.py": ""}  # an empty reason is no reason; the next section is not read
+    assert unexplained_long_modules(lengths, reasons) == ["agent/core/planted.py"]
+    assert unexplained_long_modules(lengths, {"agent/core/planted.py": "generated"}) == []

@@ -1,4 +1,4 @@
-"""Flight-recorder readers over the corpus: the printed tutorial dump and three analyzer outputs."""
+"""The flight-recorder dump reader over the corpus: the printed tutorial dump."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import flight_recorder, fr_analysis
+from collectors import flight_recorder
 from collectors.base import ParseError
 from collectors.flight_recorder import FrFrame, PgConfig, PgProgress
 
@@ -52,36 +52,3 @@ def test_printed_tutorial_dump() -> None:
         FrFrame("spawn_main", ".conda/envs/pytorch-3.10/lib/python3.10/multiprocessing/spawn.py", 116),
         FrFrame("<module>", "<string>", 1),
     )
-
-
-def test_torchfrtrace_2_5_missing_rank_one() -> None:
-    analysis = fr_analysis.parse(text_of("torchfrtrace_"))
-    (finding,) = analysis.findings
-    assert (analysis.tool, analysis.unparsed) == ("fr_trace", ())
-    assert (finding.kind, finding.collective_seq, finding.entry_index, finding.record_id) == (
-        "missing_ranks", 5, 4, None)
-    assert (finding.group, finding.collective, finding.state) == ("0:default_pg", "nccl:all_reduce", "scheduled")
-    assert finding.missing_ranks == frozenset({1})
-    assert (finding.expected_ranks, finding.expected_rank_count, finding.world_size) == (None, 2, None)
-    assert (finding.input_sizes, finding.output_sizes) == ("[[3, 4]]", "[[3, 4]]")
-    assert finding.stack == ("all_reduce at /home/cpio/local/pytorch/torch/distributed/distributed_c10d.py:2696",
-                             "wrapper at /home/cpio/local/pytorch/torch/distributed/c10d_logger.py:83",
-                             "<module> at /home/cpio/test/crash.py:44")
-
-
-def test_fr_trace_late_2024_missing_five_of_eight() -> None:
-    (finding,) = fr_analysis.parse(text_of("fr_trace__")).findings
-    assert (finding.kind, finding.collective_seq, finding.record_id, finding.entry_index) == (
-        "missing_ranks", 31117, 31116, None)
-    assert finding.missing_ranks == frozenset({3, 4, 5, 6, 7})
-    assert (finding.expected_ranks, finding.expected_rank_count, finding.world_size) == (
-        frozenset(range(8)), 8, 8)
-    assert (finding.input_sizes, finding.collective) == ("[[1571911]]", "nccl:all_reduce")
-    assert [frame.split(" at ")[0] for frame in finding.stack] == ["all_reduce", "wrapper", "sync_buffers"]
-
-
-def test_torch_npu_analysis_flight_compute_verdict() -> None:
-    analysis = fr_analysis.parse(text_of("fr-analysis_"))
-    assert (analysis.tool, analysis.world_size, analysis.errors) == ("analysis_flight", 8, ())
-    (verdict,) = analysis.verdicts
-    assert (verdict.kind, verdict.pg_id, verdict.rank, verdict.operator) == ("slow_compute", "0", 0, None)

@@ -24,7 +24,6 @@ from collectors import (
     hccn_net_health,
     hccn_optical,
     hccn_stat,
-    hccn_ub,
 )
 from collectors.base import ChipRef, CollectContext
 from collectors.bounds import rejections
@@ -49,9 +48,6 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "hccn_tool_-g_-link_-u_-p": hccn_link.parse,  # 950: same 'link status:' line
     "hccn_tool_-g_-link_stat": hccn_link_stat.parse,  # 950: box table
     "hccn_tool_-g_-stat_-u_-p": hccn_stat.parse,  # 950: 'name: value'
-    "hccn_tool_-g_-ub_connect": hccn_ub.parse_ub_connect,
-    "hccn_tool_-g_-dev_info": hccn_ub.parse_dev_info_ports,
-    "hccn_tool_-g_-bandwidth": hccn_ub.parse_bandwidth,
     "ascend-dmi_-f_-t_fp16": ascend_dmi.parse_flops,
     "ascend-dmi_-f_-t_int8": ascend_dmi.parse_flops,
     "ascend-dmi_-dg_-i_driver": ascend_dmi_diag.parse,
@@ -70,6 +66,9 @@ UNSUPPORTED: dict[str, str] = {
     "hccn_tool_-route_-g": "routing table, no metric in the catalogue",
     "hccn_tool_-tls_-g_grep-switch": "grep-filtered TLS settings line, no metric in the catalogue",
     "hccn_tool_-g_-vnic": "950 virtual NIC address, no metric in the catalogue",
+    "hccn_tool_-g_-ub_connect": "950 UB port link states, no Source (needs a per-port scope the agent lacks)",
+    "hccn_tool_-g_-dev_info": "950 UB port table, no Source (needs a per-port scope the agent lacks)",
+    "hccn_tool_-g_-bandwidth": "950 UB port bandwidth, no Source (needs a per-port scope the agent lacks)",
 }
 
 
@@ -195,18 +194,6 @@ def test_stat_910a_and_950() -> None:
 
 def test_ip_910b1() -> None:
     assert hccn_ip.parse(one("hccn_tool_-ip_-g")) == hccn_ip.IpRecord("29.1.112.213", "255.255.0.0")
-
-
-def test_950_ub_connect_dev_info_bandwidth() -> None:
-    connect = hccn_ub.parse_ub_connect(one("hccn_tool_-g_-ub_connect"))
-    assert connect.state == "PARTIAL LINK"
-    assert connect.ports == {4: "UP", 5: "DOWN", 6: "PARTIAL UP"}
-    ports = hccn_ub.parse_dev_info_ports(one("hccn_tool_-g_-dev_info"))
-    assert [(p.port, p.speed_gbps, p.link_up) for p in ports] == [(4, 400.0, True), (5, 400.0, True),
-                                                                  (6, 400.0, True)]
-    bandwidth = hccn_ub.parse_bandwidth(one("hccn_tool_-g_-bandwidth"))
-    assert bandwidth.tx_bytes_per_second == 0.0
-    assert bandwidth.rx_bytes_per_second == pytest.approx(266.84e6)
 
 
 @pytest.mark.parametrize(("prefix", "dtype", "flops", "power"), [

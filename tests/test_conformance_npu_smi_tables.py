@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from collectors import npu_smi_info, npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
+from collectors import npu_smi_info, npu_smi_list, npu_smi_mapping, npu_smi_topo
 from collectors._text import MIB
 from collectors.base import CollectContext, ToolError
 from collectors.bounds import rejections
 from collectors.catalogue import CATALOGUE
+from collectors.npu_smi_info_records import ChipStatus, InfoTable
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 TOOLS = CORPUS / "tools"
@@ -27,7 +28,6 @@ TABLE_FILES = sorted(TOOLS.glob("npu-smi_info__*.txt"))
 MAPPING_FILES = sorted(TOOLS.glob("npu-smi_info_-m__*.txt"))
 LIST_FILES = sorted(TOOLS.glob("npu-smi_info_-l__*.txt"))
 TOPO_FILES = sorted(TOOLS.glob("npu-smi_info_-t_topo__*.txt"))
-WATCH_FILES = sorted(TOOLS.glob("npu-smi_info_watch__*.txt"))
 
 
 def _text(prefix: str) -> str:
@@ -36,11 +36,11 @@ def _text(prefix: str) -> str:
     return matches[0].read_text()
 
 
-def _table(prefix: str) -> npu_smi_info.InfoTable:
+def _table(prefix: str) -> InfoTable:
     return npu_smi_info.parse(_text(f"npu-smi_info__{prefix}"))
 
 
-def _chip(table: npu_smi_info.InfoTable, npu: int, chip: int = 0) -> npu_smi_info.ChipStatus:
+def _chip(table: InfoTable, npu: int, chip: int = 0) -> ChipStatus:
     return next(c for c in table.chips if (c.npu, c.chip) == (npu, chip))
 
 
@@ -263,21 +263,3 @@ def test_topos() -> None:
     assert pairs == {(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4), (6, 7), (7, 6)}
     assert next(link.cpu_affinity for link in ub if link.npu == 7) == "64-127,192-255"
     assert len(npu_smi_topo.samples(ub, None, CollectContext())) == 56
-
-
-@pytest.mark.parametrize("path", WATCH_FILES, ids=lambda path: path.name[:70])
-def test_every_watch_parses(path: Path) -> None:
-    rows = npu_smi_watch.parse(path.read_text())
-    assert rows and all(row.temperature_celsius is not None for row in rows)
-    assert rejections(rows) == ()
-
-
-def test_watches() -> None:
-    soc = npu_smi_watch.parse(_text("npu-smi_info_watch__310B"))
-    assert len(soc) == 12 and {(r.npu, r.chip, r.has_chip_id) for r in soc} == {(0, 0, True)}
-    assert soc[1].aicore_ratio == pytest.approx(0.25)
-    assert soc[-1].ctrlcpu_ratio == pytest.approx(0.62)
-    a950 = npu_smi_watch.parse(_text("npu-smi_info_watch__950"))
-    assert [r.npu for r in a950] == list(range(8))
-    assert a950[1].power_watts == 292.1 and not a950[1].has_chip_id
-    assert a950[0].ctrlcpu_ratio == pytest.approx(0.16)

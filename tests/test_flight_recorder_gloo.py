@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from pathlib import Path
 
 import pytest
 
-from collectors import flight_recorder, fr_analysis
+from collectors import flight_recorder
 from collectors.flight_recorder import RankDump
 
 pytestmark = pytest.mark.slow
@@ -90,22 +89,3 @@ def test_scenario_outcome(run: ScenarioRun) -> None:
             run.faulty_rank: ["gloo:broadcast"]}
         assert all([e.profiling_name for e in dump.collectives_at(PG, N - 1)] == ["gloo:all_reduce"]
                    for dump in ranks)
-
-
-def test_torch_analyzer_over_the_same_dumps(run: ScenarioRun, tmp_path: Path) -> None:
-    analysis = fr_analysis.parse(fr_harness.analyze_with_fr_trace(run, tmp_path / "fr_trace"))
-    assert analysis.unparsed == ()
-    if run.scenario == "complete":
-        assert analysis.clean
-    elif run.scenario == "hang":
-        (finding,) = analysis.findings
-        assert (finding.kind, finding.collective_seq, finding.collective) == ("missing_ranks", N, "gloo:all_reduce")
-        assert finding.missing_ranks == frozenset({run.faulty_rank})
-        assert finding.expected_ranks == frozenset(range(run.world_size))
-    else:
-        (finding,) = analysis.findings
-        assert (finding.kind, finding.collective_seq) == ("collective_errors", N)
-        assert finding.error_text is not None and "COLLECTIVE_TYPE_MISMATCH" in finding.error_text
-        # fr_trace reports against whichever rank's entry it matched first, so the culprit set is either
-        # the odd one out or everyone else.
-        assert finding.culprit_ranks in (frozenset({run.faulty_rank}), frozenset(range(run.faulty_rank)))

@@ -18,7 +18,6 @@ from collectors import (
     hccn_optical,
     hccn_speed,
     hccn_stat,
-    hccn_ub,
 )
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
 from collectors.catalogue import CATALOGUE
@@ -28,8 +27,7 @@ CTX = CollectContext()
 CHIP = ChipRef(npu=5, chip=0, logic_id=2, phy_id=6)
 
 SOURCE_MODULES = (hccn_link, hccn_link_stat, hccn_net_health, hccn_optical, hccn_stat, hccn_speed)
-PARSERS = (*(module.parse for module in SOURCE_MODULES), hccn_ip.parse,
-           hccn_ub.parse_ub_connect, hccn_ub.parse_dev_info_ports, hccn_ub.parse_bandwidth)
+PARSERS = (*(module.parse for module in SOURCE_MODULES), hccn_ip.parse)
 
 
 def fixture(name: str) -> str:
@@ -382,19 +380,6 @@ def test_ip_bad_address_and_conf_without_equals() -> None:
     with pytest.raises(ParseError) as info:
         hccn_ip.parse_hccn_conf("address_0=1.2.3.4\nbogus line\n")
     assert info.value.line_no == 2
-
-
-# --- 950 UB helpers ----------------------------------------------------------------------------------
-
-
-def test_ub_connect_and_bandwidth() -> None:
-    record = hccn_ub.parse_ub_connect("link status : PARTIAL LINK\nport 4 : UP\nport 6 : PARTIAL UP\n")
-    assert record.state == "PARTIAL LINK"
-    assert record.ports == {4: "UP", 6: "PARTIAL UP"}
-    assert record.fully_linked is False
-    bandwidth = hccn_ub.parse_bandwidth("Bandwidth TX:   1.50 MB/sec\nBandwidth RX:   0.00 MB/sec\n")
-    assert bandwidth.tx_bytes_per_second == pytest.approx(1.5e6)
-    assert bandwidth.rx_bytes_per_second == 0.0
 
 
 def test_speed_overflow_is_a_parse_error() -> None:

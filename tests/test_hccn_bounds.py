@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors import hccn_link_stat, hccn_net_health, hccn_optical, hccn_speed, hccn_stat, hccn_ub
+from collectors import hccn_link_stat, hccn_net_health, hccn_optical, hccn_speed, hccn_stat
 from collectors.base import ChipRef, CollectContext, ParseError
 from collectors.bounds import LIMITS
 
@@ -108,20 +108,3 @@ def test_control_character_lines_are_skipped_and_reported() -> None:
     record = hccn_stat.parse("roce_rx_err_pkt_num:1\nroce_tx_err\x00_pkt_num:2\n")
     assert record.counters == {"roce_rx_err_pkt_num": 1}
     assert [(r.line_no, r.reason) for r in record.rejected] == [(2, "line too long or with control characters")]
-
-
-# --- 950 UB helpers -----------------------------------------------------------------------------------
-
-
-def test_ub_out_of_range_values_are_parse_errors() -> None:
-    with pytest.raises(ParseError, match="bandwidth beyond any UB port"):
-        hccn_ub.parse_bandwidth("Bandwidth TX:   999999999 MB/sec\n")
-    table = ("| UDie ID | Port ID | Speed Ability(Gbps) | Port Type | Link Status | Media Type |\n"
-             "| 0       | 99999999999 | 400             | UB        | UP          | Electrical |\n")
-    with pytest.raises(ParseError, match="bad UB port row"):
-        hccn_ub.parse_dev_info_ports(table)
-    with pytest.raises(ParseError, match="bad UB port row"):
-        hccn_ub.parse_dev_info_ports(table.replace("99999999999", "4").replace("400 ", "9000000 "))
-    ports = "".join(f"port {n} : UP\n" for n in range(65))
-    with pytest.raises(ParseError, match="more than 64 ports"):
-        hccn_ub.parse_ub_connect("link status : LINK\n" + ports)

@@ -33,7 +33,6 @@ from collectors import (
     hccn_optical,
     hccn_speed,
     hccn_stat,
-    hccn_ub,
     npu_smi_board,
     npu_smi_common,
     npu_smi_ecc,
@@ -48,10 +47,10 @@ from collectors import (
     npu_smi_temp,
     npu_smi_topo,
     npu_smi_usages,
-    npu_smi_watch,
 )
 from collectors.base import ChipRef, CollectContext, ParseError, Source
 from collectors.bounds import BOUNDS, has_control_chars, is_label_text
+from collectors.npu_smi_info_records import ChipStatus
 
 SOURCES: tuple[Source, ...] = (
     npu_smi_info.SOURCE, npu_smi_usages.SOURCE, npu_smi_common.SOURCE, npu_smi_ecc.SOURCE,
@@ -64,11 +63,7 @@ SOURCES: tuple[Source, ...] = (
 PARSE_ONLY: dict[str, Callable[[str], Any]] = {
     "npu_smi_power": npu_smi_power.parse,
     "npu_smi_temp": npu_smi_temp.parse,
-    "npu_smi_watch": npu_smi_watch.parse,
     "hccn_ip": hccn_ip.parse,
-    "hccn_ub_connect": hccn_ub.parse_ub_connect,
-    "hccn_ub_dev_info": hccn_ub.parse_dev_info_ports,
-    "hccn_ub_bandwidth": hccn_ub.parse_bandwidth,
 }
 ALL_PARSERS: dict[str, Callable[[str], Any]] = {source.name: source.parse for source in SOURCES} | PARSE_ONLY
 CHIP = ChipRef(0, 0, True, 0, 0)
@@ -269,7 +264,7 @@ def _blob(rng: random.Random, kind: str) -> str:
     return "\n".join(lines)
 
 
-def _genuine(chip: npu_smi_info.ChipStatus) -> bool:
+def _genuine(chip: ChipStatus) -> bool:
     """A chip a real npu-smi could print: label-safe identity and every reading in range."""
     readings = (("power_watts", chip.power_watts), ("temperature_celsius", chip.temperature_celsius),
                 ("memory_bytes", chip.hbm_used_bytes), ("memory_bytes", chip.hbm_total_bytes))
@@ -352,7 +347,6 @@ _GROWING: dict[str, tuple[Callable[[str], Any], Callable[[int], str], int]] = {
         npu_smi_info.parse, lambda n: "| 0 910B3 | OK | 90.1 41 0 / 0 |\n" * (n // 34), 32 << 10),
     "kv-continuation-lines": (npu_smi_health.parse, lambda n: "Error Code : A402\n" + ":1\n" * (n // 3), 128 << 10),
     "info-header-letters": (npu_smi_info.parse, lambda n: "| name health " + "a" * n + " |", 32 << 10),
-    "watch-letters": (npu_smi_watch.parse, lambda n: "a" * n, 32 << 10),
 }
 
 

@@ -17,7 +17,8 @@ from collectors import npu_smi_info
 from collectors._text import MIB
 from collectors.base import CollectContext, ParseError
 from collectors.bounds import LIMITS, Rejection, clip
-from collectors.npu_smi_info import InfoTable, NpuProcess, make_source, parse, samples
+from collectors.npu_smi_info import make_source, parse, samples
+from collectors.npu_smi_info_records import InfoTable, NpuProcess
 
 FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi_tables"
 

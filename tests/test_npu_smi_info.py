@@ -21,7 +21,8 @@ from collectors._text import MIB
 from collectors.base import ChipRef, CollectContext, ParseError, Sample, ToolError
 from collectors.bounds import clip
 from collectors.catalogue import CATALOGUE
-from collectors.npu_smi_info import HEALTH_STATES, InfoTable, chip_refs, health_state, parse, samples
+from collectors.npu_smi_info import HEALTH_STATES, chip_refs, health_state, parse, samples
+from collectors.npu_smi_info_records import InfoTable
 from collectors.npu_smi_mapping import MappingRow
 from tests import golden
 

@@ -1,6 +1,6 @@
-"""Tests of the ``npu-smi info -m`` / ``-l`` / ``-t topo`` / ``watch`` parsers.
+"""Tests of the ``npu-smi info -m`` / ``-l`` / ``-t topo`` parsers.
 
-Golden files: ``tests/fixtures/npu_smi_tables/{mapping,list,topo,watch}_*.txt`` (synthetic)
+Golden files: ``tests/fixtures/npu_smi_tables/{mapping,list,topo}_*.txt`` (synthetic)
 with the expected records in the matching ``.json``. Regenerate with ``python -m tests.golden`` (never
 from a test run) and review the diff.
 """
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors import npu_smi_list, npu_smi_mapping, npu_smi_topo, npu_smi_watch
+from collectors import npu_smi_list, npu_smi_mapping, npu_smi_topo
 from collectors.base import CollectContext, ParseError, ToolError
 from collectors.catalogue import CATALOGUE
 from tests import golden
@@ -28,7 +28,6 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "mapping": npu_smi_mapping.parse,
     "list": npu_smi_list.parse,
     "topo": npu_smi_topo.parse,
-    "watch": npu_smi_watch.parse,
 }
 CASES = sorted(path for kind in PARSERS for path in FIXTURES.glob(f"{kind}_*.txt"))
 ERROR_TEXT = (
@@ -171,27 +170,6 @@ def test_topo_single_npu_header() -> None:
     assert npu_smi_topo.samples(links, None, CollectContext()) == []
 
 
-# --- watch (parser only) --------------------------------------------------------------------------
-
-
-def test_watch_chip_column_and_cut_last_row() -> None:
-    rows = npu_smi_watch.parse(_read("watch_910b_chip_column.txt"))
-    assert [(r.npu, r.chip, r.has_chip_id) for r in rows] == [(0, 0, True), (1, 0, True), (0, 0, True)]
-    assert rows[0].aicore_ratio == pytest.approx(0.37)
-    assert rows[0].memory_bandwidth_ratio == pytest.approx(0.22)
-    assert rows[1].power_watts is None  # 'NA'
-    assert rows[0].npu_util_ratio is None  # no such column on this build
-    assert npu_smi_watch.latest(rows)[(0, 0)].power_watts == 97.4
-
-
-def test_watch_950_without_chip_column() -> None:
-    rows = npu_smi_watch.parse(_read("watch_950_no_chip.txt"))
-    assert [(r.npu, r.chip, r.has_chip_id) for r in rows] == [(3, 0, False), (5, 0, False)]
-    assert rows[0].npu_util_ratio == pytest.approx(0.9)
-    assert rows[0].aicube_ratio == pytest.approx(0.72)
-    assert rows[0].power_watts == 301.2
-
-
 # --- errors and robustness ------------------------------------------------------------------------
 
 
@@ -292,22 +270,6 @@ def test_list_with_more_npus_than_the_cap_is_a_parse_error() -> None:
     with pytest.raises(ParseError, match="more than max_npus=64 NPUs"):
         npu_smi_list.parse(text)
     assert len(npu_smi_list.parse(text, max_npus=65).npus) == 65
-
-
-def test_watch_rows_with_bad_cells_or_impossible_values() -> None:
-    text = _read("watch_910b_chip_column.txt") + (
-        "x           0           95.1        41          37          1           12          60          22\n"
-        "0           0           95.1        41          3.7e    1           12          60          22\n"
-        "0           0           -95.1       151         370         1           12          60          22\n")
-    rows = npu_smi_watch.parse(text)
-    assert len(rows) == 4
-    last = rows[-1]
-    assert (last.power_watts, last.temperature_celsius, last.aicore_ratio, last.aicpu_ratio) == (None, None, None, 0.01)
-    reasons = [r.reason for r in rows.rejected]  # type: ignore[attr-defined]
-    assert reasons[0].endswith("NpuID 'x' is not an integer id")
-    assert reasons[1].endswith("'3.7e' is not a number")
-    assert reasons[2:] == ["pwr(w) -95.1 outside 0..2000 W", "temp(c) 151 outside -40..150 C",
-                           "ai core(%) 370 outside 0..100 %"]
 
 
 def test_topo_header_beyond_max_chips_is_refused_and_stray_rows_are_rejected() -> None:
