@@ -41,9 +41,9 @@ def test_the_golden_document_has_the_documented_shape() -> None:
         for result in check["results"]:
             assert list(result) == ["status", "npu", "chip", "peer", "value", "threshold", "unit", "basis",
                                     "measure", "model", "evidence"]
-    # the README's description of the document names every key
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Gate jobs with npuwatch check", 1)[1].split("\n## ", 1)[0]
+    # the manual's description of the document names every key
+    manual = (REPO / "docs" / "check.md").read_text(encoding="utf-8")
+    section = manual.split("## The `--json` document", 1)[1].split("\n## ", 1)[0]
     for key in (*document, *document["checks"][0], *document["checks"][0]["results"][0]):
         assert f"`{key}`" in section, key
 

@@ -124,9 +124,9 @@ def test_once_on_the_demo_prints_the_exposition(tmp_path: Path) -> None:
     assert "npu_chips 4.0" in result.stdout  # the existing node and its fault were kept, not recreated
 
 
-def test_the_readme_lists_every_fault_and_its_parameters() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Demo faults", 1)[1].split("\n## ", 1)[0]
+def test_the_demo_page_lists_every_fault_and_its_parameters() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "demo.md").read_text(encoding="utf-8")
+    section = page.split("\n## Demo faults\n", 1)[1].split("\n## ", 1)[0]
     listed: dict[str, tuple[str, set[str]]] = {}
     for line in section.splitlines():
         if not line.startswith("| `"):

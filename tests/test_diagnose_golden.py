@@ -38,7 +38,7 @@ def test_colour_goldens_differ_from_plain_only_by_escapes() -> None:
         assert re.sub(r"\x1b\[[0-9;]*m", "", color) == plain
 
 
-def test_the_readme_shows_the_plain_output() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_manual_shows_the_plain_output() -> None:
+    manual = (REPO / "docs" / "hccl-timeouts.md").read_text(encoding="utf-8")
     example = (diagnose_golden.GOLDEN / "node_faults.txt").read_text()
-    assert f"```text\n$ npuwatch diagnose\n{example}```" in readme
+    assert f"```text\n$ npuwatch diagnose\n{example}```" in manual

@@ -1,4 +1,4 @@
-"""The PromQL joins the README documents for npu_pod_info, and the node dashboard's "Who is on the sick
+"""The PromQL joins docs/kubernetes.md documents for npu_pod_info, and the node dashboard's "Who is on the sick
 chip" query, evaluated by promtool on series shaped like a real scrape (target labels job/instance/node)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dashboards.node_detail import chip, sick_chip_pods_query
 from dashboards.queries import substitute
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+MANUAL = (REPO / "docs" / "kubernetes.md").read_text(encoding="utf-8")
 TARGET = 'job="npuwatch",instance="10.0.0.7:9611",node="npu-node-07"'
 
 
@@ -42,8 +42,8 @@ def promtool_test(tmp_path: Path, series: list[dict[str, str]],
 
 
 def documented(prefix: str) -> str:
-    """The README's join line that starts with ``prefix``."""
-    return next(line.strip().strip("`") for line in README.splitlines() if line.strip().strip("`").startswith(prefix))
+    """The manual's join line that starts with ``prefix``."""
+    return next(line.strip().strip("`") for line in MANUAL.splitlines() if line.strip().strip("`").startswith(prefix))
 
 
 CHIPS = [
@@ -59,11 +59,11 @@ CHIPS = [
 HELD_3 = {"npu": "3", "chip": "0", "namespace": "train", "pod": "llm-7b-worker-2", "container": "worker"}
 
 
-def test_the_readme_joins_name_the_pod_on_each_chip(tmp_path: Path) -> None:
+def test_the_documented_joins_name_the_pod_on_each_chip(tmp_path: Path) -> None:
     temperature = documented("npu_temperature_celsius * on (node, npu, chip) group_left (namespace, pod)")
     sick = documented("(npu_healthy == 0) * on (node, npu, chip) group_left (namespace, pod, container)")
     reverse = "npu_pod_info * on (node, npu, chip) group_left npu_temperature_celsius"
-    assert reverse in README
+    assert reverse in MANUAL
     cases = [
         {"expr": temperature, "eval_time": "2m", "exp_samples": [
             {"labels": _labels(npu="2", chip="0", namespace="infer", pod="svc-7f9c"), "value": 61},

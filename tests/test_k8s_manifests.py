@@ -1,6 +1,6 @@
 """deploy/kubernetes: every overlay renders with ``kubectl kustomize``, every object validates against the
 Kubernetes API schemas, the PrometheusRule holds exactly the repository's rules, and the DaemonSet is as
-restricted as the README's security review says, item by item.
+restricted as the security review of docs/kubernetes.md says, item by item.
 
 Built-in kinds are validated by kubernetes-validate (the Kubernetes 1.37 OpenAPI schemas, strict: an
 unknown field fails). PodMonitor and PrometheusRule are custom resources whose schemas no Python package
@@ -273,7 +273,7 @@ def test_the_config_map_is_a_valid_config_that_differs_from_the_defaults_only_wh
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_the_agent_container_is_wired_as_the_readme_says(overlay: str) -> None:
+def test_the_agent_container_is_wired_as_the_manual_says(overlay: str) -> None:
     spec = daemonset(overlay)["spec"]["template"]["spec"]
     container = agent_container(overlay)
     env = {e["name"]: e for e in container["env"]}
@@ -383,9 +383,10 @@ PSS_ITEMS = ("HostProcess", "Host Namespaces", "Privileged Containers", "Capabil
              "Seccomp (restricted)", "Capabilities (restricted)")
 
 
-def readme_review() -> dict[str, dict[str, str]]:
-    """The README's security review table: item -> {overlay: "meets" | "exception"}."""
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("### Security review", 1)[1].split("\n## ", 1)[0]
+def documented_review() -> dict[str, dict[str, str]]:
+    """The security review table of docs/kubernetes.md: item -> {overlay: "meets" | "exception"}."""
+    page = (REPO / "docs" / "kubernetes.md").read_text(encoding="utf-8")
+    section = page.split("\n## Security review\n", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, dict[str, str]] = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -409,10 +410,10 @@ def test_the_pss_checker_sees_each_item() -> None:
 
 
 @pytest.mark.parametrize("overlay", ["privileged", "ascend-docker-runtime"])
-def test_the_daemonset_meets_the_restricted_profile_but_for_the_readme_s_exceptions(overlay: str) -> None:
+def test_the_daemonset_meets_the_restricted_profile_but_for_the_documented_exceptions(overlay: str) -> None:
     failed = pss_violations(daemonset(overlay)["spec"]["template"]["spec"])
-    review = readme_review()
-    assert set(review) == set(PSS_ITEMS), "the README's review names every Pod Security Standards item"
+    review = documented_review()
+    assert set(review) == set(PSS_ITEMS), "the review in docs/kubernetes.md names every Pod Security Standards item"
     documented = {item for item, columns in review.items() if columns[overlay] == "exception"}
     assert failed == documented
     assert {columns[overlay] for columns in review.values()} <= {"meets", "exception"}

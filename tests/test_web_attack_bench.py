@@ -1,5 +1,6 @@
 """Smoke test of bench/attack.py: it runs every attack with --quick, stops by itself and prints its
-table. Only the shape is asserted; the numbers are what the script reports (see the README)."""
+table. Only the shape is asserted; the numbers are what the script reports (see docs/security.md and
+docs/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -84,158 +84,221 @@ def _references_table(value: Any) -> dict[str, dict[str, float]]:
     return result
 
 SCHEMA: Schema = {
+    # Each setting: (checker, default, one-line description for docs/configuration.md).
     "web": {
-        "enabled": (boolean, True),
-        "listen_address": (string, "0.0.0.0"),  # noqa: S104 - an exporter listens for Prometheus
-        "port": (integer(1, 65535), DEFAULT_PORT),
-        "config_file": (optional(string), None),  # exporter-toolkit style TLS / basic auth file
-        "max_connections": (integer(1, 1024), 32),
-        "max_connections_per_client": (integer(1, 1024), 4),  # per client IP address
+        "enabled": (boolean, True, "serve HTTP; `false` with `textfile.enabled` serves only through the textfile"),
+        "listen_address": (string, "0.0.0.0",  # noqa: S104 - an exporter listens for Prometheus
+                           "address `/metrics`, `/healthz` and `/readyz` listen on"),
+        "port": (integer(1, 65535), DEFAULT_PORT, "port they listen on (1-65535)"),
+        "config_file": (optional(string), None,
+                        "TLS and basic auth, in the exporter-toolkit web config format; reloaded when it (or a "
+                        "certificate it names) changes, and on SIGHUP"),
+        "max_connections": (integer(1, 1024), 32,
+                            "open HTTP connections; when full, a new one closes the longest-idle connection of "
+                            "the address that holds the most"),
+        "max_connections_per_client": (integer(1, 1024), 4,
+                                       "per client IP address: idle connections (a new one closes the address's "
+                                       "longest-idle one) and requests in progress (a further one waits up to 1 s "
+                                       "for a turn)"),
     },
-    "labels": (optional(labels_map), None),  # constant labels; `node` defaults from $NODE_NAME
-    "expected_chips": (integer(0, 4096), 0),
-    "state_dir": (string, "/var/lib/npuwatch"),
+    "labels": (optional(labels_map), None,
+               "constant labels on every series (not `npu`, `chip`, `collector`, `job`, `instance`); `node` "
+               "defaults to `$NODE_NAME` when that is set"),
+    "expected_chips": (integer(0, 4096), 0,
+                       "chips this node should have; 0 = unknown (exported as `npuwatch_expected_chips`; "
+                       "NPUChipMissing and the `chip_count` check need it)"),
+    "state_dir": (string, "/var/lib/npuwatch", "log read positions and counters that survive restarts"),
     "textfile": {
-        "enabled": (boolean, False),
-        "directory": (string, "/var/lib/node_exporter/textfile_collector"),
-        "interval": (positive_duration, 15.0),
+        "enabled": (boolean, False,
+                    "write `npuwatch.prom` atomically for node_exporter's textfile collector"),
+        "directory": (string, "/var/lib/node_exporter/textfile_collector", "where `npuwatch.prom` is written"),
+        "interval": (positive_duration, 15.0, "how often it is written"),
     },
     "collectors": {
         "npu_smi": {
-            "enabled": (boolean, True),
-            "path": (optional(string), None),
-            "interval": (positive_duration, 10.0),
-            "usages_interval": (positive_duration, 30.0),
-            "health_interval": (positive_duration, 60.0),
-            "inventory_interval": (positive_duration, 600.0),
-            "timeout": (positive_duration, 10.0),
-            "max_parallel": (integer(1, 16), 2),
-            "per_process_metrics": (boolean, False),
-            "max_chips": (integer(1, 4096), 64),  # a table listing more is refused as broken output
-            "disable": (str_list, ()),
-            "enable": (str_list, ()),  # opt-in sources, e.g. npu_smi_topo
+            "enabled": (boolean, True, "the npu-smi collectors"),
+            "path": (optional(string), None,
+                     "npu-smi; none: on PATH, else `/usr/local/sbin`, `/usr/local/Ascend/driver/tools`, ..."),
+            "interval": (positive_duration, 10.0, "the `npu-smi info` table"),
+            "usages_interval": (positive_duration, 30.0, "`-t usages`, `-t common`"),
+            "health_interval": (positive_duration, 60.0, "`-t ecc`, `health`, `memory`, `board`, `hccs`, `hccs-bw`"),
+            "inventory_interval": (positive_duration, 600.0, "`-m`, `-t topo` (also run at start)"),
+            "timeout": (positive_duration, 10.0, "per call; the process group is killed after it"),
+            "max_parallel": (integer(1, 16), 2, "npu-smi processes at once (per-chip calls share this pool)"),
+            "per_process_metrics": (boolean, False, "export `npu_process_memory_bytes` (one series per pid)"),
+            "max_chips": (integer(1, 4096), 64,
+                          "a table listing more chips is refused as broken output (`npu_smi_info` up 0, "
+                          "reason `parse`)"),
+            "disable": (str_list, (), "source names to skip, e.g. `[npu_smi_hccs_bw]` on boards without HCCS"),
+            "enable": (str_list, (), "opt-in sources: `npu_smi_topo` (`npu_topology_link`)"),
         },
         "hccn_tool": {
-            "enabled": (boolean, True),
-            "path": (optional(string), None),
-            "interval": (positive_duration, 60.0),
-            "timeout": (positive_duration, 10.0),
-            "max_parallel": (integer(1, 16), 2),
-            "disable": (str_list, ()),
-            "hccn_conf": (string, "/etc/hccn.conf"),
+            "enabled": (boolean, True, "the RoCE collectors (no hccn_tool = no data, not an error)"),
+            "path": (optional(string), None, "hccn_tool; none: on PATH, else the standard Ascend locations"),
+            "interval": (positive_duration, 60.0, "every hccn_tool source (`-link`, `-link_stat`, `-net_health`, "
+                         "`-optical`, `-stat`, `-speed`, `-ip`)"),
+            "timeout": (positive_duration, 10.0, "per call; the process group is killed after it"),
+            "max_parallel": (integer(1, 16), 2,
+                             "hccn_tool processes at once (a pool of its own, so a slow RoCE pass never "
+                             "delays npu-smi)"),
+            "disable": (str_list, (), "source names to skip"),
+            "hccn_conf": (string, "/etc/hccn.conf",
+                          "expected device IPs (`diagnose`, `check`'s `roce_ip`; `bundle` copies it)"),
         },
         "ascend_dmi": {
-            "enabled": (boolean, False),
-            "path": (optional(string), None),
-            "interval": (positive_duration, 86400.0),
-            "timeout": (positive_duration, 900.0),
-            "require_idle": (boolean, True),  # false: also run while jobs use the NPUs
+            "enabled": (boolean, False, "ascend-dmi `-f` / `--bw`: slow and intrusive"),
+            "path": (optional(string), None, "ascend-dmi; none: on PATH, else the standard Ascend locations"),
+            "interval": (positive_duration, 86400.0, "how often it runs"),
+            "timeout": (positive_duration, 900.0, "per call"),
+            "require_idle": (boolean, True,
+                             "run ascend-dmi only when no NPU process runs and AI Cores are idle (false: also "
+                             "while jobs use the NPUs)"),
         },
         "hccl_logs": {
-            "enabled": (boolean, True),
-            "interval": (positive_duration, 15.0),
-            "paths": (optional(str_list), None),  # default: $ASCEND_PROCESS_LOG_PATH or ~/ascend/log
-            "globs": (str_list, ()),
-            "kernel_log": (optional(string), None),
-            "first_start_window": (duration, 3600.0),
-            "byte_budget": (size, 64 << 20),
-            "incident_window": (positive_duration, 3600.0),  # how long incident series stay exported
+            "enabled": (boolean, True, "the CANN/HCCL log scanner"),
+            "interval": (positive_duration, 15.0, "scan cadence"),
+            "paths": (optional(str_list), None,
+                      "CANN log roots (`debug/plog`, `run/plog`, `debug/device-*`); none: "
+                      "`$ASCEND_PROCESS_LOG_PATH`, else `~/ascend/log`"),
+            "globs": (str_list, (),
+                      "extra job-log globs (`*`, `?`, `[..]`, `**`; under `**` symlinked directories are not "
+                      "followed and no directory is entered twice; a walk stops after 200,000 directory "
+                      "entries and says so)"),
+            "kernel_log": (optional(string), None, "a kernel log file to scan for `Heartbeat lost!`"),
+            "first_start_window": (duration, 3600.0, "on first start only files modified within this are read"),
+            "byte_budget": (size, 64 << 20, "bytes read per cycle, so a 10 GB log cannot stall the agent"),
+            "incident_window": (positive_duration, 3600.0,
+                                "how long a rank's timeout and the peers its logs blame stay exported "
+                                "(`npu_hccl_rank_timeout_timestamp_seconds`, "
+                                "`npu_hccl_peer_blamed_timestamp_seconds`); the window of HCCLCulpritSuspected"),
         },
         "host": {
-            "enabled": (boolean, True),
-            "interval": (positive_duration, 15.0),
-            "mountpoints": (str_list, ("/",)),
+            "enabled": (boolean, True, "psutil host metrics (`npuwatch_host_*`)"),
+            "interval": (positive_duration, 15.0, "how often they are read"),
+            "mountpoints": (str_list, ("/",), "file systems of `npuwatch_host_disk_*`"),
         },
     },
     "probes": {
-        "enabled": (boolean, True),
-        "python": (optional(string), None),
-        "backend": (choice("auto", "npu", "cuda", "cpu"), "auto"),
-        "model": (optional(string), None),
-        "lock_file": (string, "/run/npuwatch/probe.lock"),
-        "idle_aicore_threshold": (ratio, 0.05),
-        "connect_timeout": (positive_duration, 120.0),
-        "exec_timeout": (positive_duration, 120.0),
-        "deadline": (positive_duration, 600.0),
-        "stall": (optional(positive_duration), None),  # no progress this long in connect/exec
-        "peaks": (optional(peaks_table), None),
+        "enabled": (boolean, True, "GEMM and all-reduce probes in the agent"),
+        "python": (optional(string), None,
+                   "interpreter with torch (and torch_npu on NPU nodes); none: the agent's interpreter"),
+        "backend": (choice("auto", "npu", "cuda", "cpu"), "auto",
+                    "`auto`, `npu`, `cuda`, `cpu`; `auto` picks the first that works"),
+        "model": (optional(string), None, "chip model for the expected-peak table; none: from npu-smi"),
+        "lock_file": (string, "/run/npuwatch/probe.lock", "shared with manual `npuwatch probe` runs"),
+        "idle_aicore_threshold": (ratio, 0.05,
+                                  "probes run only below this AI Core utilization and with no NPU process"),
+        "connect_timeout": (positive_duration, 120.0,
+                            "`HCCL_CONNECT_TIMEOUT` (clamped to what HCCL accepts: 120 s minimum)"),
+        "exec_timeout": (positive_duration, 120.0,
+                         "`HCCL_EXEC_TIMEOUT` (clamped to what HCCL accepts: 68 s minimum)"),
+        "deadline": (positive_duration, 600.0, "the outer watchdog: the worker's process group is killed then"),
+        "stall": (optional(positive_duration), None,
+                  "kill a probe that makes no progress this long in connect or exec"),
+        "peaks": (optional(peaks_table), None,
+                  "`{model: {dtype: FLOP/s}}` overrides and additions to the built-in peak table"),
         "gemm": {
-            "enabled": (boolean, True),
-            "interval": (positive_duration, 3600.0),
-            "cron": (optional(cron_expression), None),
-            "jitter": (duration, 300.0),
-            "first_run": (optional(duration), None),  # after start; default: at random within jitter
-            "size": (optional(integer(16, 65536)), None),
-            "dtypes": (optional(str_list), None),
-            "min_efficiency": (ratio, 0.8),
+            "enabled": (boolean, True, "the GEMM probe"),
+            "interval": (positive_duration, 3600.0, "how often it runs"),
+            "cron": (optional(cron_expression), None, "a crontab schedule instead of `interval`"),
+            "jitter": (duration, 300.0, "up to this much is added to each run's time"),
+            "first_run": (optional(duration), None,
+                          "the first run this long after start; none: at random within `jitter`"),
+            "size": (optional(integer(16, 65536)), None,
+                     "matrix size; none: the backend's default (8192 on npu/cuda, 1024 on cpu)"),
+            "dtypes": (optional(str_list), None,
+                       "dtypes; none: the backend's default (fp16 and bf16 on npu/cuda, fp32 on cpu)"),
+            "min_efficiency": (ratio, 0.8, "pass threshold: FLOP/s over the model's expected peak"),
         },
         "allreduce": {
-            "enabled": (boolean, True),
-            "interval": (positive_duration, 6 * 3600.0),
-            "cron": (optional(cron_expression), None),
-            "jitter": (duration, 900.0),
-            "first_run": (optional(duration), None),
-            "size": (optional(size), None),
-            "devices": (optional(int_list), None),
-            "min_bus_bandwidth": (optional(positive_float), None),  # bytes/s
+            "enabled": (boolean, True, "the node all-reduce probe"),
+            "interval": (positive_duration, 6 * 3600.0, "how often it runs"),
+            "cron": (optional(cron_expression), None, "a crontab schedule instead of `interval`"),
+            "jitter": (duration, 900.0, "up to this much is added to each run's time"),
+            "first_run": (optional(duration), None,
+                          "the first run this long after start; none: at random within `jitter`"),
+            "size": (optional(size), None, "message size; none: the backend's default (256 MiB on npu/cuda)"),
+            "devices": (optional(int_list), None, "devices taking part; none: all"),
+            "min_bus_bandwidth": (optional(positive_float), None, "pass threshold in bytes/s; none: no threshold"),
         },
     },
     "check": {
         # `npuwatch check` and the agent's scheduled levels (agent/check/)
-        "tool_timeout": (positive_duration, 4.0),  # per tool call, at most the collector's own timeout
-        "max_parallel": (integer(1, 16), 4),  # npu-smi calls at once during a check (at least the collectors')
-        "flap_window": (positive_duration, 900.0),  # roce_flaps: link-down events this recent fail
-        "hccl_window": (positive_duration, 3600.0),  # hccl_errors: log errors this recent warn
-        "max_isolated_pages": (integer(0), 60),  # hbm_ecc: more isolated HBM pages than this fail
-        "expected_driver": (optional(string), None),  # versions: the fleet's driver, when set
-        "expected_firmware": (optional(string), None),  # versions: the fleet's firmware, when set
-        "skip": (str_list, ()),  # check names this node never runs (e.g. [hccs, roce_ip])
-        "references": (optional(_references_table), None),  # {MODEL: {measure: value}}, base units
-        "fail_ratio": (ratio, 0.8),  # of a reference figure; below fails
-        "warn_ratio": (ratio, 0.9),
-        "baseline_file": (optional(string), None),  # fleet medians (JSON); --baseline wins
-        "prometheus_url": (optional(string), None),  # fleet medians from Prometheus; --prometheus wins
-        "fleet_fail_ratio": (ratio, 0.85),  # of the fleet median; below fails
-        "fleet_warn_ratio": (ratio, 0.92),
-        "fleet_min_nodes": (integer(1), 5),  # a median over fewer nodes is not used
-        "max_temperature": (positive_float, 95.0),  # sustained_gemm: chip degrees C that fail
-        "sustained_duration": (optional(positive_duration), None),  # sustained_gemm: seconds (worker default)
-        "max_throttle_drop": (ratio, 0.15),  # sustained_gemm: slowest window this far below the best fails
-        "warn_throttle_drop": (ratio, 0.05),  # ... and this far warns
-        "min_peer_ratio": (ratio, 0.75),  # bandwidth checks: a cell below this share of its run's median fails
-        "copy_size": (optional(size), None),  # bandwidth checks' buffer (default: the worker's)
+        "tool_timeout": (positive_duration, 4.0,
+                         "each npu-smi/hccn_tool call of `npuwatch check`, at most the collector's own timeout "
+                         "(the quick level must answer in 10 s)"),
+        "max_parallel": (integer(1, 16), 4,
+                         "npu-smi calls at once during a check (at least `collectors.npu_smi.max_parallel`)"),
+        "flap_window": (positive_duration, 900.0, "`roce_flaps` fails on a link-down event this recent"),
+        "hccl_window": (positive_duration, 3600.0, "`hccl_errors` warns on HCCL/CANN log errors this recent"),
+        "max_isolated_pages": (integer(0), 60, "`hbm_ecc` fails above this many isolated HBM pages (warns above 0)"),
+        "expected_driver": (optional(string), None, "`versions` also fails a card on another driver version"),
+        "expected_firmware": (optional(string), None, "`versions` also fails a card on another firmware version"),
+        "skip": (str_list, (),
+                 "checks this node never runs, e.g. `[hccs, roce_ip]` (`dmi_diag_<item>` for one ascend-dmi item)"),
+        "references": (optional(_references_table), None,
+                       "`{model: {measure: value}}` in base units, e.g. `{910B3: {hbm_bandwidth: 1.5e12}}`; wins "
+                       "over the built-in figures"),
+        "fail_ratio": (ratio, 0.8, "a measurement below this share of its reference figure fails"),
+        "warn_ratio": (ratio, 0.9, "a measurement below this share of its reference figure warns"),
+        "baseline_file": (optional(string), None, "fleet medians (JSON); `--baseline` wins"),
+        "prometheus_url": (optional(string), None, "fleet medians from Prometheus; `--prometheus` wins"),
+        "fleet_fail_ratio": (ratio, 0.85, "a measurement below this share of the fleet median fails"),
+        "fleet_warn_ratio": (ratio, 0.92, "a measurement below this share of the fleet median warns"),
+        "fleet_min_nodes": (integer(1), 5, "a fleet median over fewer nodes is not used"),
+        "max_temperature": (positive_float, 95.0, "`sustained_gemm` fails a chip this hot (°C) under load"),
+        "sustained_duration": (optional(positive_duration), None,
+                               "`sustained_gemm`: time under load; none: the worker's default (npu/cuda 3m, cpu "
+                               "10s; cut to fit the long level's 15 min)"),
+        "max_throttle_drop": (ratio, 0.15,
+                              "`sustained_gemm` fails a chip whose slowest window falls this far below its best"),
+        "warn_throttle_drop": (ratio, 0.05,
+                               "`sustained_gemm` warns a chip whose slowest window falls this far below its best"),
+        "min_peer_ratio": (ratio, 0.75,
+                           "bandwidth checks: a chip (or pair) below this share of the median of its kind in the "
+                           "same run fails, so one slow link of 56 is found without a reference"),
+        "copy_size": (optional(size), None, "buffer of the bandwidth checks; none: the worker's default"),
         "schedule": {
             "quick": {
-                "enabled": (boolean, False),
-                "interval": (positive_duration, 300.0),
-                "cron": (optional(cron_expression), None),
-                "first_run": (duration, 60.0),  # after the agent starts (interval schedules)
+                "enabled": (boolean, False, "the agent runs the quick level and exports `npu_check_*`"),
+                "interval": (positive_duration, 300.0, "how often"),
+                "cron": (optional(cron_expression), None, "a crontab schedule instead of `interval`"),
+                "first_run": (duration, 60.0, "the first run this long after the agent starts (interval schedules)"),
             },
             "medium": {
-                "enabled": (boolean, False),
-                "interval": (positive_duration, 86400.0),
-                "cron": (optional(cron_expression), None),
-                "first_run": (duration, 600.0),
+                "enabled": (boolean, False,
+                            "the agent runs the medium level when the NPUs are idle (busy: tried again 10 min "
+                            "later)"),
+                "interval": (positive_duration, 86400.0, "how often"),
+                "cron": (optional(cron_expression), None, "a crontab schedule instead of `interval`"),
+                "first_run": (duration, 600.0, "the first run this long after the agent starts (interval schedules)"),
             },
             "long": {
-                "enabled": (boolean, False),
-                "interval": (positive_duration, 7 * 86400.0),
-                "cron": (optional(cron_expression), None),
-                "first_run": (duration, 1800.0),
+                "enabled": (boolean, False,
+                            "the agent runs the long level when the NPUs are idle (busy: tried again 10 min "
+                            "later)"),
+                "interval": (positive_duration, 7 * 86400.0, "how often"),
+                "cron": (optional(cron_expression), None, "a crontab schedule instead of `interval`"),
+                "first_run": (duration, 1800.0, "the first run this long after the agent starts (interval schedules)"),
             },
         },
     },
     "kubernetes": {
-        # auto: on when the agent runs in a Kubernetes pod (KUBERNETES_SERVICE_HOST is set)
-        "pod_attribution": (_auto_or_boolean, "auto"),
-        "pod_resources_socket": (string, "/var/lib/kubelet/pod-resources/kubelet.sock"),
-        "interval": (positive_duration, 15.0),
-        "timeout": (positive_duration, 5.0),  # per kubelet call
-        # device-plugin resource names whose devices are chips (globs)
-        "resources": (str_list, ("huawei.com/Ascend910*", "huawei.com/Ascend310P*", "huawei.com/npu")),
+        "pod_attribution": (_auto_or_boolean, "auto",
+                            "`npu_pod_info` from the kubelet's pod-resources API: `true`, `false`, or `auto` (on "
+                            "when the agent runs in a Kubernetes pod, i.e. `KUBERNETES_SERVICE_HOST` is set); "
+                            "needs the `k8s` extra (grpcio, protobuf)"),
+        "pod_resources_socket": (string, "/var/lib/kubelet/pod-resources/kubelet.sock",
+                                 "the kubelet's socket (missing = no data, not an error)"),
+        "interval": (positive_duration, 15.0, "how often the kubelet is asked"),
+        "timeout": (positive_duration, 5.0, "the deadline of each kubelet call"),
+        "resources": (str_list, ("huawei.com/Ascend910*", "huawei.com/Ascend310P*", "huawei.com/npu"),
+                      "device-plugin resource names whose device IDs name chips (globs; add your plugin's)"),
     },
-    "max_series_per_source": (integer(100, 1_000_000), 20_000),  # more from one run: refused as broken output
-    "log_level": (choice("debug", "info", "warning", "error"), "info"),
+    "max_series_per_source": (integer(100, 1_000_000), 20_000,
+                              "one collector run that would export more series is refused as broken output "
+                              "(reason `parse`, nothing exported)"),
+    "log_level": (choice("debug", "info", "warning", "error"), "info", "`debug`, `info`, `warning`, `error`"),
 }
 
 
@@ -288,7 +351,7 @@ def _validate(schema: Schema, raw: Any, path: str, problems: list[str]) -> Confi
         if isinstance(entry, Mapping):
             values[key] = _validate(entry, raw.get(key), where, problems)
             continue
-        check, default = entry
+        check, default = entry[0], entry[1]
         if key not in raw:
             values[key] = default
             continue
