@@ -135,11 +135,11 @@ TARGETS: tuple[Target, ...] = (
     _hccn("hccn_stat"),
     Target("collectors/bounds.py", ("tests/test_bounds.py", "tests/test_mut_bounds.py", "tests/test_hccn_bounds.py",
                                     "tests/test_npu_smi_kv_bounds.py", "tests/test_npu_smi_info.py")),
-    Target("collectors/hccl_classify.py", ("tests/test_mut_hccl_classify.py", "tests/test_hccl_classify.py",
+    Target("collectors/hccl/classify.py", ("tests/test_mut_hccl_classify.py", "tests/test_hccl_classify.py",
                                            "tests/test_hccl_incidents.py",
                                            "tests/test_conformance_hccl_logs.py"),
            deselect=("tests/test_hccl_classify.py::test_info_lines_are_cheap",)),
-    Target("collectors/hccl_tail.py", ("tests/test_mut_hccl_tail.py", "tests/test_hccl_tail.py",
+    Target("collectors/hccl/tail.py", ("tests/test_mut_hccl_tail.py", "tests/test_hccl_tail.py",
                                        "tests/test_hccl_incidents.py", "tests/test_log_walk.py")),
     Target("agent/probes/peaks.py", ("tests/test_mut_peaks.py", "tests/test_probe_workers.py")),
     # Not test_web_security.py / test_web_limits.py: they drive a live server for seconds per mutant;

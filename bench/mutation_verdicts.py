@@ -142,7 +142,7 @@ VERDICTS: tuple[Verdict, ...] = (
 
 
 
-_TAIL = "collectors.hccl_tail"
+_TAIL = "collectors.hccl.tail"
 _RACE = "needs the file to vanish or turn unreadable between stat and open; root reads everything"
 _ASCII_JSON = "json.dump escapes non-ASCII (ensure_ascii), so the file is ASCII in any encoding"
 _ZERO_READ = "a zero-byte read ends the loop at the next step all the same"
@@ -269,7 +269,7 @@ _CORE_VERDICTS: tuple[Verdict, ...] = (
             "an unset hook then reads as the hook XXXX, which no stage or probe is called"),
 )
 
-_CLS = "collectors.hccl_classify"
+_CLS = "collectors.hccl.classify"
 _CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
     Verdict(_CLS, "_analyse", "provisional = False", "provisional = None", EQUIVALENT, "only tested for truth"),
     Verdict(_CLS, "_local_epoch", "return None if minute is None else minute + ss",

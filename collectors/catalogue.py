@@ -135,7 +135,7 @@ _SPECS: tuple[MetricSpec, ...] = (
                ("category",), "hccl_logs"),
     MetricSpec("npuwatch_log_bytes_read_total", "counter", "Log bytes read by the scanner.", (),
                "hccl_logs"),
-    # the last incident window (collectors/hccl_incident_window.py): bounded, expiring
+    # the last incident window (collectors/hccl/incident_window.py): bounded, expiring
     MetricSpec("npu_hccl_rank_last_seen_timestamp_seconds", "gauge",
                "Time this node's HCCL logs last named a local rank of a communicator (kept 7 days).",
                ("comm", "rank", "npu"), "hccl_logs"),

@@ -1,4 +1,4 @@
-"""Conformance of the communicator facts (``collectors.hccl_comm``) on the captured logs in ../shared/corpus.
+"""Conformance of the communicator facts (``collectors.hccl.comm``) on the captured logs in ../shared/corpus.
 
 Every corpus log and ``tools/hccl-*`` capture is read; the ones listed here must yield exactly these
 records (every field), all others none. Skips cleanly when the corpus is absent.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.hccl_comm import (
+from collectors.hccl.comm import (
     CollectiveFailure,
     CollectiveOp,
     Fact,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.diagnose.scan_logs import EXIT_ERRORS, main
-from collectors.hccl_classify import StreamClassifier
+from collectors.hccl.classify import StreamClassifier
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 if not (CORPUS / "logs").is_dir():

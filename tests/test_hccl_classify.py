@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.catalogue import HCCL_CATEGORIES
-from collectors.hccl_classify import (
+from collectors.hccl.classify import (
     Event,
     StreamClassifier,
     category_of_code,

@@ -1,4 +1,4 @@
-"""Communicator facts (``collectors.hccl_comm``) from synthetic plogs, device logs and job output."""
+"""Communicator facts (``collectors.hccl.comm``) from synthetic plogs, device logs and job output."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.hccl_comm import (
+from collectors.hccl.comm import (
     CollectiveFailure,
     CollectiveOp,
     CommFactParser,

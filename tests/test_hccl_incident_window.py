@@ -1,5 +1,5 @@
 """The log scanner's incident window: which local ranks timed out in which communicator, which
-peers the hints near those failures blame, bounded and expiring (collectors.hccl_incident_window)."""
+peers the hints near those failures blame, bounded and expiring (collectors.hccl.incident_window)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from agent.demo.plog import HcclTimeout, append_plog, comm_init_line, hccl_timeout_lines, plog_timestamp
 from collectors.base import Sample
-from collectors.hccl_classify import Hint
-from collectors.hccl_comm import CollectiveFailure, InitTimeout, RankIdentity
-from collectors.hccl_incident_window import (
+from collectors.hccl.classify import Hint
+from collectors.hccl.collector import HcclLogCollector
+from collectors.hccl.comm import CollectiveFailure, InitTimeout, RankIdentity
+from collectors.hccl.incident_window import (
     BLAME_HOWS,
     LINK_WINDOW_S,
     MAX_BLAMED,
@@ -25,7 +26,6 @@ from collectors.hccl_incident_window import (
     comm_label,
     peer_of,
 )
-from collectors.hccl_logs import HcclLogCollector
 
 T0 = 1_760_000_000.0
 GROUP = "29.1.0.10%enp_60000_0_1761275812718970"

@@ -1,4 +1,4 @@
-"""``collectors.hccl_classify``: exact dictionaries, timestamp ranges and hint extraction (bench/mutation.py)."""
+"""``collectors.hccl.classify``: exact dictionaries, timestamp ranges and hint extraction (bench/mutation.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from collectors.hccl_classify import (
+from collectors.hccl.classify import (
     _MAX_RANKS,
     Event,
     Hint,

@@ -1,8 +1,8 @@
 """Evidence from one log stream (a plog, a device log, a job's stdout, a kernel log).
 
-Two parsers read the same lines: ``collectors.hccl_comm`` (who is which rank of which
+Two parsers read the same lines: ``collectors.hccl.comm`` (who is which rank of which
 communicator, what each rank was running when it failed, rendezvous timeouts, torch_npu watchdog)
-and ``collectors.hccl_classify`` (error codes and culprit hints). This module joins what they say
+and ``collectors.hccl.classify`` (error codes and culprit hints). This module joins what they say
 into records (``agent.triage.evidence``):
 
 - ``RankSeen`` for every rank identity (init lines, failure blocks);
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress, RankFailure, RankSeen
-from collectors.hccl_classify import Event, Hint, StreamClassifier, parse_timestamp
-from collectors.hccl_comm import (
+from collectors.hccl.classify import Event, Hint, StreamClassifier, parse_timestamp
+from collectors.hccl.comm import (
     CollectiveFailure,
     CollectiveOp,
     CommFactParser,
@@ -40,7 +40,7 @@ from collectors.hccl_comm import (
     RankIdentity,
     WatchdogTimeout,
 )
-from collectors.hccl_incident_window import blame_how
+from collectors.hccl.incident_window import blame_how
 
 __all__ = ["CHUNK_BYTES", "MAX_LINE", "LogReader", "candidate_lines", "read_stream"]
 

@@ -1,6 +1,6 @@
 """``npuwatch triage --prometheus URL``: the evidence records from the fleet's series instead of bundles.
 
-Every npuwatch agent exports its last incident window (collectors/hccl_incident_window.py); a
+Every npuwatch agent exports its last incident window (collectors/hccl/incident_window.py); a
 Prometheus that scrapes the fleet holds them all, labelled by node. ``read_evidence`` asks its
 HTTP API (``/api/v1/query``, ``/api/v1/query_range``; urllib, a timeout on every call, basic auth
 and TLS options) for the window ``[start, end]`` and builds the same records ``npuwatch triage

@@ -97,7 +97,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
-from collectors.hccl_classify import parse_timestamp
+from collectors.hccl.classify import parse_timestamp
 
 __all__ = [
     "CollectiveFailure",

@@ -1,7 +1,7 @@
 """The last incident window of one node's HCCL logs, as series a fleet query joins across nodes.
 
-The log scanner (``collectors.hccl_logs``) feeds every chunk's communicator facts
-(``collectors.hccl_comm``) and culprit hints (``collectors.hccl_classify``) here; ``samples()``
+The log scanner (``collectors.hccl.collector``) feeds every chunk's communicator facts
+(``collectors.hccl.comm``) and culprit hints (``collectors.hccl.classify``) here; ``samples()``
 exports what is still current::
 
     npu_hccl_rank_last_seen_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.base import Sample, label_pairs
-from collectors.hccl_classify import Hint
-from collectors.hccl_comm import CollectiveFailure, Communicator, Fact, InitTimeout, RankIdentity
+from collectors.hccl.classify import Hint
+from collectors.hccl.comm import CollectiveFailure, Communicator, Fact, InitTimeout, RankIdentity
 
 __all__ = [
     "BLAME_HOWS",
