@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collectors.hccl.classify import StreamClassifier
-from collectors.hccl.comm import CollectiveFailure, CollectiveOp, CommFactParser
+from collectors.hccl.comm import CommFactParser
+from collectors.hccl.facts import CollectiveFailure, CollectiveOp
 
 MIB = 1 << 20
 HEAD = "HCCL(4242,python3):2025-03-02-08:{mm:02d}:{ss:02d}.{ms:03d}.000"

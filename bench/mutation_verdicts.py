@@ -270,12 +270,14 @@ _CORE_VERDICTS: tuple[Verdict, ...] = (
 )
 
 _CLS = "collectors.hccl.classify"
+_RULES = "collectors.hccl.rules"
+_LINES = "collectors.hccl.lines"
 _CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
-    Verdict(_CLS, "_analyse", "provisional = False", "provisional = None", EQUIVALENT, "only tested for truth"),
-    Verdict(_CLS, "_local_epoch", "return None if minute is None else minute + ss",
+    Verdict(_RULES, "analyse_line", "provisional = False", "provisional = None", EQUIVALENT, "only tested for truth"),
+    Verdict(_LINES, "_local_epoch", "return None if minute is None else minute + ss",
             "return None if (minute is None) and False else minute + ss", ACCEPTED,
             "needs a date in range that mktime still refuses (platform limits); not reproducible here"),
-    Verdict(_CLS, "_split_prefixes", 'if not text or text[0] not in "([":',
+    Verdict(_LINES, "split_prefixes", 'if not text or text[0] not in "([":',
             'if not text or text[0] not in "XX([XX":', EQUIVALENT,
             "a line starting with X has no prefix either: the prefix pattern fails and the loop ends"),
 )

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.hccl.comm import (
+from collectors.hccl.comm import parse_lines
+from collectors.hccl.facts import (
     CollectiveFailure,
     CollectiveOp,
     Fact,
@@ -20,7 +21,6 @@ from collectors.hccl.comm import (
     RankIdentity,
     RootInfoCreated,
     WatchdogTimeout,
-    parse_lines,
 )
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")

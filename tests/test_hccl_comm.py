@@ -10,19 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.hccl.comm import (
+from collectors.hccl.comm import CommFactParser, parse_line, parse_lines, split_tag
+from collectors.hccl.facts import (
     CollectiveFailure,
     CollectiveOp,
-    CommFactParser,
     Communicator,
     Fact,
     InitTimeout,
     RankIdentity,
     RootInfoCreated,
     WatchdogTimeout,
-    parse_line,
-    parse_lines,
-    split_tag,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hccl_comm"

@@ -38,7 +38,8 @@ from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.advice import category_action, category_runbook
 from agent.diagnose.render import verdict_lines
 from agent.triage.timefmt import span, stamp
-from collectors.hccl.classify import Event, Hint, StreamClassifier
+from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.hints import Hint
 from collectors.hccl.tail import iter_line_batches
 
 __all__ = ["EXIT_ERRORS", "EXIT_OK", "EXIT_UNREADABLE", "ScanReport", "main", "scan_paths"]

@@ -1,6 +1,6 @@
 """``analyze(evidence, window) -> TriageReport``: which rank stopped the collective, and why.
 
-**Incidents.** Every failure report of a timeout-like category (``INCIDENT_CATEGORIES``) in the
+**Incidents.** Every failure report of a timeout-like category (``TRIAGE_FAILURE_CATEGORIES``) in the
 window belongs to an incident: reports of one communicator less than ``INCIDENT_GAP_S`` apart are
 one incident (ranks time out minutes apart: each waits its own ``HCCL_EXEC_TIMEOUT`` from when it
 entered the collective). A report that names no communicator joins the incident of its node's
@@ -56,15 +56,13 @@ from agent.triage.flight import FlightCulprit, FlightFinding, analyze_flights, r
 from agent.triage.locate import Locator
 from agent.triage.report import Culprit, Incident, TriageReport
 from agent.triage.timefmt import clock, stamp
+from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
 
 __all__ = [
-    "INCIDENT_CATEGORIES",
     "NAMED_SCORE",
     "analyze",
 ]
 
-INCIDENT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
-                                 "stream_sync_timeout", "sdma", "desync"})
 INCIDENT_GAP_S = 1200.0
 LOOKBACK_S = 3600.0
 AFTER_S = 600.0
@@ -717,7 +715,7 @@ def analyze(evidence: Evidence, window: Window | None = None) -> TriageReport:
     if evidence.empty:
         text = "could not read any input" + (f": {problems[0]}" if problems else "")
         return TriageReport("unreadable", text, (), window, nodes, problems)
-    failures = [f for f in evidence.failures if f.category in INCIDENT_CATEGORIES and window.contains(f.at)]
+    failures = [f for f in evidence.failures if f.category in TRIAGE_FAILURE_CATEGORIES and window.contains(f.at)]
     blames = [b for b in evidence.blames if window.contains(b.at)]
     locator = Locator(evidence)
     drafts = _drafts(failures)

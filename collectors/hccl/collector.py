@@ -41,8 +41,9 @@ from typing import Any
 
 from collectors.base import NoData, Sample, label_pairs
 from collectors.catalogue import HCCL_CATEGORIES
-from collectors.hccl.classify import DEFAULT_WINDOW_S, Event, Hint, StreamClassifier
+from collectors.hccl.classify import DEFAULT_WINDOW_S, Event, StreamClassifier
 from collectors.hccl.comm import CommFactParser
+from collectors.hccl.hints import Hint
 from collectors.hccl.incident_window import IncidentWindow
 from collectors.hccl.tail import DEFAULT_BYTE_BUDGET, LogTailer
 
