@@ -1,4 +1,4 @@
-"""Benchmark the communicator-fact parser (``collectors.hccl_comm``) on a synthetic plog.
+"""Benchmark the communicator-fact parser (``collectors.hccl.comm``) on a synthetic plog.
 
     python bench/comm.py                 # 200 MiB plog, mostly INFO noise
     python bench/comm.py --size-mb 20    # quicker
@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collectors.hccl_classify import StreamClassifier
-from collectors.hccl_comm import CollectiveFailure, CollectiveOp, CommFactParser
+from collectors.hccl.classify import StreamClassifier
+from collectors.hccl.comm import CommFactParser
+from collectors.hccl.facts import CollectiveFailure, CollectiveOp
 
 MIB = 1 << 20
 HEAD = "HCCL(4242,python3):2025-03-02-08:{mm:02d}:{ss:02d}.{ms:03d}.000"

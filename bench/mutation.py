@@ -75,7 +75,7 @@ class Target:
     timeout_multiplier: float = 15.0
     # "forkserver": each mutant forked from a server that only imported the tests. Forked from the
     # process that ran the whole suite for the stats instead ("fork"), mutants of
-    # hccl_classify._analyse that crash on every call "survived". "fork" where the tests' ids are
+    # collectors.hccl.rules.analyse_line that crash on every call "survived". "fork" where the tests' ids are
     # not stable across processes (test_hccn.py parametrizes with functions: ids hold addresses).
     process_isolation: str = "forkserver"
 
@@ -138,11 +138,12 @@ TARGETS: tuple[Target, ...] = (
     _hccn("hccn_stat"),
     Target("collectors/bounds.py", ("tests/test_bounds.py", "tests/test_mut_bounds.py", "tests/test_hccn_bounds.py",
                                     "tests/test_npu_smi_kv_bounds.py", "tests/test_npu_smi_info.py")),
-    Target("collectors/hccl_classify.py", ("tests/test_mut_hccl_classify.py", "tests/test_hccl_classify.py",
-                                           "tests/test_hccl_incidents.py",
-                                           "tests/test_conformance_hccl_logs.py"),
-           deselect=("tests/test_hccl_classify.py::test_info_lines_are_cheap",)),
-    Target("collectors/hccl_tail.py", ("tests/test_mut_hccl_tail.py", "tests/test_hccl_tail.py",
+    *(Target(f"collectors/hccl/{name}.py", ("tests/test_mut_hccl_classify.py", "tests/test_hccl_classify.py",
+                                            "tests/test_hccl_incidents.py", "tests/test_conformance_hccl_logs.py",
+                                            "tests/test_hccl_hints.py"),
+             deselect=("tests/test_hccl_classify.py::test_info_lines_are_cheap",))
+      for name in ("classify", "rules", "lines", "codes", "hints", "rendezvous")),
+    Target("collectors/hccl/tail.py", ("tests/test_mut_hccl_tail.py", "tests/test_hccl_tail.py",
                                        "tests/test_hccl_incidents.py", "tests/test_log_walk.py")),
     Target("agent/probes/peaks.py", ("tests/test_mut_peaks.py", "tests/test_probe_workers.py")),
     # Not test_web_security.py / test_web_limits.py: they drive a live server for seconds per mutant;

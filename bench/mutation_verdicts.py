@@ -142,7 +142,7 @@ VERDICTS: tuple[Verdict, ...] = (
 
 
 
-_TAIL = "collectors.hccl_tail"
+_TAIL = "collectors.hccl.tail"
 _RACE = "needs the file to vanish or turn unreadable between stat and open; root reads everything"
 _ASCII_JSON = "json.dump escapes non-ASCII (ensure_ascii), so the file is ASCII in any encoding"
 _ZERO_READ = "a zero-byte read ends the loop at the next step all the same"
@@ -269,13 +269,15 @@ _CORE_VERDICTS: tuple[Verdict, ...] = (
             "an unset hook then reads as the hook XXXX, which no stage or probe is called"),
 )
 
-_CLS = "collectors.hccl_classify"
+_CLS = "collectors.hccl.classify"
+_RULES = "collectors.hccl.rules"
+_LINES = "collectors.hccl.lines"
 _CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
-    Verdict(_CLS, "_analyse", "provisional = False", "provisional = None", EQUIVALENT, "only tested for truth"),
-    Verdict(_CLS, "_local_epoch", "return None if minute is None else minute + ss",
+    Verdict(_RULES, "analyse_line", "provisional = False", "provisional = None", EQUIVALENT, "only tested for truth"),
+    Verdict(_LINES, "_local_epoch", "return None if minute is None else minute + ss",
             "return None if (minute is None) and False else minute + ss", ACCEPTED,
             "needs a date in range that mktime still refuses (platform limits); not reproducible here"),
-    Verdict(_CLS, "_split_prefixes", 'if not text or text[0] not in "([":',
+    Verdict(_LINES, "split_prefixes", 'if not text or text[0] not in "([":',
             'if not text or text[0] not in "XX([XX":', EQUIVALENT,
             "a line starting with X has no prefix either: the prefix pattern fails and the loop ends"),
 )

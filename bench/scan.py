@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collectors.hccl_logs import HcclLogCollector
-from collectors.hccl_tail import MIB
+from collectors.hccl.collector import HcclLogCollector
+from collectors.hccl.tail import MIB
 
 INFO = ("[INFO] HCCL(4242,python3):2025-03-02-08:{mm:02d}:{ss:02d}.{ms:03d}.000 [hccl_op.cc:{n}] "
         "[4300][AllReduce] op finished, tag[AllReduce_198.51.100.1%eth0_60000_0_17], count[{n}], "

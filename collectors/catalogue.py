@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from collectors.hccl.codes import CATEGORIES
+
 __all__ = ["CATALOGUE", "HCCL_CATEGORIES", "MetricSpec", "spec"]
 
 MetricType = Literal["gauge", "counter", "info"]
@@ -26,20 +28,8 @@ class MetricSpec:
 
 CHIP = ("npu", "chip")
 
-# Categories of HCCL/CANN errors found by the log scanner (a contract too).
-HCCL_CATEGORIES: tuple[str, ...] = (
-    "exec_timeout",
-    "connect_timeout",
-    "rendezvous_timeout",
-    "roce_cqe",
-    "sdma",
-    "watchdog_timeout",
-    "stream_sync_timeout",
-    "heartbeat",
-    "init",
-    "desync",
-    "other",
-)
+# Categories of HCCL/CANN errors found by the log scanner (a contract too): the names of the category table.
+HCCL_CATEGORIES: tuple[str, ...] = tuple(category.name for category in CATEGORIES)
 
 _SPECS: tuple[MetricSpec, ...] = (
     # --- npu-smi info table (every 10 s)
@@ -135,7 +125,7 @@ _SPECS: tuple[MetricSpec, ...] = (
                ("category",), "hccl_logs"),
     MetricSpec("npuwatch_log_bytes_read_total", "counter", "Log bytes read by the scanner.", (),
                "hccl_logs"),
-    # the last incident window (collectors/hccl_incident_window.py): bounded, expiring
+    # the last incident window (collectors/hccl/incident_window.py): bounded, expiring
     MetricSpec("npu_hccl_rank_last_seen_timestamp_seconds", "gauge",
                "Time this node's HCCL logs last named a local rank of a communicator (kept 7 days).",
                ("comm", "rank", "npu"), "hccl_logs"),

@@ -20,7 +20,6 @@ from typing import Any
 from collectors import (
     ascend_dmi,
     ascend_dmi_diag,
-    hccl_ranktable,
     hccn_ip,
     hccn_link,
     hccn_link_stat,
@@ -42,6 +41,7 @@ from collectors import (
     npu_smi_usages,
 )
 from collectors.base import ToolError
+from collectors.hccl import ranktable as hccl_ranktable
 from tests.golden import report_rewritten, write_if_changed
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")

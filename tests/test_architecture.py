@@ -222,7 +222,6 @@ def test_every_listed_long_module_is_still_long() -> None:
     """A module split below the limit leaves the list (so the list stays a true account)."""
     lengths = module_lengths()
     listed = long_module_reasons(ARCHITECTURE_TEXT)
-    assert listed, "the section lists no module"
     assert sorted(path for path in listed if lengths.get(path, 0) <= MAX_MODULE_LINES) == []
 
 

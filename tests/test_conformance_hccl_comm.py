@@ -1,4 +1,4 @@
-"""Conformance of the communicator facts (``collectors.hccl_comm``) on the captured logs in ../shared/corpus.
+"""Conformance of the communicator facts (``collectors.hccl.comm``) on the captured logs in ../shared/corpus.
 
 Every corpus log and ``tools/hccl-*`` capture is read; the ones listed here must yield exactly these
 records (every field), all others none. Skips cleanly when the corpus is absent.
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.hccl_comm import (
+from collectors.hccl.comm import parse_lines
+from collectors.hccl.facts import (
     CollectiveFailure,
     CollectiveOp,
     Fact,
@@ -20,7 +21,6 @@ from collectors.hccl_comm import (
     RankIdentity,
     RootInfoCreated,
     WatchdogTimeout,
-    parse_lines,
 )
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")

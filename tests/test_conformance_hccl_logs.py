@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.diagnose.scan_logs import EXIT_ERRORS, main
-from collectors.hccl_classify import StreamClassifier
+from collectors.hccl.classify import StreamClassifier
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 if not (CORPUS / "logs").is_dir():
@@ -81,7 +81,7 @@ EXPECTED: dict[str, tuple[list[Incident], set[tuple[str, str]]]] = {
     # EI0019 screen line (11:38) and plog bind failure (13:18) are two captures: two incidents.
     "40_doc_ei0019_host_port_bind": ([(1, "EI0019", "init"), (3, "port_listen_failed", "init")], set()),
     "hccl-log_EI0002-notify-wait": ([(3, "EI0002", "exec_timeout"), (5, "heartbeat_lost", "heartbeat")],
-        {("exception_location", "10.*.*.*/0"), ("remote_rank", "0")}),
+        {("server_device", "10.*.*.*/0"), ("remote_rank", "0")}),
     "hccl-log_EI0002-torch_npu-507048": ([(1, "507048", "stream_sync_timeout"), (4, "EI0002", "exec_timeout"),
                                           (6, "heartbeat_lost", "heartbeat")],
         {("exception_location", "90.90.92.240/1")}),

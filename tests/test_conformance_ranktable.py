@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import hccl_ranktable
+from collectors.hccl import ranktable as hccl_ranktable
 
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 TOOLS = CORPUS / "tools"

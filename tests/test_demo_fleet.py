@@ -12,8 +12,8 @@ from agent.cli import main
 from agent.demo.fleet import culprit_index
 from agent.demo.node import DemoNode
 from collectors.base import Sample
-from collectors.hccl_logs import HcclLogCollector
-from collectors.hccl_tail import DEFAULT_GLOBS
+from collectors.hccl.collector import HcclLogCollector
+from collectors.hccl.tail import DEFAULT_GLOBS
 
 T0 = 1_760_000_000.0
 

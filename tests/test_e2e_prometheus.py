@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from agent.daemon.assemble import AgentBundle
-from collectors.hccl_classify import StreamClassifier
+from collectors.hccl.classify import StreamClassifier
 from dashboards.queries import iter_panel_queries, substitute
 from tests.agent_harness import demo_bundle, wait_for
 from tests.prom_harness import (

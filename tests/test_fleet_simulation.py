@@ -51,7 +51,7 @@ from agent.daemon.assemble import AgentBundle
 from agent.daemon.service import Agent, group_interval
 from agent.web.server import AgentHTTPServer, make_server
 from bench import fleet_size
-from collectors.hccl_classify import StreamClassifier
+from collectors.hccl.classify import StreamClassifier
 from dashboards.queries import iter_panel_queries, substitute
 from tests.agent_harness import demo_bundle
 from tests.prom_harness import PromProcess, RuleChange, shortened_rules, start_prometheus

@@ -12,13 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.catalogue import HCCL_CATEGORIES
-from collectors.hccl_classify import (
-    Event,
-    StreamClassifier,
-    category_of_code,
-    classify_line,
-    parse_timestamp,
-)
+from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.codes import category_of_code
+from collectors.hccl.lines import parse_timestamp
+from collectors.hccl.rules import classify_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hccl_logs"
 # A reference mtime in 2025 for year-less (glog, syslog) timestamps.

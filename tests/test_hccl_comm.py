@@ -1,4 +1,4 @@
-"""Communicator facts (``collectors.hccl_comm``) from synthetic plogs, device logs and job output."""
+"""Communicator facts (``collectors.hccl.comm``) from synthetic plogs, device logs and job output."""
 
 from __future__ import annotations
 
@@ -10,19 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.hccl_comm import (
+from collectors.hccl.comm import CommFactParser, parse_line, parse_lines, split_tag
+from collectors.hccl.facts import (
     CollectiveFailure,
     CollectiveOp,
-    CommFactParser,
     Communicator,
     Fact,
     InitTimeout,
     RankIdentity,
     RootInfoCreated,
     WatchdogTimeout,
-    parse_line,
-    parse_lines,
-    split_tag,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hccl_comm"

@@ -1,5 +1,5 @@
 """The log scanner's incident window: which local ranks timed out in which communicator, which
-peers the hints near those failures blame, bounded and expiring (collectors.hccl_incident_window)."""
+peers the hints near those failures blame, bounded and expiring (collectors.hccl.incident_window)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,17 @@ from hypothesis import strategies as st
 
 from agent.demo.plog import HcclTimeout, append_plog, comm_init_line, hccl_timeout_lines, plog_timestamp
 from collectors.base import Sample
-from collectors.hccl_classify import Hint
-from collectors.hccl_comm import CollectiveFailure, InitTimeout, RankIdentity
-from collectors.hccl_incident_window import (
-    BLAME_HOWS,
-    LINK_WINDOW_S,
+from collectors.hccl.collector import HcclLogCollector
+from collectors.hccl.facts import CollectiveFailure, InitTimeout, RankIdentity
+from collectors.hccl.hints import ATTACH_WINDOW_S, Hint
+from collectors.hccl.incident_window import (
     MAX_BLAMED,
     MAX_COMM_LABEL,
     MAX_COMMS,
     RANK_RETENTION_S,
     IncidentWindow,
-    blame_how,
     comm_label,
-    peer_of,
 )
-from collectors.hccl_logs import HcclLogCollector
 
 T0 = 1_760_000_000.0
 GROUP = "29.1.0.10%enp_60000_0_1761275812718970"
@@ -142,7 +138,7 @@ def test_a_hint_read_before_its_failure_waits_for_it(tmp_path: Path) -> None:
 def test_a_hint_far_from_any_failure_of_its_file_blames_nobody(tmp_path: Path) -> None:
     clock = Clock(T0 + 10)
     lines = hccl_timeout_lines(victim(rank=2, device=1, at=T0))
-    far = lines[0].replace(plog_timestamp(T0 - 60), plog_timestamp(T0 - LINK_WINDOW_S - 61))
+    far = lines[0].replace(plog_timestamp(T0 - 60), plog_timestamp(T0 - ATTACH_WINDOW_S - 61))
     assert far != lines[0]
     append_plog(tmp_path, 100, T0, [far, *lines[1:]])
     out = scanner(tmp_path, clock).collect()
@@ -191,56 +187,6 @@ def test_a_failure_without_a_group_or_rank_exports_no_timeout() -> None:
     # the hint is near the grouped failure, so it is still tied to that communicator
     assert set(series(out, "npu_hccl_peer_blamed_timestamp_seconds")) == {
         labels(comm=GROUP, how="waited_on", rank="1", address="")}
-
-
-@pytest.mark.parametrize(("kind", "value", "peer"), [
-    ("remote_rank", "3", ("3", "")),
-    ("remote_rank", "x", None),
-    ("missing_rank", "17", ("17", "")),
-    ("dst_rank", "9", ("9", "")),
-    ("dst_rank", "192.168.200.100/0", ("", "192.168.200.100")),  # server IP / device ID: no rank
-    ("exception_location", "29.3.1.11/5", ("5", "29.3.1.11")),
-    ("crimer_rank", "127.10.0.2/2", ("2", "127.10.0.2")),
-    ("link_peer", "10.0.0.2/12", ("12", "10.0.0.2")),
-    ("peer", "29.1.9.19", ("", "29.1.9.19")),
-    ("peer", "10.0.0.2/3", ("", "10.0.0.2")),
-    ("root_server", "127.10.0.1:60000", ("", "127.10.0.1")),
-    ("root_server", "[fe80::1]:60000", ("", "fe80::1")),
-    ("peer", "not-an-ip", None),
-    ("device", "3", None),
-    ("remote_device", "6", None),
-])
-def test_peer_of_each_hint_kind(kind: str, value: str, peer: tuple[str, str] | None) -> None:
-    assert peer_of(Hint(kind, value)) == peer
-
-
-@pytest.mark.parametrize(("kind", "line", "how"), [
-    ("crimer_rank", "local rank [127.10.0.1/1]: crimer rank [127.10.0.2/2] status[LOST] by informer", "lost"),
-    ("crimer_rank", "crimer rank [127.10.0.2/2] status[STUCK]", "stuck"),
-    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[Heartbeat Lost Occurred]",
-     "lost"),
-    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[Stuck Occurred]", "stuck"),
-    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[Error CQE Occurred]",
-     "cqe"),
-    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1]", "waited_on"),
-    ("remote_rank", "remote rank:[0]", "waited_on"),
-    ("dst_rank", "fails to connect to dstRank (server 1.2.3.4, device ID 0)", "unreachable"),
-    ("link_peer", "| 1.2.3.4(3) |", "unreachable"),
-    ("root_server", "connect server[1.2.3.4 : 60000] failed", "unreachable"),
-    ("peer", "[ROCE CQE ERROR]cqe error status[12], remoteIP{server[1.2.3.4]", "cqe"),
-    ("peer", "Peer information: server 1.2.3.4, device ID 1", "unreachable"),
-    ("missing_rank", "Failed to connect agent[1,3,]", "missing"),
-    ("device", "Heartbeat lost! (device=3", None),
-])
-def test_how_a_line_blames_its_peer(kind: str, line: str, how: str | None) -> None:
-    assert blame_how(kind, line) == how
-    assert how is None or how in BLAME_HOWS
-
-
-def test_the_blame_words_are_the_triage_engines() -> None:
-    from agent.triage.evidence import BLAME_HOWS as ENGINE_HOWS
-
-    assert BLAME_HOWS == ENGINE_HOWS
 
 
 def test_a_long_group_tag_is_cut_with_a_stable_hash() -> None:

@@ -17,8 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.catalogue import HCCL_CATEGORIES
-from collectors.hccl_classify import Event, Hint, StreamClassifier, classify_line
-from collectors.hccl_tail import iter_line_batches
+from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.hints import Hint
+from collectors.hccl.rules import classify_line
+from collectors.hccl.tail import iter_line_batches
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hccl_incidents"
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors import hccl_ranktable
 from collectors.base import ParseError
-from collectors.hccl_ranktable import RankEntry
+from collectors.hccl import ranktable as hccl_ranktable
+from collectors.hccl.ranktable import RankEntry
 from collectors.hccn_ip import parse_hccn_conf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hccl_ranktable"

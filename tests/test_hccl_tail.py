@@ -13,8 +13,8 @@ import pytest
 
 from collectors.base import NoData
 from collectors.catalogue import CATALOGUE, HCCL_CATEGORIES
-from collectors.hccl_logs import PRIMARY_CODES, HcclLogCollector
-from collectors.hccl_tail import (
+from collectors.hccl.collector import PRIMARY_CODES, HcclLogCollector
+from collectors.hccl.tail import (
     DEFAULT_GLOBS,
     LogTailer,
     default_log_root,

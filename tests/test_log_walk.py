@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.hccl_logs import HcclLogCollector
-from collectors.hccl_tail import LogTailer
+from collectors.hccl.collector import HcclLogCollector
+from collectors.hccl.tail import LogTailer
 from collectors.log_walk import walk_matches
 
 EI0002 = ("[ERROR] HCCL(2111665,all_reduce_test):2025-10-24-11:18:29.499.235 [task_exception_handler.cc:908] "
@@ -105,7 +105,7 @@ def _scan_as_nobody(root: Path) -> tuple[dict, str]:
             stream = io.StringIO()
             handler = logging.StreamHandler(stream)
             handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-            logger = logging.getLogger("collectors.hccl_logs")
+            logger = logging.getLogger("collectors.hccl.collector")
             logger.addHandler(handler)
             logger.setLevel(logging.INFO)
             collector = HcclLogCollector(paths=[root], state_file=None)

@@ -1,4 +1,4 @@
-"""``collectors.hccl_classify``: exact dictionaries, timestamp ranges and hint extraction (bench/mutation.py)."""
+"""``collectors.hccl.classify``: exact dictionaries, timestamp ranges and hint extraction (bench/mutation.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,11 @@ import time
 
 import pytest
 
-from collectors.hccl_classify import (
-    _MAX_RANKS,
-    Event,
-    Hint,
-    StreamClassifier,
-    _RootConnections,
-    classify_line,
-    parse_timestamp,
-)
+from collectors.hccl.classify import Event, StreamClassifier, _RootConnections
+from collectors.hccl.hints import Hint
+from collectors.hccl.lines import parse_timestamp
+from collectors.hccl.rendezvous import MAX_RANKS
+from collectors.hccl.rules import classify_line
 
 
 def local(*fields: int) -> float:
@@ -427,7 +423,7 @@ def test_the_root_side_block_starts_at_its_first_rendezvous_line() -> None:
 
 
 def test_missing_ranks_are_listed_up_to_the_rank_cap() -> None:
-    at_cap = _RootConnections(1, 1, need=_MAX_RANKS, lines_seen=1, connected={0})
+    at_cap = _RootConnections(1, 1, need=MAX_RANKS, lines_seen=1, connected={0})
     missing = at_cap.missing()
-    assert missing is not None and (len(missing), missing[0], missing[-1]) == (_MAX_RANKS - 1, 1, _MAX_RANKS - 1)
-    assert _RootConnections(1, 1, need=_MAX_RANKS + 1, lines_seen=1).missing() is None
+    assert missing is not None and (len(missing), missing[0], missing[-1]) == (MAX_RANKS - 1, 1, MAX_RANKS - 1)
+    assert _RootConnections(1, 1, need=MAX_RANKS + 1, lines_seen=1).missing() is None

@@ -1,4 +1,4 @@
-"""``collectors.hccl_tail``'s helpers, boundaries on both sides (bench/mutation.py)."""
+"""``collectors.hccl.tail``'s helpers, boundaries on both sides (bench/mutation.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors import hccl_tail
-from collectors.hccl_tail import StateFile, iter_line_batches, split_complete_lines
+from collectors.hccl import tail as hccl_tail
+from collectors.hccl.tail import StateFile, iter_line_batches, split_complete_lines
 
 
 def test_default_log_root_env_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
 from agent.diagnose.results import Reading
 from collectors import npu_smi_board, npu_smi_hccs
 from collectors.base import ChipRef
-from collectors.hccl_classify import StreamClassifier
-from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer, split_complete_lines
+from collectors.hccl.classify import StreamClassifier
+from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer, split_complete_lines
 from collectors.npu_smi_kv import chip_argv
 
 __all__ = ["QuickReadings", "read_quick", "scan_logs"]

@@ -45,8 +45,8 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
         host = HostCollector(collectors.host.mountpoints)
         jobs.append(InternalJob("host", collectors.host.interval, host.collect))
     if collectors.hccl_logs.enabled:
-        from collectors.hccl_logs import HcclLogCollector
-        from collectors.hccl_tail import DEFAULT_GLOBS
+        from collectors.hccl.collector import HcclLogCollector
+        from collectors.hccl.tail import DEFAULT_GLOBS
 
         logs = collectors.hccl_logs
         scanner = HcclLogCollector(

@@ -23,7 +23,7 @@ from agent.diagnose.results import (
     window_text,
 )
 from agent.triage.logs import LogReader, read_stream
-from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer
+from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
 
 
 def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None, *,

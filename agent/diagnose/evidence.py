@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import CAUSE_KINDS, Check
-from agent.triage.engine import NAMED_SCORE, analyze
+from agent.triage.engine import analyze
 from agent.triage.evidence import Address, Evidence, LocalFault, Window
 from agent.triage.report import Culprit, TriageReport
+from agent.triage.weights import WEIGHTS
 from collectors.hccn_link import device_id
 
 __all__ = ["node_evidence", "remote_culprit", "triage_node"]
@@ -50,6 +51,6 @@ def remote_culprit(report: TriageReport, node: str) -> Culprit | None:
     for incident in reversed(report.incidents):
         for culprit in incident.culprits:
             identified = culprit.node != "unknown" or culprit.rank is not None or culprit.ip is not None
-            if culprit.node != node and culprit.score >= NAMED_SCORE and identified:
+            if culprit.node != node and culprit.score >= WEIGHTS["named_score"] and identified:
                 return culprit
     return None

@@ -30,7 +30,7 @@ from collectors import (
     npu_smi_mapping,
 )
 from collectors.base import ChipRef, ParseError
-from collectors.hccl_classify import Event
+from collectors.hccl.classify import Event
 from collectors.hccn_link import device_id
 from collectors.npu_smi_kv import chip_argv
 

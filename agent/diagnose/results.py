@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.core.humanize import duration
 from agent.triage.faults import fault_kind
+from collectors.hccl.codes import DIAGNOSE_TIMEOUT_CATEGORIES as TIMEOUT_CATEGORIES  # noqa: F401 - imported from here
 
 PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
 SEVERITY = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
@@ -86,9 +87,6 @@ DEFAULT_WINDOW_S = 7200.0
 DEFAULT_SAMPLE_GAP_S = 3.0
 DEFAULT_LOG_TAIL_BYTES = 8 << 20  # per file: a few hours of a busy plog
 HCCN_PARALLEL = 4
-# Log categories that can stop a collective (what the log check counts as HCCL timeouts).
-TIMEOUT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
-                                 "stream_sync_timeout", "heartbeat", "roce_cqe", "sdma"})
 
 
 # ----------------------------------------------------------------------------- results

@@ -2,7 +2,7 @@
 
 PATH may be a file or a directory (read recursively); ``.gz`` files are decompressed on the fly.
 Plogs, device logs, training job stdout/stderr (Ray and torchrun prefixes included) and kernel log
-dumps can be mixed. Each file is one stream for incident dedup (see ``collectors.hccl_classify``).
+dumps can be mixed. Each file is one stream for incident dedup (see ``collectors.hccl.classify``).
 Files whose first 8 KiB hold a NUL byte are treated as binary and skipped.
 
 Output: files scanned, the first error (the earliest timestamped one; without any timestamps the
@@ -38,8 +38,9 @@ from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.advice import category_action, category_runbook
 from agent.diagnose.render import verdict_lines
 from agent.triage.timefmt import span, stamp
-from collectors.hccl_classify import Event, Hint, StreamClassifier
-from collectors.hccl_tail import iter_line_batches
+from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.hints import Hint
+from collectors.hccl.tail import iter_line_batches
 
 __all__ = ["EXIT_ERRORS", "EXIT_OK", "EXIT_UNREADABLE", "ScanReport", "main", "scan_paths"]
 

@@ -51,7 +51,7 @@ import agent
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from collectors import npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError
-from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer
+from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
 from collectors.hccn_ip import parse_hccn_conf
 from collectors.hccn_link import device_id
 from collectors.npu_smi_kv import chip_argv

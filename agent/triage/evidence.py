@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
-    "BLAME_HOWS",
     "Address",
     "Blame",
     "Evidence",
@@ -43,16 +42,6 @@ __all__ = [
     "RankSeen",
     "Window",
 ]
-
-# How a peer's log blames a rank or address (``Blame.how``):
-#   lost        heartbeat lost / crimer status[LOST]: the process exited or its network is gone
-#   stuck       heartbeat says the peer is stuck (host process or device task)
-#   waited_on   a timed-out task waited for this rank (``remote rank``, notify wait)
-#   unreachable a link or connection to this peer failed (LINK_ERROR_INFO, connect timeouts)
-#   cqe         RoCE completion (retransmission) errors towards this peer
-#   missing     the rank never joined the rendezvous (EI0015 topo exchange)
-BLAME_HOWS = ("lost", "stuck", "waited_on", "unreachable", "cqe", "missing")
-
 
 @dataclass(frozen=True)
 class Window:
@@ -124,7 +113,7 @@ class RankFailure:
 class Blame:
     """A reporter's log names a peer: a rank of the reporter's communicator, an address, or both.
 
-    ``how`` is one of ``BLAME_HOWS``; ``device`` is a device id printed next to the address.
+    ``how`` is one of ``collectors.hccl.hints.BLAME_HOWS``; ``device`` is a device id printed next to the address.
     """
 
     node: str

@@ -22,13 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agent.triage.evidence import FlightEntry, FlightRecord
+from agent.triage.weights import WEIGHTS
 
 __all__ = ["FlightCulprit", "FlightFinding", "analyze_flights", "rank_ranges"]
 
-HANG_SCORE = 3.0
-DESYNC_SCORE = 3.0
-WEAK_SCORE = 1.5
-NO_DUMP_SCORE = 1.0
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,7 @@ def _hang(group: str, desc: str, by_rank: dict[int, FlightRecord], seqs: dict[in
         text = (f"flight recorder: rank {rank} last entered {entered}; {_ranks_text(reached)} entered "
                 f"{what}collective {stuck_at}" + ("" if furthest else " (not the furthest behind)"))
         culprits.append(FlightCulprit(rank, by_rank[rank].node, "process_hang",
-                                      HANG_SCORE if furthest else WEAK_SCORE, text))
+                                      WEIGHTS["flight_hang"] if furthest else WEIGHTS["flight_weak"], text))
     culprits.extend(_no_dump(by_rank, expected))
     return FlightFinding(group, desc, tuple(sorted(by_rank)), expected, stuck_at, op, at, reached, "hang",
                          tuple(culprits))
@@ -165,8 +162,8 @@ def _desync(group: str, desc: str, by_rank: dict[int, FlightRecord], seqs: dict[
             else:
                 detail = (f"flight recorder: at collective {seq} rank {rank} called {entry.op}, "
                           f"{_ranks_text(others)} called {'/'.join(other_ops)}")
-            culprits.append(FlightCulprit(rank, by_rank[rank].node, "desync",
-                                          DESYNC_SCORE if majority is not None else WEAK_SCORE, detail))
+            weight = WEIGHTS["flight_desync"] if majority is not None else WEIGHTS["flight_weak"]
+            culprits.append(FlightCulprit(rank, by_rank[rank].node, "desync", weight, detail))
         culprits.extend(_no_dump(by_rank, expected))
         times = [entry.at for entry in at_seq.values() if entry.at is not None]
         op = majority[0] if majority is not None else None
@@ -177,7 +174,7 @@ def _desync(group: str, desc: str, by_rank: dict[int, FlightRecord], seqs: dict[
 
 
 def _no_dump(by_rank: dict[int, FlightRecord], expected: tuple[int, ...]) -> list[FlightCulprit]:
-    return [FlightCulprit(rank, None, "unknown", NO_DUMP_SCORE,
+    return [FlightCulprit(rank, None, "unknown", WEIGHTS["flight_no_dump"],
                           f"flight recorder: no dump from rank {rank} (a process that died dumps nothing)")
             for rank in expected if rank not in by_rank]
 

@@ -37,9 +37,9 @@ from agent.triage.evidence import Address, Evidence, FlightEntry, FlightRecord
 from agent.triage.logs import LogReader, read_stream
 from agent.triage.series import faults_from_samples, parse_exposition
 from agent.triage.snapshots import ToolReadings, device_from_name, rank_table_addresses, recognise
-from collectors import hccl_ranktable
 from collectors.base import ParseError
 from collectors.flight_recorder import RankDump, parse_dump, rank_from_filename
+from collectors.hccl import ranktable as hccl_ranktable
 
 __all__ = ["BUNDLE_SUFFIXES", "Limits", "expand_inputs", "read_input", "read_inputs", "read_rank_table"]
 

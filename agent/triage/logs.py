@@ -1,8 +1,8 @@
 """Evidence from one log stream (a plog, a device log, a job's stdout, a kernel log).
 
-Two parsers read the same lines: ``collectors.hccl_comm`` (who is which rank of which
+Two parsers read the same lines: ``collectors.hccl.comm`` (who is which rank of which
 communicator, what each rank was running when it failed, rendezvous timeouts, torch_npu watchdog)
-and ``collectors.hccl_classify`` (error codes and culprit hints). This module joins what they say
+and ``collectors.hccl.classify`` (error codes and culprit hints). This module joins what they say
 into records (``agent.triage.evidence``):
 
 - ``RankSeen`` for every rank identity (init lines, failure blocks);
@@ -30,34 +30,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress, RankFailure, RankSeen
-from collectors.hccl_classify import Event, Hint, StreamClassifier, parse_timestamp
-from collectors.hccl_comm import (
-    CollectiveFailure,
-    CollectiveOp,
-    CommFactParser,
-    Fact,
-    InitTimeout,
-    RankIdentity,
-    WatchdogTimeout,
-)
-from collectors.hccl_incident_window import blame_how
+from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
+from collectors.hccl.comm import CommFactParser
+from collectors.hccl.facts import CollectiveFailure, CollectiveOp, Fact, InitTimeout, RankIdentity, WatchdogTimeout
+from collectors.hccl.hints import ATTACH_WINDOW_S, Hint, blame_how, decode_peer
+from collectors.hccl.lines import BLOCK_LINES, QUIET_LEVELS, parse_timestamp
 
 __all__ = ["CHUNK_BYTES", "MAX_LINE", "LogReader", "candidate_lines", "read_stream"]
 
 CHUNK_BYTES = 4 << 20
 MAX_LINE = 64 << 10
-INCIDENT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
-                                 "stream_sync_timeout", "sdma", "desync"})
 CODE_NEAR_S = 120.0  # an error code printed this close to a failure block belongs to it
-CODE_NEAR_LINES = 64
-REPORTER_NEAR_S = 900.0  # a hint line belongs to the nearest failure of its process within this
+CODE_NEAR_LINES = BLOCK_LINES
 
-_QUIET = (b"[INFO]", b"[DEBUG]", b"[EVENT]", b"[TRACE]")
+_QUIET = tuple(level.encode() for level in QUIET_LEVELS)
 _RARE_TOKENS = (b"Entry-Hccl", b"ankNum[", b"Key Info]", b"crimer")
-_NOT_QUIET_START = re.compile(rb"\n(?!\[(?:INFO|DEBUG|EVENT|TRACE)\])")
+_NOT_QUIET_START = re.compile(rb"\n(?!(?:" + b"|".join(re.escape(level) for level in _QUIET) + rb"))")
 _PID_RE = re.compile(r"[A-Z][A-Z0-9_]*\((\d+),[^)]*\):|\[PID: (\d+)\]")
 _LOCAL_DEVICE_RE = re.compile(r"localInfo\{server\[[^\]]*\],deviceId\[(\d+)\]")
-_IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 
 
 def candidate_lines(data: bytes, first_line_no: int) -> tuple[list[tuple[int, bytes]], int]:
@@ -151,28 +142,6 @@ def _int(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _ip(text: str) -> str | None:
-    text = text.strip()
-    return text if _IPV4_RE.match(text) else None
-
-
-def _target(kind: str, value: str) -> tuple[int | None, str | None, int | None]:
-    """(rank, ip, device) a hint value names."""
-    if kind == "root_server":
-        return None, _ip(value.rsplit(":", 1)[0]), None
-    if "/" in value:
-        left, _, right = value.partition("/")
-        ip = _ip(left)
-        number = _int(right)
-        if kind in ("dst_rank", "peer") or (kind == "exception_location" and ip is None):
-            return None, ip if ip is not None else left.strip() or None, number  # server IP / device id
-        return number, ip, None
-    ip = _ip(value)
-    if ip is not None:
-        return None, ip, None
-    return _int(value), None, None
-
-
 _ALL = -1  # by_pid key of every identity of the stream (no real pid is negative)
 
 
@@ -181,7 +150,7 @@ class _EventIndex:
 
     def __init__(self, events: list[Event]) -> None:
         self.pids = [_line_pid(event.text) for event in events]
-        wanted = [(i, e) for i, e in enumerate(events) if e.category in INCIDENT_CATEGORIES]
+        wanted = [(i, e) for i, e in enumerate(events) if e.category in TRIAGE_FAILURE_CATEGORIES]
         timed = sorted((e.timestamp, i) for i, e in wanted if e.timestamp is not None)
         self._times = [t for t, _ in timed]
         self._timed = [i for _, i in timed]
@@ -230,13 +199,13 @@ class _Reports:
             if not pool:
                 continue
             if at is None:
-                candidate = (REPORTER_NEAR_S, pool[0][1], pool[0][2])
+                candidate = (ATTACH_WINDOW_S, pool[0][1], pool[0][2])
             else:
                 index = _bisect_at(pool, at)
                 around = pool[max(0, index - 1):index + 1]
                 near = min(around, key=lambda item: abs(item[0] - at))
                 candidate = (abs(near[0] - at), near[1], near[2])
-            if candidate[0] <= REPORTER_NEAR_S and (best is None or candidate[0] < best[0]):
+            if candidate[0] <= ATTACH_WINDOW_S and (best is None or candidate[0] < best[0]):
                 best = candidate
         if best is not None:
             return best[1], best[2]
@@ -334,8 +303,9 @@ class LogReader:
             self.hints.append(_HintSeen(hint, how, pid, line_no))
             if how == "cqe":
                 local = _LOCAL_DEVICE_RE.search(line)
-                _, peer, _ = _target(hint.kind, hint.value)
-                self.cqes.append(_Cqe(hint.timestamp, pid, int(local.group(1)) if local else None, peer, line_no))
+                peer = decode_peer(hint.kind, hint.value)
+                self.cqes.append(_Cqe(hint.timestamp, pid, int(local.group(1)) if local else None,
+                                      peer.address if peer is not None else None, line_no))
 
     def _fact(self, fact: Fact) -> None:
         if isinstance(fact, CollectiveOp):
@@ -372,7 +342,7 @@ class LogReader:
             evidence.failures.append(self._failure(failure, by_pid, used, codes))
         for index, event in enumerate(self.events):
             self.saw(event.timestamp)
-            if index in used or event.category not in INCIDENT_CATEGORIES:
+            if index in used or event.category not in TRIAGE_FAILURE_CATEGORIES:
                 continue
             pid = codes.pids[index]
             group, rank, size, device = self._identity(pid, by_pid, event.timestamp)
@@ -389,11 +359,11 @@ class LogReader:
         for seen in self.hints:
             comm, reporter = reports.nearest(seen.pid, seen.hint.timestamp) or self._identity(
                 seen.pid, by_pid, seen.hint.timestamp)[:2]
-            rank, ip, device = _target(seen.hint.kind, seen.hint.value)
-            if rank is None and ip is None:
+            peer = decode_peer(seen.hint.kind, seen.hint.value)
+            if peer is None:
                 continue
-            evidence.blames.append(Blame(self.node, seen.hint.timestamp, seen.how, comm, reporter, rank, ip, device,
-                                         seen.pid, f"{self.source}:{seen.line_no}"))
+            evidence.blames.append(Blame(self.node, seen.hint.timestamp, seen.how, comm, reporter, peer.rank,
+                                         peer.address, peer.device, seen.pid, f"{self.source}:{seen.line_no}"))
         evidence.faults.extend(self._cqe_faults(by_pid))
         for device, at, line_no in self.lost_devices:
             evidence.faults.append(LocalFault(self.node, device, "device_lost",
@@ -459,8 +429,9 @@ class LogReader:
             evidence.blames.append(Blame(self.node, fact.timestamp, "missing", group, rank, missing, pid=fact.pid,
                                          source=source))
         if fact.role == "agent" and fact.root is not None:
+            root = decode_peer("root_server", fact.root)
             evidence.blames.append(Blame(self.node, fact.timestamp, "unreachable", group, rank,
-                                         ip=_ip(fact.root.rsplit(":", 1)[0]), pid=fact.pid, source=source))
+                                         ip=root.address if root is not None else None, pid=fact.pid, source=source))
 
     def _cqe_faults(self, by_pid: dict[int | None, list[RankIdentity]]) -> list[LocalFault]:
         """One fault per device: the first CQE error, how many, towards whom, until the last."""

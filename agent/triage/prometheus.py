@@ -1,6 +1,6 @@
 """``npuwatch triage --prometheus URL``: the evidence records from the fleet's series instead of bundles.
 
-Every npuwatch agent exports its last incident window (collectors/hccl_incident_window.py); a
+Every npuwatch agent exports its last incident window (collectors/hccl/incident_window.py); a
 Prometheus that scrapes the fleet holds them all, labelled by node. ``read_evidence`` asks its
 HTTP API (``/api/v1/query``, ``/api/v1/query_range``; urllib, a timeout on every call, basic auth
 and TLS options) for the window ``[start, end]`` and builds the same records ``npuwatch triage
@@ -45,9 +45,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.triage.engine import INCIDENT_CATEGORIES
 from agent.triage.evidence import Address, Blame, Evidence, LocalFault, RankFailure, RankSeen, Window
 from agent.triage.series import PROBE_SLOW_RATIO, faults_from_samples
+from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
 
 __all__ = [
     "DEFAULT_WINDOW_S",
@@ -275,7 +275,7 @@ def _ranks(reader: _Reader, evidence: Evidence, sizes: Mapping[str, int]) -> Non
 def _codes(reader: _Reader) -> dict[str, tuple[str, str]]:
     """Per node, the timeout-like (code, category) its scanner counted in the window: the one of the
     newest category, an Ascend code (EI0002) before a synthetic one (task_exec_timeout)."""
-    categories = "|".join(sorted(INCIDENT_CATEGORIES))
+    categories = "|".join(sorted(TRIAGE_FAILURE_CATEGORIES))
     errors = reader.sel("npu_hccl_errors_total", f'category=~"{categories}"')
     last = reader.sel("npu_hccl_last_error_timestamp_seconds", f'category=~"{categories}"')
     # counted in the window: the counter rose, or its series is new since the window's start

@@ -31,7 +31,7 @@ from collectors import (
     npu_smi_health,
     npu_smi_info,
 )
-from collectors.hccl_ranktable import RankTable
+from collectors.hccl.ranktable import RankTable
 from collectors.hccn_ip import HccnConfEntry, IpRecord
 from collectors.hccn_link import LinkRecord
 from collectors.hccn_link_stat import LinkStatRecord

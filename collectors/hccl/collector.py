@@ -1,7 +1,7 @@
 """The HCCL / CANN log scanner as a scheduled collector: tail, classify, count, export.
 
-Each ``collect()`` reads what was appended to the watched logs (``hccl_tail.LogTailer``, at most
-``byte_budget`` bytes), classifies it line by line with one ``hccl_classify.StreamClassifier`` per
+Each ``collect()`` reads what was appended to the watched logs (``tail.LogTailer``, at most
+``byte_budget`` bytes), classifies it line by line with one ``classify.StreamClassifier`` per
 file (incident dedup per file, see that module), adds the counted incidents to cumulative counters
 and commits the counters together with the file offsets in one atomic state-file write, so a
 restart neither loses nor double-counts an incident.
@@ -13,9 +13,9 @@ Manual equivalent: ``npuwatch scan-logs ~/ascend/log``. Sample exposition::
     npu_hccl_last_error_timestamp_seconds{category="exec_timeout"} 1.7327951706e+09
     npuwatch_log_bytes_read_total 1.048576e+06
 
-The same chunks feed a ``hccl_comm.CommFactParser`` per file (its substring pre-filter rejects
+The same chunks feed a ``comm.CommFactParser`` per file (its substring pre-filter rejects
 almost every line), whose rank / failure facts and the classifier's hints make the incident-window
-series of ``collectors.hccl_incident_window`` (which local ranks timed out in which communicator,
+series of ``collectors.hccl.incident_window`` (which local ranks timed out in which communicator,
 and which peers the hints blame, over the last ``incident_window_s``)::
 
     npu_hccl_rank_timeout_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
@@ -41,10 +41,11 @@ from typing import Any
 
 from collectors.base import NoData, Sample, label_pairs
 from collectors.catalogue import HCCL_CATEGORIES
-from collectors.hccl_classify import DEFAULT_WINDOW_S, Event, Hint, StreamClassifier
-from collectors.hccl_comm import CommFactParser
-from collectors.hccl_incident_window import IncidentWindow
-from collectors.hccl_tail import DEFAULT_BYTE_BUDGET, LogTailer
+from collectors.hccl.classify import DEFAULT_WINDOW_S, Event, StreamClassifier
+from collectors.hccl.comm import CommFactParser
+from collectors.hccl.hints import Hint
+from collectors.hccl.incident_window import IncidentWindow
+from collectors.hccl.tail import DEFAULT_BYTE_BUDGET, LogTailer
 
 __all__ = ["PRIMARY_CODES", "HcclLogCollector", "HintSummary", "samples_from_counts"]
 

@@ -1,92 +1,9 @@
-"""Communicator facts from HCCL / CANN logs: which process is which rank of which communicator,
-what each rank was doing when it failed, and who never reached the rendezvous (pure: text in,
-typed records out).
+"""Read communicator facts (``collectors.hccl.facts``) off HCCL / CANN log lines (pure: text in, records out).
 
-A cluster triage engine joins these records across nodes: the communicator name (``group``) is
-the same on every rank of one communicator, so ``(group, rank)`` identifies a rank cluster-wide,
-and ``pid`` / ``device`` / ``server`` say where it ran. Times are epoch seconds of the local time
-the node printed (``hccl_classify.parse_timestamp``).
-
-Line shapes recognised (a ``[LEVEL] MODULE(pid,process):YYYY-MM-DD-HH:MM:SS.mmm.uuu`` plog or
-device-log header gives ``pid`` and ``timestamp``; ``grep -r`` prefixes such as
-``run/plog/plog-<pid>_<ts>.log:`` and Ray / torchrun prefixes are allowed; "corpus" names files of
-``shared/corpus``, "doc" the hicann/hccl fault-diagnosis guide, "src" HCCL source format strings):
-
-``RankIdentity`` (one rank of one communicator):
-
-- ``Entry-HcclCommInitRootInfoInner:ranks[4], rank[2], rootinfo: host ip[127.10.0.1] port[60000]
-  nicDeploy[1] identifier[<group>], deviceLogicId[2]`` (run plog, INFO; CANN 8.x: corpus 34, 39;
-  also ``Entry-HcclCommInitRootInfo:`` 2024 (corpus ``hccl-plog_HcclCommInitRootInfo``) and
-  ``Entry-HcclCommInitRootInfoConfigInner:`` (doc)) -> shape ``comm_init``, ``root`` ``ip:port``;
-- ``[HCCL_TRACE]SetupAgent rankNum[8], rank[6], rootInfo identifier[<group>], server[<ip>%<if>],
-  logicDevId[2], phydevId[6], deviceIp[<ip>]`` (corpus ``hccl-plog_HcclCommInitRootInfo``, 2024)
-  -> shape ``setup_agent``;
-- ``HcclCommInitRootInfo failed, return[0x..], rankNum[8], rank[6], rootInfo identifier[<group>],
-  server[<ip>%<if>], logicDevId[-1]`` (same file) and ``[InitCommRootInfo]Init failed, return[..],
-  rankNum[2048], rank[0], rootInfo identifier[..], server[..], logicDevId[-1]`` (doc, CANN 9.0)
-  -> shape ``init_failed``;
-- ``rankNum[128], rank[76], server[<ip>], device[4]`` in ``HcclCommInitClusterInfo success``,
-  ``HcclCommInitClusterInfo failed``, ``hcom init failed`` and ``... success, sub comm
-  identifier[<group>], rankNum[..], rank[..], server[..], device[..].`` (src, rank-table init)
-  -> shape ``comm_init`` / ``init_failed``;
-- ``[LocalRank Key Info]userRank[6] hostIp[..] devicePhyId[6] server[<ip>] deviceIp[..] ...``
-  (run plog, doc, CANN 8.5), its group and size from the ``[Communicator Key Info]`` line of the
-  same process -> shape ``local_rank_key_info``;
-- a ``CollectiveFailure`` that names its group and rank -> shape ``task_failure``.
-
-``Communicator``: ``[Communicator Key Info]identifier[<group>] rankSize[8] serverNum[1] ...``
-(doc, CANN 8.5). ``RootInfoCreated``: ``Entry-HcclGetRootInfo:rootInfo[0x..], deviceLogicId[0]``
-(corpus 39: the process that hosts the rendezvous server).
-
-``CollectiveOp``: ``Entry-HcclAllReduce: tag[AllReduce_<group>], sendBuf[..], recvBuf[..],
-count[..], dataType[float32], op[sum], localRank[0], streamId[7],comm[0x..], deviceLogicId[0]``
-(run plog with HCCL_ENTRY_LOG_ENABLE=1; corpus 35, CANN 8.x); any ``Entry-Hccl<Op>:`` line with a
-``tag[...]``.
-
-``CollectiveFailure`` (joined from the lines of one failure block of one process):
-
-- plog ``Task run failed, base information is streamID:[2], taskID[21], tag[AllReduce_<group>],
-  AlgType(level 0-1-2):[..]``, ``... groupRank information is group:[<group>], user define
-  information[], rankSize[4], rankId[0].`` and ``... opData information is timeStamp:[<issue
-  time>], deviceId[0], index[21], count[256], reduceType[sum], ..., dataType[float32].``
-  (CANN 8.5 ``[TaskExecStage][Timeout][Host]``: corpus 01, 08, 32, 33) and the 2024 form with
-  ``taskType[Notify Wait]``, ``index[3]`` on the base line, ``para information is ... remote
-  rank:[local]`` and no ``user define information`` (corpus ``hccl-plog_TaskExceptionHandler``);
-- device log (AICPU) ``[TaskException]base information is streamId:149, ..., type:NOTIFY WAIT,
-  localRank:1, remoteRank:0, taskId:26064, ...`` and ``opData information is tag:.., group:<group>,
-  opIndex:39013693, count:1048576, dataType:11, opType:4, ...`` (corpus 27; ``opType`` is HCCL's
-  cmdType enum: 1 Broadcast, 2 AllReduce, 4 Send, 6 AllGather ...);
-- screen EI0002 / EI0012 text ``base information: [streamID:[..], taskID[..], taskType[..],
-  tag[..].] task information: [..., remote rank:[0].`` with ``group information: [group:[..],
-  user define information[], rankSize[8], rankId[3].]`` or ``Communicator information: [...]``
-  on the same or a later line (corpus 12, ``hccl-log_EI0002-*``, 08).
-
-A graph-mode tag ``HcomAllReduce_<hash>_<n>`` names the operation but not the group.
-
-``InitTimeout`` (communicator init, EI0015; ``role`` root or agent):
-
-- root: ``topo exchange server get socket timeout! timeout[120 s]``, ``total connected num is
-  [4],line num is [1]``, ``need connect rankNum is [8]`` (CANN 8.5; absent in 2024) and
-  ``connected rankinfo[LINE k]: [0000000000000000],...;`` (decimal rank ids, 8 a line) -> the
-  connected ranks and, with the rank count, the missing ones (corpus 36,
-  ``hccl-plog_topo-exchange-server``); ``connectFailedAgentIdList[10,17,...,]`` (doc, CANN 9.0);
-- agent: ``TopoDetect ERROR occur !!! fault_type[1], fault_info["Failed to connect
-  agent[1,3,5,7,]"]`` and ``rank num[8]is different with rank list size[4]`` (corpus 37);
-  ``topo exchange agent get socket timeout! timeout[120]`` and ``TopoExchangeAgent: connect
-  server[127.10.0.1 : 60000] failed`` (corpus 38).
-
-The group of an InitTimeout or a key-info line, and the rank count an InitTimeout expects when its
-lines do not print it, come from the last init line of the same process (absent when the log holds
-none).
-
-``WatchdogTimeout``: torch_npu ``[Rank 1] Watchdog caught collective operation timeout:
-WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=3600000) ran for 3600185 milliseconds``
-(corpus ``hccl-log_torch_npu-watchdog``; the global rank, once per rank and sequence number).
-
-Speed: an INFO/DEBUG line must contain ``Entry-Hccl``, ``ankNum[`` or ``Key Info]``, any other
-line one of a few more substrings (``nformation``, ``onnect``...), before any regular expression
-runs, and a line's time is parsed only when it states a fact, so GBs of INFO noise cost one
-``startswith`` and three substring searches a line (``bench/comm.py``).
+Which lines state which fact: docs/hccl-log-formats.md. Speed: an INFO/DEBUG line must contain
+``Entry-Hccl``, ``ankNum[`` or ``Key Info]``, any other line one of a few more substrings, before
+any regular expression runs, and a line's time is parsed only when it states a fact
+(``bench/comm.py``).
 """
 
 from __future__ import annotations
@@ -95,167 +12,32 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any
 
-from collectors.hccl_classify import parse_timestamp
+from collectors.hccl.facts import (
+    CollectiveFailure,
+    CollectiveOp,
+    Communicator,
+    Fact,
+    InitTimeout,
+    RankIdentity,
+    RootInfoCreated,
+    WatchdogTimeout,
+)
+from collectors.hccl.lines import BLOCK_LINES, QUIET_LEVELS, parse_timestamp
+from collectors.hccl.rendezvous import TOKENS as RENDEZVOUS_TOKENS
+from collectors.hccl.rendezvous import absent_ranks, parse_rendezvous
 
-__all__ = [
-    "CollectiveFailure",
-    "CollectiveOp",
-    "CommFactParser",
-    "Communicator",
-    "Fact",
-    "InitTimeout",
-    "RankIdentity",
-    "RootInfoCreated",
-    "WatchdogTimeout",
-    "parse_line",
-    "parse_lines",
-    "split_tag",
-]
-
-
-@dataclass(frozen=True)
-class RankIdentity:
-    """One rank of one communicator and where it ran. ``device`` is the logical device id."""
-
-    group: str | None
-    rank: int
-    rank_size: int | None = None
-    device: int | None = None
-    pid: int | None = None
-    server: str | None = None
-    device_phy: int | None = None
-    device_ip: str | None = None
-    root: str | None = None
-    timestamp: float | None = None
-    shape: str = ""
-    line_no: int = 0
-
-
-@dataclass(frozen=True)
-class Communicator:
-    """A communicator as its process describes it (``[Communicator Key Info]``)."""
-
-    group: str
-    rank_size: int | None = None
-    server_count: int | None = None
-    pid: int | None = None
-    timestamp: float | None = None
-    line_no: int = 0
-
-
-@dataclass(frozen=True)
-class RootInfoCreated:
-    """``HcclGetRootInfo`` was called: this process hosts a rendezvous server."""
-
-    pid: int | None
-    device: int | None = None
-    timestamp: float | None = None
-    line_no: int = 0
-
-
-@dataclass(frozen=True)
-class CollectiveOp:
-    """One collective call as logged with HCCL_ENTRY_LOG_ENABLE=1. ``rank`` is ``localRank``."""
-
-    op: str
-    group: str | None
-    tag: str
-    rank: int | None = None
-    count: int | None = None
-    data_type: str | None = None
-    reduce_op: str | None = None
-    stream: int | None = None
-    comm: str | None = None
-    device: int | None = None
-    pid: int | None = None
-    timestamp: float | None = None
-    line_no: int = 0
-
-
-@dataclass(frozen=True)
-class CollectiveFailure:
-    """The collective a rank was running when its task failed (one failure block).
-
-    ``timestamp`` is when the failure was printed, ``issued_at`` when the operation was issued
-    (opData ``timeStamp``); ``index`` is the operation's sequence number in its communicator.
-    """
-
-    group: str | None
-    op: str | None
-    rank: int | None
-    timestamp: float | None
-    stream: int | None = None
-    task: int | None = None
-    index: int | None = None
-    device: int | None = None
-    tag: str | None = None
-    rank_size: int | None = None
-    remote_rank: int | None = None
-    task_type: str | None = None
-    issued_at: float | None = None
-    count: int | None = None
-    data_type: str | None = None
-    pid: int | None = None
-    line_no: int = 0
-
-
-@dataclass(frozen=True)
-class InitTimeout:
-    """Communicator init (rendezvous) timed out; ``role`` is ``root`` (the server) or ``agent``.
-
-    ``connected`` / ``missing`` are rank ids; ``root`` is the rendezvous server as ``ip:port``.
-    """
-
-    role: str
-    group: str | None = None
-    expected: int | None = None
-    connected: tuple[int, ...] | None = None
-    missing: tuple[int, ...] | None = None
-    root: str | None = None
-    timeout_s: float | None = None
-    pid: int | None = None
-    timestamp: float | None = None
-    line_no: int = 0
-
-
-@dataclass(frozen=True)
-class WatchdogTimeout:
-    """torch_npu's watchdog gave up on a collective of (global) ``rank``."""
-
-    rank: int
-    seq: int
-    op: str
-    timeout_s: float
-    elapsed_s: float | None = None
-    timestamp: float | None = None
-    line_no: int = 0
-
-
-# typing.Union, not "|": this alias is evaluated at run time, and Python 3.9 has no "|" on classes.
-Fact = Union[RankIdentity, Communicator, RootInfoCreated, CollectiveOp, CollectiveFailure, InitTimeout,
-             WatchdogTimeout]
+__all__ = ["CommFactParser", "parse_line", "parse_lines", "split_tag"]
 
 # ---------------------------------------------------------------- line pieces
 
-_QUIET_LEVELS = ("[INFO]", "[DEBUG]", "[EVENT]", "[TRACE]")
-_RENDEZVOUS_TOKENS = ("opo exchange", "total connected", "need connect", "connected rankinfo", "connect agent[",
-                      "AgentIdList[", "rank num[", "connect server[")
 _HEADER_RE = re.compile(r"\[(?:ERROR|INFO|WARNING|DEBUG|EVENT|TRACE|CRITICAL)\]\s?[A-Z][A-Z0-9_]*\((\d+),[^)]*\):")
 _PID_BLOCK_RE = re.compile(r"\[PID: (\d+)\]")
 _KV_RE = re.compile(r"(\w+):?\[([^\[\]]*)\]")
 _COLON_ITEM_RE = re.compile(r"(\w+)\s*:\s*([^,]*)")
 _ENTRY_RE = re.compile(r"Entry-Hccl(\w+?):")
 _HOST_ROOT_RE = re.compile(r"host ip\[([^\]]*)\] port\[(\d+)\]")
-_TIMEOUT_RE = re.compile(r"timeout\[(\d+)(?:\s*s)?\]")
-_CONNECTED_TOTAL_RE = re.compile(r"total connected num is \[(\d+)\],\s*line num is \[(\d+)\]")
-_NEED_CONNECT_RE = re.compile(r"need connect rankNum is \[(\d+)\]")
-_CONNECTED_LINE_RE = re.compile(r"connected rankinfo\[LINE \d+\]:((?:\s*\[\d+\],?)*)")
-_BRACKETED_INT_RE = re.compile(r"\[(\d+)\]")
-_AGENT_LIST_RE = re.compile(r"(?:Failed to connect agent|connectFailedAgentIdList)\[([\d,\s]*)\]")
-_RANK_NUM_DIFF_RE = re.compile(r"rank num\[(\d+)\]\s*is different with rank list size\[(\d+)\]")
-_CONNECT_SERVER_RE = re.compile(r"connect server\[\s*(\S+?)\s*:\s*(\d+)\s*\]")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: WorkHCCL\(SeqNum=(\d+), "
                           r"OpType=(\w+), Timeout\(ms\)=(\d+)\)(?: ran for (\d+) milliseconds)?")
 
@@ -265,7 +47,6 @@ _CMD_TYPES = {1: "Broadcast", 2: "AllReduce", 3: "Reduce", 4: "Send", 5: "Receiv
               13: "BatchSendRecv", 16: "AllGatherV", 17: "ReduceScatterV"}
 _NO_RANK = frozenset({"4294967295", "-1", "local", "unknown", ""})
 _NO_ADDRESS = frozenset({"", "0.0.0.0", "unknown"})  # noqa: S104 - "unset" as HCCL prints it, no socket
-_BLOCK_LINES = 64
 _MAX_PROCESSES = 4096
 
 
@@ -274,7 +55,7 @@ def _may_state_a_fact(line: str) -> bool:
 
     Of the shapes above only the Entry-, init and key-info lines are printed at INFO/DEBUG level.
     """
-    if line.startswith(_QUIET_LEVELS):
+    if line.startswith(QUIET_LEVELS):
         return "Entry-Hccl" in line or "ankNum[" in line or "Key Info]" in line
     return ("nformation" in line or "Entry-Hccl" in line or "ankNum[" in line or "Key Info]" in line
             or "onnect" in line or "opo exchange" in line or "rank num[" in line or "AgentIdList[" in line
@@ -343,10 +124,6 @@ def split_tag(tag: str) -> tuple[str | None, str | None]:
     return op, (rest if sep and rest else None)
 
 
-def _rank_list(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(",") if part.strip().isdigit())
-
-
 # ---------------------------------------------------------------- builders of multi-line facts
 
 
@@ -391,10 +168,10 @@ class _InitBuilder:
         connected: tuple[int, ...] | None = tuple(sorted(self.connected)) if self.connected_seen else None
         missing = self.missing
         if missing is None and connected is not None and self.expected is not None:
-            missing = tuple(rank for rank in range(self.expected) if rank not in self.connected)
+            missing = absent_ranks(self.expected, self.connected)
         if connected is None and missing is not None and self.expected is not None and (
                 self.listed is None or self.listed == self.expected - len(missing)):
-            connected = tuple(rank for rank in range(self.expected) if rank not in missing)
+            connected = absent_ranks(self.expected, missing)
         return InitTimeout(self.role, self.group, self.expected, connected, missing, self.root, self.timeout_s,
                            self.pid, self.timestamp, self.line_no)
 
@@ -440,7 +217,7 @@ class CommFactParser:
             self._init_line(text, pid, when, facts)
         if "Key Info]" in text:
             self._key_info(text, pid, when, facts)
-        if any(token in text for token in _RENDEZVOUS_TOKENS):
+        if any(token in text for token in RENDEZVOUS_TOKENS):
             self._rendezvous(text, pid, when)
         if "Watchdog caught" in text:
             self._watchdog(text, facts)
@@ -611,28 +388,22 @@ class CommFactParser:
                 builder = self._init_for(pid, "root", when, builder)
             else:
                 return
-        timeout = _TIMEOUT_RE.search(text) if "get socket timeout" in text else None
-        if timeout is not None:
-            builder.timeout_s = float(timeout.group(1))
-        total = _CONNECTED_TOTAL_RE.search(text)
-        if total is not None:
-            builder.listed = int(total.group(1))
-        need = _NEED_CONNECT_RE.search(text)
-        if need is not None:
-            builder.expected = int(need.group(1))
-        listed = _CONNECTED_LINE_RE.search(text)
-        if listed is not None:
+        said = parse_rendezvous(text)
+        if said.timeout_s is not None:
+            builder.timeout_s = said.timeout_s
+        if said.connected_total is not None:
+            builder.listed = said.connected_total
+        if said.need is not None:
+            builder.expected = said.need
+        if said.connected is not None:
             builder.connected_seen = True
-            builder.connected.update(int(rank) for rank in _BRACKETED_INT_RE.findall(listed.group(1)))
-        missing = _AGENT_LIST_RE.search(text)
-        if missing is not None:
-            builder.missing = _rank_list(missing.group(1))
-        diff = _RANK_NUM_DIFF_RE.search(text)
-        if diff is not None:
-            builder.expected, builder.listed = int(diff.group(1)), int(diff.group(2))
-        server = _CONNECT_SERVER_RE.search(text)
-        if server is not None:
-            builder.root = f"{server.group(1)}:{server.group(2)}"
+            builder.connected.update(said.connected)
+        if said.missing is not None:
+            builder.missing = said.missing
+        if said.rank_num is not None:
+            builder.expected, builder.listed = said.rank_num
+        if said.root is not None:
+            builder.root = said.root
         builder.last_line = self.line_no
 
     def _watchdog(self, text: str, facts: list[Fact]) -> None:
@@ -677,11 +448,11 @@ class CommFactParser:
                                       timestamp=failure.timestamp, shape="task_failure", line_no=failure.line_no))
 
     def _expire(self, facts: list[Fact]) -> None:
-        """Finish the blocks no line has added to for ``_BLOCK_LINES`` lines."""
+        """Finish the blocks no line has added to for ``BLOCK_LINES`` lines."""
         if self._finished:
             facts.extend(self._finished)
             self._finished.clear()
-        limit = self.line_no - _BLOCK_LINES
+        limit = self.line_no - BLOCK_LINES
         for pid in [pid for pid, b in self._failures.items() if b.last_line < limit]:
             self._emit_failure(pid, facts)
         for pid in [pid for pid, b in self._inits.items() if b.last_line < limit]:

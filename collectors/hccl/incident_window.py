@@ -1,62 +1,33 @@
 """The last incident window of one node's HCCL logs, as series a fleet query joins across nodes.
 
-The log scanner (``collectors.hccl_logs``) feeds every chunk's communicator facts
-(``collectors.hccl_comm``) and culprit hints (``collectors.hccl_classify``) here; ``samples()``
-exports what is still current::
-
-    npu_hccl_rank_last_seen_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
-    npu_hccl_comm_ranks{comm="29.1.0.10%enp_60000_0_17"} 8
-    npu_hccl_rank_timeout_timestamp_seconds{comm="29.1.0.10%enp_60000_0_17",rank="3",npu="1"} 1.7e9
-    npu_hccl_peer_blamed_timestamp_seconds{comm="...",how="lost",rank="5",address="29.3.1.11"} 1.7e9
-    npuwatch_hccl_incident_dropped_total{series="blamed_peer"} 0
-
-- ``comm`` is the communicator's group tag, the same string on every rank of one communicator
-  (so it joins ranks across nodes); a tag longer than 128 characters keeps its first 111 and a
-  ``~`` with 16 hex digits of its SHA-1, the same on every node.
-- A rank of this node (init, key-info or failure lines): when its lines last said so, and its
-  logical device id as ``npu`` (empty when the line names none). Kept for ``RANK_RETENTION_S``
-  (7 days), not only the incident window: a rank is named once, when its job starts.
-- A local rank that reported a failed collective (``Task run failed`` / EI0002 block) or a
-  rendezvous timeout (EI0015) within the window: the time it last did.
-- A peer a hint near such a failure blames (same file, within ``LINK_WINDOW_S`` of the
-  failure): its rank in that communicator and/or its address, and how the line blames it
-  (``how``, ``BLAME_HOWS``: ``lost`` heartbeat lost, ``stuck`` heartbeat says stuck,
-  ``waited_on`` a timed-out task waited for it, ``unreachable`` a link or connection to it
-  failed, ``cqe`` RoCE completion errors towards it, ``missing`` it never joined the
-  rendezvous). A hint with ``IP/ID`` gives both; ``server/device`` forms give the address only.
-  Hints not tied to a communicator (a RoCE CQE alone, a kernel heartbeat) are not exported.
-
-Bounds: at most ``MAX_COMMS`` communicators (the ones with the newest activity win), ``MAX_RANKS``
-rank and ``MAX_TIMEOUTS`` timeout series, ``MAX_BLAMED`` blamed-peer series; an entry pushed out
-by a bound while still current counts in ``npuwatch_hccl_incident_dropped_total{series}``. Every
-time is the log line's own (local time as the node prints it); a line without one counts at the
-time it was read.
+The log scanner (``collectors.hccl.collector``) feeds every chunk's communicator facts and culprit
+hints here; ``samples()`` exports what is still current: the ranks of this node per communicator
+(kept ``RANK_RETENTION_S``), communicator sizes, the local ranks that reported a failure in the
+window, and the peers a hint near such a failure blames (same file, within
+``hints.ATTACH_WINDOW_S``), each bounded (``MAX_*``; what a bound pushes out while current counts in
+``npuwatch_hccl_incident_dropped_total``). The series and their labels: docs/hccl-log-formats.md.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.base import Sample, label_pairs
-from collectors.hccl_classify import Hint
-from collectors.hccl_comm import CollectiveFailure, Communicator, Fact, InitTimeout, RankIdentity
+from collectors.hccl.facts import CollectiveFailure, Communicator, Fact, InitTimeout, RankIdentity
+from collectors.hccl.hints import ATTACH_WINDOW_S, Hint, blame_how, decode_peer
 
 __all__ = [
-    "BLAME_HOWS",
     "DROP_SERIES",
-    "LINK_WINDOW_S",
     "MAX_BLAMED",
     "MAX_COMMS",
     "MAX_RANKS",
     "MAX_TIMEOUTS",
     "RANK_RETENTION_S",
     "IncidentWindow",
-    "blame_how",
     "comm_label",
     "peer_of",
 ]
@@ -67,20 +38,11 @@ MAX_TIMEOUTS = 64
 MAX_BLAMED = 32
 MAX_COMM_LABEL = 128
 RANK_RETENTION_S = 7 * 24 * 3600.0
-# A hint belongs to the failure of its file printed at most this far from it, before or after:
-# the heartbeat summary and the task-exception block of one incident are printed together.
-LINK_WINDOW_S = 300.0
 DROP_SERIES = ("rank", "timeout", "blamed_peer")
-# How a line blames a peer (the ``how`` label); the same words as agent.triage.evidence.BLAME_HOWS.
-BLAME_HOWS = ("lost", "stuck", "waited_on", "unreachable", "cqe", "missing")
 
 _STREAM_FAILURES = 16
 _STREAM_HINTS = 64
 _STREAM_PIDS = 256
-# Hint kinds that name a peer of a collective; "device"/"remote_device" name no node.
-_RANK_KINDS = frozenset({"remote_rank", "missing_rank"})
-_PAIR_KINDS = frozenset({"crimer_rank", "exception_location", "link_peer"})  # "address/rank"
-_ADDRESS_KINDS = frozenset({"peer", "dst_rank", "root_server"})
 
 
 def comm_label(group: str) -> str:
@@ -91,57 +53,12 @@ def comm_label(group: str) -> str:
     return f"{group[:MAX_COMM_LABEL - 17]}~{digest}"
 
 
-def _address(text: str) -> str:
-    text = text.strip()
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        return ""
-
-
-def _rank(text: str) -> str:
-    text = text.strip()
-    return str(int(text)) if text.isdigit() else ""
-
-
-def blame_how(kind: str, line: str) -> str | None:
-    """How the line a hint of ``kind`` came from blames its peer (``BLAME_HOWS``); None: it does not."""
-    if kind == "crimer_rank":
-        return "lost" if "LOST" in line else "stuck"
-    if kind == "exception_location":
-        if "Lost" in line or "LOST" in line:
-            return "lost"
-        if "CQE" in line:
-            return "cqe"
-        return "stuck" if "Stuck" in line else "waited_on"
-    if kind == "remote_rank":
-        return "waited_on"
-    if kind in ("dst_rank", "link_peer", "root_server"):
-        return "unreachable"
-    if kind == "peer":
-        return "cqe" if "CQE" in line or "cqe" in line else "unreachable"
-    if kind == "missing_rank":
-        return "missing"
-    return None
-
-
 def peer_of(hint: Hint) -> tuple[str, str] | None:
-    """(rank, address) a hint blames, either may be ""; None when it names no peer."""
-    kind, value = hint.kind, hint.value
-    if kind in _RANK_KINDS:
-        rank, address = _rank(value), ""
-    elif kind in _PAIR_KINDS or (kind == "dst_rank" and "/" not in value):
-        first, sep, second = value.partition("/")
-        rank, address = (_rank(second), _address(first)) if sep else (_rank(first), _address(first))
-    elif kind in _ADDRESS_KINDS:
-        host = value.split("/", 1)[0]
-        if kind == "root_server":
-            host = host.rsplit(":", 1)[0] if host.count(":") == 1 or "]" in host else host
-            host = host.strip("[]")
-        rank, address = "", _address(host)
-    else:
+    """(rank, address) labels of the peer a hint blames, either may be ""; None when it names no peer."""
+    peer = decode_peer(hint.kind, hint.value)
+    if peer is None:
         return None
-    return (rank, address) if rank or address else None
+    return ("" if peer.rank is None else str(peer.rank)), peer.address or ""
 
 
 @dataclass(frozen=True)
@@ -293,8 +210,8 @@ class IncidentWindow:
         """The communicator of the failure nearest to a hint printed at ``at`` in the same file."""
         if at is None:  # no time of its own: the failure of this chunk, else none
             return new_failures[-1][0] if new_failures else None
-        near = [(abs(when - at), comm) for comm, when in stream.failures if abs(when - at) <= LINK_WINDOW_S]
-        near += [(abs(when - at), comm) for comm, when in new_failures if abs(when - at) <= LINK_WINDOW_S]
+        near = [(abs(when - at), comm) for comm, when in stream.failures if abs(when - at) <= ATTACH_WINDOW_S]
+        near += [(abs(when - at), comm) for comm, when in new_failures if abs(when - at) <= ATTACH_WINDOW_S]
         return min(near)[1] if near else None
 
     def _claim_waiting_hints(self, stream: _Stream) -> None:
@@ -355,7 +272,7 @@ class IncidentWindow:
         live = self._comms()
         self.sizes = {comm: size for comm, size in self.sizes.items() if comm in live}
         for stream in self._streams.values():
-            cutoff = horizon - LINK_WINDOW_S
+            cutoff = horizon - ATTACH_WINDOW_S
             while stream.hints and stream.hints[0].at < cutoff:
                 stream.hints.popleft()
 

@@ -1,0 +1,121 @@
+"""The HCCL code and category table: which Ascend code is which category, and what each category is for.
+
+A category's columns say who acts on it: the alert a new incident of it pages (``HCCLTimeout``,
+``HCCLRoCECQEError``: alerts/hccl.rules.yml takes its category matchers from here, a test fails on
+drift), whether ``npuwatch triage`` takes it as a failure report that opens an incident, and whether
+diagnose's and check's log check counts it as an HCCL timeout. A RoCE CQE error pages
+``HCCLRoCECQEError`` and diagnose counts it, while triage scores it as a local fault of the NPU.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "ASCEND_CODE_CATEGORIES",
+    "CATEGORIES",
+    "DIAGNOSE_TIMEOUT_CATEGORIES",
+    "HCCL_TIMEOUT_CATEGORIES",
+    "TRIAGE_FAILURE_CATEGORIES",
+    "Category",
+    "category_matcher",
+    "category_of_code",
+    "is_ascend_code",
+    "paged_by",
+]
+
+
+@dataclass(frozen=True)
+class Category:
+    """One category of HCCL/CANN errors (the ``category`` label of ``npu_hccl_errors_total``)."""
+
+    name: str
+    means: str
+    pages: str = ""  # the alert a new incident pages; "" for none
+    triage: bool = False  # a failure report: it opens or joins an incident in ``npuwatch triage``
+    diagnose: bool = False  # diagnose's and check's log check counts it as an HCCL timeout
+
+
+# In the order of the metric catalogue (``collectors.catalogue.HCCL_CATEGORIES`` is this column).
+CATEGORIES: tuple[Category, ...] = (
+    Category("exec_timeout", "a collective's task timed out on the device (EI0002, notify wait)",
+             "HCCLTimeout", triage=True, diagnose=True),
+    Category("connect_timeout", "a link to a peer could not be set up (EI0006, socket timeout)",
+             "HCCLTimeout", triage=True, diagnose=True),
+    Category("rendezvous_timeout", "communicator init: not every rank reached the rendezvous (EI0015)",
+             "HCCLTimeout", triage=True, diagnose=True),
+    Category("roce_cqe", "a RoCE completion (CQE) error: a local link fault for triage (EI0013)",
+             "HCCLRoCECQEError", diagnose=True),
+    Category("sdma", "an SDMA copy task failed (EI0012)", triage=True, diagnose=True),
+    Category("watchdog_timeout", "torch_npu's watchdog gave up on a collective",
+             "HCCLTimeout", triage=True, diagnose=True),
+    Category("stream_sync_timeout", "a stream synchronize timed out (EE1002, 507048): the host side of an exec "
+             "timeout, which pages already", triage=True, diagnose=True),
+    Category("heartbeat", "a peer's heartbeat was lost or stuck: triage reads it as a hint naming the peer",
+             diagnose=True),
+    Category("init", "communicator init failed (rank table, bind, environment)"),
+    Category("desync", "ranks disagree on the collective or its parameters (EI0005)", triage=True),
+    Category("other", "an HCCL error line that no rule knows"),
+)
+
+HCCL_TIMEOUT_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.pages == "HCCLTimeout")
+TRIAGE_FAILURE_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.triage)
+DIAGNOSE_TIMEOUT_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.diagnose)
+
+
+def paged_by(alert: str) -> tuple[str, ...]:
+    """The categories whose new incidents page ``alert``, in table order."""
+    return tuple(c.name for c in CATEGORIES if c.pages == alert)
+
+
+def category_matcher(alert: str) -> str:
+    """The PromQL label matcher that selects the categories ``alert`` pages on."""
+    names = paged_by(alert)
+    if len(names) == 1:
+        return f'category="{names[0]}"'
+    return f'category=~"{"|".join(names)}"'
+
+
+# Ascend codes whose category is known; any other E[IJE]dddd code is "other".
+ASCEND_CODE_CATEGORIES: dict[str, str] = {
+    "EI0001": "init",  # invalid environment variable
+    "EI0002": "exec_timeout",
+    "EI0004": "init",  # rank table could not be loaded
+    "EI0005": "desync",
+    "EI0006": "connect_timeout",
+    "EI0007": "init",  # resource initialisation failed
+    "EI0008": "desync",
+    "EI0009": "init",
+    "EI0010": "connect_timeout",  # P2P link between devices failed
+    "EI0011": "init",  # QP memory could not be allocated
+    "EI0012": "sdma",
+    "EI0013": "roce_cqe",
+    "EI0014": "init",  # cluster information check (duplicate superDeviceId, IPs)
+    "EI0015": "rendezvous_timeout",
+    "EI0016": "desync",  # TLS switch differs between ranks
+    "EI0017": "init",  # rank table content
+    "EI0018": "roce_cqe",  # UB CQE: the same completion error on the 950 UB fabric
+    "EI0019": "init",  # bind IP/port
+    "EI0020": "init",  # bind IP/port
+    "EE1002": "stream_sync_timeout",
+    "507046": "stream_sync_timeout",
+    "507048": "stream_sync_timeout",
+    "EJ0001": "init",
+    "EJ0002": "init",
+    "EJ0003": "init",  # bind IP/port failed
+    "EJ0004": "init",  # rank table IP differs from the NIC's
+}
+
+
+def category_of_code(code: str) -> str:
+    """Category of an Ascend code; unknown E[IJE]dddd codes are ``other``."""
+    return ASCEND_CODE_CATEGORIES.get(code, "other")
+
+
+_ASCEND_CODE_FULL_RE = re.compile(r"E[IJE]\d{4}|\d{6}")
+
+
+def is_ascend_code(code: str) -> bool:
+    """Whether a code is one the log printed (EI0002, 507048), not a synthetic one (notify_wait)."""
+    return _ASCEND_CODE_FULL_RE.fullmatch(code) is not None

@@ -1,0 +1,106 @@
+"""What every HCCL / CANN log line shares: job prefixes, the quiet log levels, the block size, timestamps.
+
+The line formats themselves are described in docs/hccl-log-formats.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+
+__all__ = ["BLOCK_LINES", "QUIET_LEVELS", "parse_timestamp", "split_prefixes"]
+
+# plog levels that never carry an error: a line starting with one is skipped before any regular expression.
+QUIET_LEVELS = ("[INFO]", "[DEBUG]", "[EVENT]", "[TRACE]")
+# The lines one HCCL error block spans at most: lines this close belong to one incident or one fact.
+BLOCK_LINES = 64
+
+_PREFIX_RE = re.compile(r"(?:\([\w.:-]+ pid=\d+[^)]*\)\s?|\[(?:default|rank)\d+\]:\s?)")
+_PLOG_TS_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{3})\.(\d{3}))?")
+_GLOG_TS_RE = re.compile(r"^\[?[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
+_SYSLOG_TS_RE = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) ")
+_DMESG_T_RE = re.compile(r"^\[[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})\]")
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+
+
+def _local_epoch(year: int, month: int, day: int, clock: tuple[int, int, int]) -> float | None:
+    hh, mm, ss = clock
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hh < 24 and mm < 60 and ss < 62):
+        return None
+    minute = _minute_epoch(year, month, day, hh, mm)
+    return None if minute is None else minute + ss
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute_epoch(year: int, month: int, day: int, hh: int, mm: int) -> float | None:
+    """``mktime`` of a local minute, cached: log lines come minute after minute, and mktime is slow."""
+    try:
+        return time.mktime((year, month, day, hh, mm, 0, 0, 0, -1))
+    except (OverflowError, ValueError):
+        return None
+
+
+def _with_year(month: int, day: int, clock: tuple[int, int, int], ref_time: float | None) -> float | None:
+    """A month/day time stamped with the year of ``ref_time`` (a file's mtime)."""
+    if ref_time is None:
+        return None
+    year = time.localtime(ref_time).tm_year
+    value = _local_epoch(year, month, day, clock)
+    # A December line in a file last written in January belongs to the year before.
+    if value is not None and value > ref_time + 2 * 86400:
+        value = _local_epoch(year - 1, month, day, clock)
+    return value
+
+
+def parse_timestamp(text: str, ref_time: float | None = None) -> float | None:
+    """Epoch seconds of the time printed on a line (prefixes already stripped), or None.
+
+    plog ``YYYY-MM-DD-HH:MM:SS.mmm.uuu`` anywhere on the line (the first one: later ones are
+    payload such as ``timeStamp:[...]``); glog ``E0324 13:00:25.428`` / ``[E324 13:00:25...``,
+    syslog ``Aug  1 08:38:31`` and ``dmesg -T`` at the start. Year-less forms need ``ref_time``.
+    dmesg relative ``[ 1197.584409]`` times give None.
+    """
+    match = _PLOG_TS_RE.search(text)
+    if match is not None:
+        y, mo, d, hh, mi, ss, ms, us = match.groups()
+        value = _local_epoch(int(y), int(mo), int(d), (int(hh), int(mi), int(ss)))
+        if value is not None and ms is not None:
+            value += int(ms) / 1e3 + int(us) / 1e6
+        return value
+    match = _GLOG_TS_RE.match(text)
+    if match is not None:
+        digits, hh, mi, ss, frac = match.groups()
+        month, day = (int(digits[0]), int(digits[1:])) if len(digits) == 3 else (int(digits[:2]),
+                                                                                  int(digits[2:]))
+        value = _with_year(month, day, (int(hh), int(mi), int(ss)), ref_time)
+        if value is not None and frac:
+            value += float("0." + frac)
+        return value
+    match = _SYSLOG_TS_RE.match(text)
+    if match is not None and match.group(1) in _MONTHS:
+        mon, d, hh, mi, ss = match.groups()
+        return _with_year(_MONTHS[mon], int(d), (int(hh), int(mi), int(ss)), ref_time)
+    match = _DMESG_T_RE.match(text)
+    if match is not None and match.group(1) in _MONTHS:
+        mon, d, hh, mi, ss, y = match.groups()
+        return _local_epoch(int(y), _MONTHS[mon], int(d), (int(hh), int(mi), int(ss)))
+    return None
+
+
+def split_prefixes(line: str) -> tuple[str, bool]:
+    """(text without Ray / torchrun prefixes, whether it was indented under them)."""
+    text = line.rstrip()
+    indented = text[:1].isspace()
+    text = text.lstrip()
+    for _ in range(3):
+        if not text or text[0] not in "([":
+            break
+        match = _PREFIX_RE.match(text)
+        if match is None:
+            break
+        rest = text[match.end():]
+        indented = rest[:1].isspace()
+        text = rest.lstrip()
+    return text, indented
