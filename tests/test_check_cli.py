@@ -40,7 +40,7 @@ def test_the_golden_document_has_the_documented_shape() -> None:
                                "basis", "results"]
         for result in check["results"]:
             assert list(result) == ["status", "npu", "chip", "peer", "value", "threshold", "unit", "basis",
-                                    "measure", "model", "evidence"]
+                                    "measure", "model", "kind", "evidence"]
     # the README's description of the document names every key
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Gate jobs with npuwatch check", 1)[1].split("\n## ", 1)[0]

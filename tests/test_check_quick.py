@@ -16,8 +16,9 @@ import pytest
 from agent.demo.node import DemoNode
 from tests.check_harness import CHIPS, by_name, check_config, failing_npus, run_check
 
-QUICK = ["tools", "chip_count", "chip_health", "hbm_ecc", "hccs", "roce_link", "roce_flaps", "net_health",
-         "optics", "roce_ip", "versions", "hccl_errors", "agent"]
+QUICK = ["tools", "chip_count", "chip_health", "hbm_ecc", "hccs", "temperature", "roce_link", "roce_flaps",
+         "net_health", "optics", "roce_ip", "versions", "hccl_errors", "agent"]
+
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ def test_hbm_isolated_pages_warn_up_to_the_threshold_and_fail_above(node: DemoNo
     assert failing_npus(by_name(above)["hbm_ecc"]) == {2}
 
 
-def test_a_link_down_event_fails_inside_the_flap_window_and_passes_outside(node: DemoNode) -> None:
+def test_one_link_down_event_warns_inside_the_flap_window_two_fail_and_none_outside(node: DemoNode) -> None:
     now = time.time()
     node.set_fault("link_down", chip=1, since=now - 7200)
     node.clear_fault("link_down", chip=1, at=now - 6600)  # up again 110 minutes ago
@@ -138,8 +139,14 @@ def test_a_link_down_event_fails_inside_the_flap_window_and_passes_outside(node:
     assert by_name(outside)["roce_flaps"]["status"] == "PASS"
     _, inside = run_check(node.directory, check_config({"check": {"flap_window": "3h"}}), only=("roce_flaps",))
     flaps = by_name(inside)["roce_flaps"]
-    assert flaps["status"] == "FAIL" and failing_npus(flaps) == {1}
+    assert flaps["status"] == "WARN" and failing_npus(flaps, "WARN") == {1}
     assert next(r["value"] for r in flaps["results"] if r["npu"] == 1) == 1
+    node.set_fault("link_down", chip=1, since=now - 3000)
+    node.clear_fault("link_down", chip=1, at=now - 2900)  # a second episode, 48 minutes ago
+    _, twice = run_check(node.directory, check_config({"check": {"flap_window": "3h"}}), only=("roce_flaps",))
+    flaps = by_name(twice)["roce_flaps"]
+    assert flaps["status"] == "FAIL" and failing_npus(flaps) == {1}
+    assert next(r["value"] for r in flaps["results"] if r["npu"] == 1) == 2
 
 
 def test_net_health_init_warns(node: DemoNode) -> None:

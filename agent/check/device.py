@@ -17,9 +17,10 @@ from typing import Any
 
 from agent.check.baseline import Baseline
 from agent.check.readings import QuickReadings
-from agent.check.results import UNKNOWN, CheckResult, Result
 from agent.check.settings import CheckSettings
 from agent.diagnose.readings import ToolBox
+from agent.health.results import CheckResult, Result
+from agent.health.status import UNKNOWN
 from agent.probes.lock import ProbeBusy, ProbeLock
 from agent.probes.records import ProbeSettings
 

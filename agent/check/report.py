@@ -29,15 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.check.results import FAIL, PASS, UNKNOWN, VERDICT_OF, WARN, CheckResult, worst
+from agent.health.results import CheckResult
+from agent.health.status import EXIT_CODES, FAIL, PASS, UNKNOWN, VERDICT_OF, WARN, worst
 
 __all__ = ["EXIT_CODES", "FORMAT", "MESSAGE_LIMIT", "LevelReport", "one_line"]
 
 FORMAT = "npuwatch-check/1"
-EXIT_CODES: dict[str, dict[str, int]] = {
-    "nagios": {"ok": 0, "warn": 1, "fail": 2, "unknown": 3},
-    "npd": {"ok": 0, "warn": 0, "fail": 1, "unknown": 2},
-}
 MESSAGE_LIMIT = 80  # node-problem-detector keeps the first 80 characters of a plugin's output
 
 

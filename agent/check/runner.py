@@ -21,9 +21,9 @@ from agent.check.device import DeviceRun, Runner
 from agent.check.levels import BUDGET_S, dmi_items_wanted, select, spec
 from agent.check.readings import QuickReadings, read_quick, scan_logs
 from agent.check.report import LevelReport
-from agent.check.results import CheckResult
 from agent.check.settings import CheckSettings
 from agent.diagnose.readings import LogScan, ToolBox
+from agent.health.results import CheckResult
 
 __all__ = ["RunOptions", "run_level"]
 
@@ -33,6 +33,7 @@ _QUICK_JUDGES: dict[str, Callable[[QuickReadings, CheckSettings], CheckResult]] 
     "chip_health": checks_chip.check_chip_health,
     "hbm_ecc": checks_chip.check_hbm_ecc,
     "hccs": checks_chip.check_hccs,
+    "temperature": checks_chip.check_temperature,
     "roce_link": checks_roce.check_roce_link,
     "roce_flaps": checks_roce.check_roce_flaps,
     "net_health": checks_roce.check_net_health,

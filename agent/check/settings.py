@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.check.references import Thresholds
+from agent.health.thresholds import threshold_of
 
-__all__ = ["CheckSettings"]
+__all__ = ["CheckSettings", "flap_window", "max_isolated_pages"]
 
 
 def _plain(value: Any) -> dict[str, dict[str, float]]:
@@ -19,14 +20,28 @@ def _plain(value: Any) -> dict[str, dict[str, float]]:
     return {str(model): {str(k): float(v) for k, v in entries.items()} for model, entries in value.items()}
 
 
+def flap_window(config: Any) -> float:
+    """``check.flap_window`` when set, else the thresholds table's look-back for ``link_flap``."""
+    value = config.check.flap_window
+    return float(value) if value is not None else float(threshold_of("link_flap").window_s or 0.0)
+
+
+def max_isolated_pages(config: Any) -> int:
+    """``check.max_isolated_pages`` when set, else the thresholds table's ``hbm_pages_over``."""
+    value = config.check.max_isolated_pages
+    return int(value) if value is not None else int(threshold_of("hbm_pages_over").threshold or 0)
+
+
 @dataclass(frozen=True)
 class CheckSettings:
     expected_chips: int = 0
     tool_timeout_s: float = 4.0
     max_parallel: int = 4
-    flap_window_s: float = 900.0
+    flap_window_s: float = float(threshold_of("link_flap").window_s or 0.0)
+    flap_window_basis: str = "the thresholds table"
     hccl_window_s: float = 3600.0
-    max_isolated_pages: int = 60
+    max_isolated_pages: int = int(threshold_of("hbm_pages_over").threshold or 0)
+    max_isolated_pages_basis: str = "the thresholds table"
     expected_driver: str | None = None
     expected_firmware: str | None = None
     skip: tuple[str, ...] = ()
@@ -50,9 +65,12 @@ class CheckSettings:
             expected_chips=int(config.expected_chips),
             tool_timeout_s=float(check.tool_timeout),
             max_parallel=int(check.max_parallel),
-            flap_window_s=float(check.flap_window),
+            flap_window_s=flap_window(config),
+            flap_window_basis="config check.flap_window" if check.flap_window is not None else "the thresholds table",
             hccl_window_s=float(check.hccl_window),
-            max_isolated_pages=int(check.max_isolated_pages),
+            max_isolated_pages=max_isolated_pages(config),
+            max_isolated_pages_basis=("config check.max_isolated_pages" if check.max_isolated_pages is not None
+                                      else "the thresholds table"),
             expected_driver=check.expected_driver,
             expected_firmware=check.expected_firmware,
             skip=tuple(check.skip),

@@ -184,9 +184,9 @@ SCHEMA: Schema = {
         # `npuwatch check` and the agent's scheduled levels (agent/check/)
         "tool_timeout": (positive_duration, 4.0),  # per tool call, at most the collector's own timeout
         "max_parallel": (integer(1, 16), 4),  # npu-smi calls at once during a check (at least the collectors')
-        "flap_window": (positive_duration, 900.0),  # roce_flaps: link-down events this recent fail
+        "flap_window": (optional(positive_duration), None),  # roce_flaps look-back; None: the thresholds table's
         "hccl_window": (positive_duration, 3600.0),  # hccl_errors: log errors this recent warn
-        "max_isolated_pages": (integer(0), 60),  # hbm_ecc: more isolated HBM pages than this fail
+        "max_isolated_pages": (optional(integer(0)), None),  # hbm_ecc: more fail; None: the thresholds table's
         "expected_driver": (optional(string), None),  # versions: the fleet's driver, when set
         "expected_firmware": (optional(string), None),  # versions: the fleet's firmware, when set
         "skip": (str_list, ()),  # check names this node never runs (e.g. [hccs, roce_ip])
