@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from agent.check.readings import QuickReadings
 from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
 from agent.check.settings import CheckSettings
-from agent.diagnose.results import Reading
+from agent.health.readings import QuickReadings, Reading
 from collectors import npu_smi_info
 from collectors.base import ChipRef
 

@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.check.checks_chip import label, no_chip_list
-from agent.check.readings import QuickReadings
 from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
 from agent.check.settings import CheckSettings
-from agent.diagnose.readings import RoceReadings
-from agent.diagnose.results import Reading
+from agent.health.readings import QuickReadings, Reading, RoceReadings
 from agent.triage.snapshots import NO_LIGHT_WATTS
 from collectors import hccn_ip, hccn_link_stat, hccn_optical
 from collectors.base import ChipRef, ParseError

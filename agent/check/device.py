@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.check.baseline import Baseline
-from agent.check.readings import QuickReadings
 from agent.check.results import UNKNOWN, CheckResult, Result
 from agent.check.settings import CheckSettings
 from agent.diagnose.readings import ToolBox
+from agent.health.readings import QuickReadings
 from agent.probes.lock import ProbeBusy, ProbeLock
 from agent.probes.records import ProbeSettings
 

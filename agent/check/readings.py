@@ -11,29 +11,19 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
-from agent.diagnose.results import Reading
+from agent.diagnose.readings import ToolBox, read_node
+from agent.health.readings import LogScan, NodeReadings, QuickReadings, Reading
 from collectors import npu_smi_board, npu_smi_hccs
 from collectors.base import ChipRef
 from collectors.hccl_classify import StreamClassifier
 from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer, split_complete_lines
 from collectors.npu_smi_kv import chip_argv
 
-__all__ = ["QuickReadings", "read_quick", "scan_logs"]
+__all__ = ["read_quick", "scan_logs"]
 
 _PER_FILE_BYTES = 8 << 20
-
-
-@dataclass
-class QuickReadings:
-    node: NodeReadings
-    boards: dict[int, Reading] = field(default_factory=dict)  # npu -> -t board (card level)
-    hccs: dict[ChipRef, Reading] = field(default_factory=dict)
-    agent: Any = None  # agent.check.local_agent.AgentReading
-    read_s: float = 0.0
 
 
 def read_quick(tools: ToolBox, *, want_hccs: bool, want_boards: bool, want_roce: bool,

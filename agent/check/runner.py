@@ -19,11 +19,12 @@ from agent.check import checks_chip, checks_dmi, checks_node, checks_probe, chec
 from agent.check.baseline import Baseline, BaselineError, from_prometheus, load_baseline
 from agent.check.device import DeviceRun, Runner
 from agent.check.levels import BUDGET_S, dmi_items_wanted, select, spec
-from agent.check.readings import QuickReadings, read_quick, scan_logs
+from agent.check.readings import read_quick, scan_logs
 from agent.check.report import LevelReport
 from agent.check.results import CheckResult
 from agent.check.settings import CheckSettings
-from agent.diagnose.readings import LogScan, ToolBox
+from agent.diagnose.readings import ToolBox
+from agent.health.readings import LogScan, QuickReadings
 
 __all__ = ["RunOptions", "run_level"]
 

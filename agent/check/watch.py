@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agent.diagnose.readings import ToolBox
-from agent.diagnose.results import Reading
+from agent.health.readings import Reading
 from collectors import npu_smi_common
 from collectors.base import ChipRef
 from collectors.npu_smi_kv import chip_argv

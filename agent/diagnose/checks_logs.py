@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from agent.core.humanize import plural, size
 from agent.diagnose.advice import category_action
-from agent.diagnose.readings import LogScan
 from agent.diagnose.results import (
     DEFAULT_LOG_TAIL_BYTES,
     DEFAULT_WINDOW_S,
@@ -22,6 +21,8 @@ from agent.diagnose.results import (
     Finding,
     window_text,
 )
+from agent.health.readings import LogScan
+from agent.triage.evidence import Evidence
 from agent.triage.logs import LogReader, read_stream
 from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer
 
@@ -42,7 +43,8 @@ def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str
     # the CANN layout plus the operator's job-log globs, as the agent reads them
     tailer = LogTailer(paths, (*DEFAULT_GLOBS, *globs), kernel_log, None)
     scan = LogScan(window_s=window_s, roots=[str(p) for p in paths], roots_exist=tailer.roots_exist(),
-                   missing_roots=[str(p) for p in paths if not os.path.exists(p)])
+                   missing_roots=[str(p) for p in paths if not os.path.exists(p)],
+                   evidence=Evidence())
     recent: list[tuple[float, str]] = []
     for path, real in tailer.discover():
         with contextlib.suppress(OSError):

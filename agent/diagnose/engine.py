@@ -53,7 +53,7 @@ from agent.diagnose.checks_roce import (
     check_packet_errors,
 )
 from agent.diagnose.evidence import remote_culprit, triage_node
-from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
+from agent.diagnose.readings import ToolBox, read_node
 from agent.diagnose.render import render_text
 from agent.diagnose.results import (
     CAUSES,
@@ -67,6 +67,7 @@ from agent.diagnose.results import (
     Finding,
 )
 from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
+from agent.health.readings import LogScan, NodeReadings
 
 __all__ = [
     "EXIT_CODES",

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent.core.humanize import duration
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
-from agent.diagnose.results import HCCN_PARALLEL, TIMEOUT_CATEGORIES, Reading
-from agent.triage.evidence import Evidence
+from agent.diagnose.results import HCCN_PARALLEL
+from agent.health.readings import LogScan, NodeReadings, Reading, RoceReadings
 from collectors import (
     hccn_ip,
     hccn_link,
@@ -30,7 +28,6 @@ from collectors import (
     npu_smi_mapping,
 )
 from collectors.base import ChipRef, ParseError
-from collectors.hccl_classify import Event
 from collectors.hccn_link import device_id
 from collectors.npu_smi_kv import chip_argv
 
@@ -114,62 +111,6 @@ def _key(tool: str) -> str:
 
 
 # ----------------------------------------------------------------------------- reading the node
-
-
-@dataclass
-class LogScan:
-    """Errors the recent logs hold: counted incidents and the culprit hints near them."""
-
-    window_s: float
-    roots: list[str]
-    roots_exist: bool = False  # any configured root (directory, glob base, kernel log) exists
-    missing_roots: list[str] = field(default_factory=list)  # configured directories that do not exist
-    files: int = 0  # files read
-    older_files: int = 0  # files found but not written within the window (not read)
-    bytes_read: int = 0
-    events: list[Event] = field(default_factory=list)
-    hints: Counter[tuple[str, str]] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
-    evidence: Evidence = field(default_factory=Evidence)  # the same records triage reads (agent.triage)
-
-    def by_category(self) -> Counter[str]:
-        return Counter(event.category for event in self.events)
-
-    def by_code(self) -> Counter[str]:
-        return Counter(event.code for event in self.events)
-
-    @property
-    def timeouts(self) -> int:
-        return sum(1 for event in self.events if event.category in TIMEOUT_CATEGORIES)
-
-
-@dataclass
-class RoceReadings:
-    link: Reading
-    link_stat: Reading
-    net_health: Reading
-    ip: Reading
-    optical: list[Reading]  # first and second sample
-    stat: list[Reading]
-
-
-@dataclass
-class NodeReadings:
-    """Everything diagnose read; ``table`` is an error Reading when npu-smi could not list chips."""
-
-    table: Reading
-    chips: list[ChipRef] = field(default_factory=list)
-    health: dict[ChipRef, Reading] = field(default_factory=dict)
-    ecc: dict[ChipRef, Reading] = field(default_factory=dict)
-    roce: dict[ChipRef, RoceReadings] = field(default_factory=dict)
-    logs: LogScan | None = None
-    node: str = "this node"  # how the shared fault records name this node
-
-    def multi_chip(self) -> bool:
-        return any(ref.chip != 0 for ref in self.chips)
-
-    def label(self, ref: ChipRef) -> str:
-        return f"NPU {ref.npu} chip {ref.chip}" if self.multi_chip() else f"NPU {ref.npu}"
 
 
 def _quiet(_text: str) -> None:

@@ -128,19 +128,6 @@ def worst(statuses: Iterable[str]) -> str:
     return max(statuses, key=SEVERITY.__getitem__, default=PASS)
 
 
-@dataclass(frozen=True)
-class Reading:
-    """One tool call: the parsed record, or why there is none; ``at`` is when it finished."""
-
-    value: Any = None
-    error: str | None = None
-    at: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
 # ----------------------------------------------------------------------------- per-device judging
 
 
