@@ -18,7 +18,7 @@ from typing import Any
 from agent.check.baseline import Baseline
 from agent.check.results import UNKNOWN, CheckResult, Result
 from agent.check.settings import CheckSettings
-from agent.diagnose.readings import ToolBox
+from agent.health.reader import NodeReader
 from agent.health.readings import QuickReadings
 from agent.probes.lock import ProbeBusy, ProbeLock
 from agent.probes.records import ProbeSettings
@@ -54,7 +54,7 @@ class DeviceRun:
     settings: CheckSettings
     readings: QuickReadings
     baseline: Baseline | None
-    tools: ToolBox
+    tools: NodeReader
     deadline: float  # time.monotonic() by which the level must be done
     tool_env: Mapping[str, str] | None = None
     dmi_only: set[str] | None = None
