@@ -236,13 +236,12 @@ def test_a_hung_tool_costs_one_round_of_timeouts_not_one_per_waiting_call(node: 
     from agent.check.readings import read_quick
     from agent.check.runner import _tool_config
     from agent.core.config import apply_overrides
-    from agent.diagnose.readings import ToolBox
-    from agent.diagnose.results import HCCN_PARALLEL
+    from agent.health.reader import HCCN_PARALLEL, ToolReader
 
     node.set_fault("hccn_tool_hang")
     config = apply_overrides(check_config(), {"collectors.npu_smi.path": str(node.tool_path("npu-smi")),
                                               "collectors.hccn_tool.path": str(node.tool_path("hccn_tool"))})
-    tools = ToolBox(_tool_config(config, 1.0, 4), node.env())
+    tools = ToolReader(_tool_config(config, 1.0, 4), node.env())
     readings = read_quick(tools, want_hccs=False, want_boards=False, want_roce=True, scan=None, agent=None)
     calls = [reading for port in readings.node.roce.values()
              for reading in (port.link, port.link_stat, port.net_health, port.ip, *port.optical, *port.stat)]

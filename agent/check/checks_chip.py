@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from agent.check.readings import QuickReadings
 from agent.check.settings import CheckSettings
-from agent.diagnose.results import Reading
 from agent.health import faults
+from agent.health.readings import QuickReadings, Reading
 from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 from agent.health.thresholds import threshold_of

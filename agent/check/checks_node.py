@@ -6,11 +6,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.check.local_agent import FAULT_REASONS, AgentReading
-from agent.check.readings import QuickReadings
 from agent.check.settings import CheckSettings
 from agent.core.humanize import duration, plural
-from agent.diagnose.readings import LogScan
-from agent.diagnose.results import TIMEOUT_CATEGORIES, Reading
+from agent.diagnose.results import TIMEOUT_CATEGORIES
+from agent.health.readings import LogScan, QuickReadings, Reading
 from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 

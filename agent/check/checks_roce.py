@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.check.checks_chip import label, no_chip_list
-from agent.check.readings import QuickReadings
 from agent.check.settings import CheckSettings
 from agent.core.humanize import duration
-from agent.diagnose.readings import RoceReadings
-from agent.diagnose.results import Reading
 from agent.health import faults
+from agent.health.readings import QuickReadings, Reading, RoceReadings
 from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, PASS, UNKNOWN
 from collectors import hccn_ip

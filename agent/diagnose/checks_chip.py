@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from agent.core.humanize import plural
 from agent.diagnose.judging import DeviceResult, aggregate, fault_result, no_chips, unknown_result
-from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import (
     FAIL,
     PASS,
     Check,
     Finding,
-    Reading,
 )
+from agent.health.readings import NodeReadings, Reading
 from agent.triage.snapshots import ecc_fault, health_fault
 from collectors.npu_smi_kv import chip_argv
 

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import time
-from collections.abc import Sequence
-
 from agent.core.humanize import plural, size
 from agent.diagnose.advice import category_action
-from agent.diagnose.readings import LogScan
 from agent.diagnose.results import (
-    DEFAULT_LOG_TAIL_BYTES,
-    DEFAULT_WINDOW_S,
     FAIL,
     PASS,
     UNKNOWN,
@@ -22,70 +13,7 @@ from agent.diagnose.results import (
     Finding,
     window_text,
 )
-from agent.triage.logs import LogReader, read_stream
-from collectors.hccl_tail import DEFAULT_GLOBS, LogTailer
-
-
-def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None, *,
-                     window_s: float = DEFAULT_WINDOW_S, byte_budget: int = 64 << 20,
-                     per_file_bytes: int = DEFAULT_LOG_TAIL_BYTES, now: float | None = None,
-                     node: str = "this node") -> LogScan:
-    """Read the tail of every log file written within ``window_s`` (newest files first).
-
-    At most ``per_file_bytes`` from the end of each file and ``byte_budget`` in all; events
-    and hints older than the window (by their own timestamps) are dropped. Each file goes through
-    triage's log reader (``agent.triage.logs``), so ``scan.evidence`` holds the same records
-    ``npuwatch triage`` would read from these files.
-    """
-    now = time.time() if now is None else now
-    cutoff = now - window_s
-    # the CANN layout plus the operator's job-log globs, as the agent reads them
-    tailer = LogTailer(paths, (*DEFAULT_GLOBS, *globs), kernel_log, None)
-    scan = LogScan(window_s=window_s, roots=[str(p) for p in paths], roots_exist=tailer.roots_exist(),
-                   missing_roots=[str(p) for p in paths if not os.path.exists(p)])
-    recent: list[tuple[float, str]] = []
-    for path, real in tailer.discover():
-        with contextlib.suppress(OSError):
-            mtime = os.stat(real).st_mtime
-            if mtime >= cutoff:
-                recent.append((mtime, path))
-            else:
-                scan.older_files += 1
-    budget = byte_budget
-    for mtime, path in sorted(recent, reverse=True):
-        if budget <= 0:
-            scan.errors.append(f"byte budget spent; {path} and older files not read")
-            break
-        try:
-            data = _tail(path, min(per_file_bytes, budget))
-        except OSError as exc:
-            scan.errors.append(f"{path}: {exc.strerror or exc}")
-            continue
-        budget -= len(data)
-        scan.files += 1
-        scan.bytes_read += len(data)
-        reader = LogReader(node, path, mtime, keep_hints=True)
-        read_stream(io.BytesIO(data).read, reader)
-        evidence = reader.finish()
-        scan.evidence.extend(evidence)
-        scan.events.extend(e for e in reader.events if e.timestamp is None or e.timestamp >= cutoff)
-        scan.hints.update((h.kind, h.value) for h in reader.raw_hints if h.timestamp is None or h.timestamp >= cutoff)
-    scan.evidence.coverage(node).inputs.extend(str(p) for p in paths)
-    return scan
-
-
-def _tail(path: str, limit: int) -> bytes:
-    """The last ``limit`` bytes of a file, from a line start (a fragment at the cut is dropped)."""
-    with open(path, "rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        start = max(0, size - limit)
-        handle.seek(start)
-        data = handle.read(limit)
-    if start > 0:  # began mid-line: drop the fragment
-        newline = data.find(b"\n")
-        data = data[newline + 1:] if newline >= 0 else b""
-    return data
-
+from agent.health.readings import LogScan
 
 _LOG_PATH_HINT = ("set $ASCEND_PROCESS_LOG_PATH (or collectors.hccl_logs.paths in the config) to where CANN "
                   "writes its logs; without either, ~/ascend/log is read")

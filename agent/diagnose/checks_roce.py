@@ -10,16 +10,15 @@ from pathlib import Path
 
 from agent.core.humanize import plural
 from agent.diagnose.judging import DeviceResult, aggregate, device_finding, fault_result, no_chips, unknown_result
-from agent.diagnose.readings import NodeReadings, RoceReadings
 from agent.diagnose.results import (
     FAIL,
     PASS,
     UNKNOWN,
     WARN,
     Check,
-    Reading,
     window_text,
 )
+from agent.health.readings import NodeReadings, Reading, RoceReadings
 from agent.triage.snapshots import flap_fault, link_fault, net_health_fault, optics_fault, rising_counters_fault
 from collectors import (
     hccn_ip,

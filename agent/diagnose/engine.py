@@ -1,6 +1,6 @@
 """``npuwatch diagnose [--json] [--probes]``: HCCL-timeout triage of this node.
 
-Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose.readings``), judges
+Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.health``), judges
 each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with one verdict that
 names the most likely cause and the device. A local hardware fault explains a timeout better than
 the log symptom, ordered by the weights ``npuwatch triage`` uses (``agent.triage.faults``): link
@@ -43,7 +43,7 @@ from agent.core.config_values import parse_duration
 from agent.core.humanize import plural, size
 from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.checks_chip import check_chips, check_ecc
-from agent.diagnose.checks_logs import check_logs, scan_recent_logs
+from agent.diagnose.checks_logs import check_logs
 from agent.diagnose.checks_roce import (
     check_flaps,
     check_ip_config,
@@ -53,7 +53,7 @@ from agent.diagnose.checks_roce import (
     check_packet_errors,
 )
 from agent.diagnose.evidence import remote_culprit, triage_node
-from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
+from agent.diagnose.logs import scan_recent_logs
 from agent.diagnose.render import render_text
 from agent.diagnose.results import (
     CAUSES,
@@ -67,6 +67,9 @@ from agent.diagnose.results import (
     Finding,
 )
 from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
+from agent.health.node import read_node
+from agent.health.reader import ToolReader
+from agent.health.readings import LogScan, NodeReadings
 
 __all__ = [
     "EXIT_CODES",
@@ -205,7 +208,7 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     """
     options = options or DiagnoseOptions()
     logs = config.collectors.hccl_logs
-    tools = ToolBox(config, tool_env)
+    tools = ToolReader(config, tool_env)
 
     node = str(config.labels.get("node") or "") or socket.gethostname()
 

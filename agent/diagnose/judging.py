@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.core.humanize import plural
-from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import (
     CAUSES,
     FAIL,
@@ -17,9 +16,9 @@ from agent.diagnose.results import (
     WARN,
     Check,
     Finding,
-    Reading,
     worst,
 )
+from agent.health.readings import NodeReadings, Reading
 from agent.triage.evidence import LocalFault
 from agent.triage.faults import is_failure
 from collectors.base import ChipRef

@@ -84,8 +84,6 @@ KIND_CAUSES: dict[str, str] = {kind: cause for cause, kind in CAUSE_KINDS.items(
 
 DEFAULT_WINDOW_S = 7200.0
 DEFAULT_SAMPLE_GAP_S = 3.0
-DEFAULT_LOG_TAIL_BYTES = 8 << 20  # per file: a few hours of a busy plog
-HCCN_PARALLEL = 4
 # Log categories that can stop a collective (what the log check counts as HCCL timeouts).
 TIMEOUT_CATEGORIES = frozenset({"exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout",
                                  "stream_sync_timeout", "heartbeat", "roce_cqe", "sdma"})
@@ -126,19 +124,6 @@ class Check:
 
 def worst(statuses: Iterable[str]) -> str:
     return max(statuses, key=SEVERITY.__getitem__, default=PASS)
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One tool call: the parsed record, or why there is none; ``at`` is when it finished."""
-
-    value: Any = None
-    error: str | None = None
-    at: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 # ----------------------------------------------------------------------------- per-device judging

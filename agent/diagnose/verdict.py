@@ -16,8 +16,8 @@ from typing import Any
 
 from agent.core.humanize import join
 from agent.diagnose.advice import action, runbook
-from agent.diagnose.readings import LogScan
 from agent.diagnose.results import CAUSES, FAIL, UNKNOWN, WARN, Check, Finding, window_text
+from agent.health.readings import LogScan
 from agent.triage.report import Culprit
 
 __all__ = ["EXIT_CODES", "SEVERITY_WORDS", "Report", "Verdict", "decide", "devices_text"]
