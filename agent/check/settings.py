@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.check.references import Thresholds
+from agent.health import thresholds as table
 from agent.health.thresholds import threshold_of
 
-__all__ = ["CheckSettings", "flap_window", "max_isolated_pages"]
+__all__ = ["CheckSettings"]
 
 
 def _plain(value: Any) -> dict[str, dict[str, float]]:
@@ -18,18 +19,6 @@ def _plain(value: Any) -> dict[str, dict[str, float]]:
     if hasattr(value, "to_dict"):
         value = value.to_dict()
     return {str(model): {str(k): float(v) for k, v in entries.items()} for model, entries in value.items()}
-
-
-def flap_window(config: Any) -> float:
-    """``check.flap_window`` when set, else the thresholds table's look-back for ``link_flap``."""
-    value = config.check.flap_window
-    return float(value) if value is not None else float(threshold_of("link_flap").window_s or 0.0)
-
-
-def max_isolated_pages(config: Any) -> int:
-    """``check.max_isolated_pages`` when set, else the thresholds table's ``hbm_pages_over``."""
-    value = config.check.max_isolated_pages
-    return int(value) if value is not None else int(threshold_of("hbm_pages_over").threshold or 0)
 
 
 @dataclass(frozen=True)
@@ -65,10 +54,10 @@ class CheckSettings:
             expected_chips=int(config.expected_chips),
             tool_timeout_s=float(check.tool_timeout),
             max_parallel=int(check.max_parallel),
-            flap_window_s=flap_window(config),
+            flap_window_s=table.flap_window_s(config),
             flap_window_basis="config check.flap_window" if check.flap_window is not None else "the thresholds table",
             hccl_window_s=float(check.hccl_window),
-            max_isolated_pages=max_isolated_pages(config),
+            max_isolated_pages=table.max_isolated_pages(config),
             max_isolated_pages_basis=("config check.max_isolated_pages" if check.max_isolated_pages is not None
                                       else "the thresholds table"),
             expected_driver=check.expected_driver,

@@ -35,14 +35,14 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 from agent.core.config_values import parse_duration
 from agent.core.humanize import plural, size
 from agent.core.terminal import Progress, Style, use_color
-from agent.diagnose.checks_chip import check_chips, check_ecc
+from agent.diagnose.checks_chip import check_chip_count, check_chip_health, check_ecc, check_hccs, check_temperature
 from agent.diagnose.checks_logs import check_logs
 from agent.diagnose.checks_roce import (
     check_flaps,
@@ -67,9 +67,11 @@ from agent.diagnose.results import (
     Finding,
 )
 from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
-from agent.health.node import read_node
+from agent.health.node import read_cards, read_node
 from agent.health.reader import ToolReader
 from agent.health.readings import LogScan, NodeReadings
+from agent.health.results import Result
+from agent.health.thresholds import max_isolated_pages
 
 __all__ = [
     "EXIT_CODES",
@@ -136,6 +138,12 @@ def _probe_summary(result: Any) -> str:
 
 
 def _probe_check(name: str, result: Any) -> Check:
+    """The probe's check with its one node-wide result (the shared schema's ``results``)."""
+    check = _probe_status(name, result)
+    return replace(check, results=(Result(check.status, check.evidence),))
+
+
+def _probe_status(name: str, result: Any) -> Check:
     """pass -> PASS (WARN with warnings), fail/timeout -> FAIL, skipped/error -> UNKNOWN."""
     label = "this node"
     if result.outcome == "pass":
@@ -181,7 +189,8 @@ def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
 
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage
-        return [Check(name, UNKNOWN, f"probe runner unavailable: {exc}") for name in names]
+        return [Check(name, UNKNOWN, f"probe runner unavailable: {exc}",
+                      results=(Result(UNKNOWN, f"probe runner unavailable: {exc}"),)) for name in names]
     runs: dict[str, Callable[[], Any]] = {
         "probe_gemm": lambda: probe_runner.run_gemm(settings, on_event=_probe_events("probe_gemm", say)),
         "probe_allreduce": lambda: probe_runner.run_allreduce(
@@ -193,7 +202,8 @@ def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
         try:
             checks.append(_probe_check(name, runs[name]()))
         except Exception as exc:
-            checks.append(Check(name, UNKNOWN, f"probe runner raised {type(exc).__name__}: {exc}"))
+            text = f"probe runner raised {type(exc).__name__}: {exc}"
+            checks.append(Check(name, UNKNOWN, text, results=(Result(UNKNOWN, text),)))
     return checks
 
 
@@ -219,16 +229,21 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     readings: NodeReadings = read_node(tools, options.sample_gap_s, scan, say)
     readings.node = node
     assert readings.logs is not None
+    _, hccs = read_cards(tools, want_hccs=readings.table.ok, want_boards=False)
+    expected = int(config.expected_chips)
     checks = [
         check_logs(readings.logs),
-        check_chips(readings, int(config.expected_chips)),
+        *([check_chip_count(readings, expected)] if expected else []),
+        check_chip_health(readings),
+        check_ecc(readings, max_isolated_pages(config)),
+        check_hccs(readings, hccs),
+        check_temperature(readings),
         check_link(readings),
         check_flaps(readings, options.window_s),
         check_optics(readings),
         check_packet_errors(readings),
         check_net_health(readings),
         check_ip_config(readings, config.collectors.hccn_tool.hccn_conf),
-        check_ecc(readings),
     ]
     if options.probes:
         checks.extend(probe_checks(config, say))

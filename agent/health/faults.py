@@ -85,7 +85,7 @@ def link(record: LinkRecord, device: int, *, link_stat: LinkStatRecord | None = 
     went_down = _newest(link_stat, hccn_link_stat.LINK_DOWN)
     came_up = _newest(link_stat, hccn_link_stat.LINK_UP)
     at = went_down if went_down is not None and (came_up is None or went_down >= came_up) else None
-    return _fault("link_down", f"link {record.state} ({hccn_command(device, 'link')})", value=record.state,
+    return _fault("link_down", f"{hccn_command(device, 'link')} says {record.state}", value=record.state,
                   at=at, **where)
 
 

@@ -11,10 +11,11 @@ quantity, ``alert_note`` says why it uses a coarser signal. ``check.flap_window`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from agent.health.status import FAIL, WARN
 
-__all__ = ["THRESHOLDS", "AlertBound", "Threshold", "threshold_of"]
+__all__ = ["THRESHOLDS", "AlertBound", "Threshold", "flap_window_s", "max_isolated_pages", "threshold_of"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,15 @@ def threshold_of(kind: str) -> Threshold:
         return THRESHOLDS[kind]
     except KeyError:
         raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(THRESHOLDS)}") from None
+
+
+def flap_window_s(config: Any) -> float:
+    """``check.flap_window`` when the config sets it, else the table's look-back for ``link_flap``."""
+    value = config.check.flap_window
+    return float(value) if value is not None else float(threshold_of("link_flap").window_s or 0.0)
+
+
+def max_isolated_pages(config: Any) -> int:
+    """``check.max_isolated_pages`` when the config sets it, else the table's ``hbm_pages_over``."""
+    value = config.check.max_isolated_pages
+    return int(value) if value is not None else int(threshold_of("hbm_pages_over").threshold or 0)
