@@ -5,17 +5,17 @@ The JSON document (``npuwatch check --json``) is a contract; ``FORMAT`` names it
     {
       "format": "npuwatch-check/1",
       "level": "quick", "verdict": "fail", "exit_code": 2, "exit_codes": "nagios",
-      "message": "FAIL roce_link: NPU 3: link DOWN",
+      "message": "FAIL roce_link: NPU 3: hccn_tool -i 3 -link -g says DOWN",
       "node": "npu-node-01", "model": "910B3", "chips": 8,
       "started_at": 1764558000.0, "duration_s": 3.21, "budget_s": 10.0, "read_s": 2.9,
       "skipped": null,
       "baseline": {"source": null, "error": null},
       "checks": [
-        {"name": "roce_link", "status": "FAIL", "evidence": "NPU 3: link DOWN", "hint": "...",
+        {"name": "roce_link", "status": "FAIL", "evidence": "NPU 3: hccn_tool -i 3 -link -g says DOWN", "hint": "...",
          "duration_s": 0.0, "value": "DOWN", "threshold": "UP", "unit": null, "basis": null,
          "results": [{"status": "FAIL", "npu": 3, "chip": 0, "peer": null, "value": "DOWN",
                       "threshold": "UP", "unit": null, "basis": null, "measure": null, "model": null,
-                      "evidence": "NPU 3: link DOWN"}, ...]},
+                      "kind": "link_down", "evidence": "NPU 3: hccn_tool -i 3 -link -g says DOWN"}, ...]},
         ...
       ]
     }

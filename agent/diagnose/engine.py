@@ -5,8 +5,8 @@ each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with 
 names the most likely cause and the device. A local hardware fault explains a timeout better than
 the log symptom, ordered by the weights ``npuwatch triage`` uses (``agent.triage.faults``): link
 down, flapping link, optics without light, failing net_health, HBM double-bit ECC errors,
-unhealthy chip... The checks judge each reading with the same functions triage applies to a
-bundle (``agent.triage.snapshots``), and the logs are read by triage's reader; when nothing local
+unhealthy chip... The checks judge each reading with the fault functions ``npuwatch check`` and
+triage's bundle reading call (``agent.health.faults``), and the logs are read by triage's reader; when nothing local
 is wrong, the triage engine's best culprit off this node is where the verdict points.
 
 Exit status: 0 ok, 1 warn, 2 fail, 3 could not check (npu-smi unusable, nothing checkable).
@@ -17,8 +17,8 @@ Example (tests/fixtures/diagnose/ holds whole outputs)::
 
     $ npuwatch diagnose
     CHECK        STATUS  DEVICE   EVIDENCE
-    hccl_logs    WARN    -        1 incident in the last 2 h: exec_timeout x1 (code task_exec_timeout)
-    roce_link    FAIL    NPU 1,3  NPU 1: link DOWN; NPU 3: link DOWN
+    hccl_errors  WARN    -        1 incident in the last 2 h: exec_timeout x1 (code task_exec_timeout)
+    roce_link    FAIL    NPU 1,3  NPU 1: hccn_tool -i 1 -link -g says DOWN; NPU 3: hccn_tool -i 3 ...
                                   hint: check the cable or optical module and the switch port of this NPU ...
     ...
 

@@ -100,7 +100,9 @@ THRESHOLDS: dict[str, Threshold] = {t.kind: t for t in (
     Threshold("chip_too_hot", "temperature", FAIL, 95.0, "celsius", alert="NPUTemperatureHigh",
               severity="critical", bounds=(AlertBound("npu_temperature_celsius", ">", 95),)),
     Threshold("chip_missing", "chip_count", FAIL, "expected_chips", "chips", alert="NPUChipMissing",
-              severity="critical"),
+              severity="critical",
+              alert_note="the alert holds npu_chips to npuwatch_expected_chips, the same config value, and also "
+                         "pages a chip listed an hour ago and gone now, which a one-off check cannot see"),
     Threshold("device_lost", "hccl_errors", FAIL, 0, "heartbeats lost",
               alert_note="read from the kernel log by check and diagnose; the agent exports no series for it"),
     Threshold("ip_mismatch", "roce_ip", FAIL, "/etc/hccn.conf", None,
