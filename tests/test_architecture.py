@@ -16,8 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = ("agent", "collectors")
-PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.diagnose", "agent.triage", "agent.check",
-            "agent.daemon", "agent.k8s", "collectors.probes")
+PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.health", "agent.diagnose", "agent.triage",
+            "agent.check", "agent.daemon", "agent.k8s", "collectors.probes")
 
 
 def module_files() -> dict[str, Path]:
@@ -232,3 +232,14 @@ def test_a_long_module_without_a_reason_is_reported() -> None:
     assert reasons == {"agent/core/planted.py": ""}  # an empty reason is no reason; the next section is not read
     assert unexplained_long_modules(lengths, reasons) == ["agent/core/planted.py"]
     assert unexplained_long_modules(lengths, {"agent/core/planted.py": "generated"}) == []
+
+
+def test_every_package_is_in_the_distribution() -> None:
+    """pyproject's explicit package list names every package under agent/ and collectors/ (a new one left
+    out installs from a checkout but is missing from the wheel and the offline bundle)."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    listed = set(re.findall(r'"([a-z0-9_.]+)"', text.split("packages = [", 1)[1].split("]", 1)[0]))
+    found = {".".join(init.parent.relative_to(REPO).parts)
+             for root in ROOTS for init in (REPO / root).rglob("__init__.py")}
+    assert found - listed == set(), "packages missing from pyproject.toml"
+    assert listed - found == set(), "pyproject.toml lists packages that do not exist"

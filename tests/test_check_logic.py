@@ -17,9 +17,10 @@ from agent.check.job import BUSY_RETRY_S, CheckSchedule
 from agent.check.metrics import report_samples
 from agent.check.references import Reference, Thresholds, judge, references_for
 from agent.check.report import EXIT_CODES, MESSAGE_LIMIT, LevelReport
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold, worst
 from agent.check.runner import RunOptions
 from agent.core.config import build_config
+from agent.health.results import CheckResult, Result, fold
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN, worst
 
 # ----------------------------------------------------------------------------- selection
 

@@ -16,8 +16,9 @@ import pytest
 from agent.demo.node import DemoNode
 from tests.check_harness import CHIPS, by_name, check_config, failing_npus, run_check
 
-QUICK = ["tools", "chip_count", "chip_health", "hbm_ecc", "hccs", "roce_link", "roce_flaps", "net_health",
-         "optics", "roce_ip", "versions", "hccl_errors", "agent"]
+QUICK = ["tools", "chip_count", "chip_health", "hbm_ecc", "hccs", "temperature", "roce_link", "roce_flaps",
+         "net_health", "optics", "roce_ip", "versions", "hccl_errors", "agent"]
+
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ def test_hbm_isolated_pages_warn_up_to_the_threshold_and_fail_above(node: DemoNo
     assert failing_npus(by_name(above)["hbm_ecc"]) == {2}
 
 
-def test_a_link_down_event_fails_inside_the_flap_window_and_passes_outside(node: DemoNode) -> None:
+def test_one_link_down_event_warns_inside_the_flap_window_two_fail_and_none_outside(node: DemoNode) -> None:
     now = time.time()
     node.set_fault("link_down", chip=1, since=now - 7200)
     node.clear_fault("link_down", chip=1, at=now - 6600)  # up again 110 minutes ago
@@ -138,8 +139,14 @@ def test_a_link_down_event_fails_inside_the_flap_window_and_passes_outside(node:
     assert by_name(outside)["roce_flaps"]["status"] == "PASS"
     _, inside = run_check(node.directory, check_config({"check": {"flap_window": "3h"}}), only=("roce_flaps",))
     flaps = by_name(inside)["roce_flaps"]
-    assert flaps["status"] == "FAIL" and failing_npus(flaps) == {1}
+    assert flaps["status"] == "WARN" and failing_npus(flaps, "WARN") == {1}
     assert next(r["value"] for r in flaps["results"] if r["npu"] == 1) == 1
+    node.set_fault("link_down", chip=1, since=now - 3000)
+    node.clear_fault("link_down", chip=1, at=now - 2900)  # a second episode, 48 minutes ago
+    _, twice = run_check(node.directory, check_config({"check": {"flap_window": "3h"}}), only=("roce_flaps",))
+    flaps = by_name(twice)["roce_flaps"]
+    assert flaps["status"] == "FAIL" and failing_npus(flaps) == {1}
+    assert next(r["value"] for r in flaps["results"] if r["npu"] == 1) == 2
 
 
 def test_net_health_init_warns(node: DemoNode) -> None:
@@ -229,13 +236,12 @@ def test_a_hung_tool_costs_one_round_of_timeouts_not_one_per_waiting_call(node: 
     from agent.check.readings import read_quick
     from agent.check.runner import _tool_config
     from agent.core.config import apply_overrides
-    from agent.diagnose.readings import ToolBox
-    from agent.diagnose.results import HCCN_PARALLEL
+    from agent.health.reader import HCCN_PARALLEL, ToolReader
 
     node.set_fault("hccn_tool_hang")
     config = apply_overrides(check_config(), {"collectors.npu_smi.path": str(node.tool_path("npu-smi")),
                                               "collectors.hccn_tool.path": str(node.tool_path("hccn_tool"))})
-    tools = ToolBox(_tool_config(config, 1.0, 4), node.env())
+    tools = ToolReader(_tool_config(config, 1.0, 4), node.env())
     readings = read_quick(tools, want_hccs=False, want_boards=False, want_roce=True, scan=None, agent=None)
     calls = [reading for port in readings.node.roce.values()
              for reading in (port.link, port.link_stat, port.net_health, port.ip, *port.optical, *port.stat)]

@@ -85,10 +85,12 @@ def demo_node(tmp_path: Path, *faults: str) -> Path:
 SCENARIOS: dict[str, dict[str, tuple[int, str]]] = {
     "": {},
     "health --npu 5 --param state=Alarm --param codes=8C084E00": {
-        "NPUUnhealthy": (NON_OK, r"^FAIL chip_health: NPU 5: Alarm, error codes 8C084E00")},
-    "hccs_error --npu 2": {"NPUUnhealthy": (NON_OK, r"^FAIL hccs: NPU 2: HCCS health NOK")},
-    "link_down --npu 3": {"NPUNetworkUnhealthy": (NON_OK, r"^FAIL roce_link.*: NPU 3: link DOWN")},
-    "hbm_dbe --npu 1": {"NPUMemoryUnhealthy": (NON_OK, r"^FAIL hbm_ecc: NPU 1: 1 HBM double-bit errors")},
+        "NPUUnhealthy": (NON_OK, r"^FAIL chip_health: NPU 5: npu-smi info -t health -i 5 -c 0 says Alarm 8C084E00")},
+    "hccs_error --npu 2": {"NPUUnhealthy": (NON_OK, r"^FAIL hccs: NPU 2: npu-smi -t hccs: HCCS health NOK")},
+    "link_down --npu 3": {"NPUNetworkUnhealthy": (NON_OK, r"^FAIL roce_link.*: NPU 3: hccn_tool -i 3 -link -g says DOWN"
+                                                          )},
+    "hbm_dbe --npu 1": {"NPUMemoryUnhealthy": (NON_OK, r"^FAIL hbm_ecc: NPU 1: npu-smi -t ecc: 1 HBM double-bit error,"
+                                                       )},
     "hccn_tool_crash": {"NPUNetworkUnhealthy": (UNKNOWN, r"^UNKNOWN roce_link.*hccn_tool")},
 }
 

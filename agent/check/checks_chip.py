@@ -1,4 +1,4 @@
-"""Quick checks of the chips: count, health and error codes, HBM ECC, HCCS, driver and firmware versions.
+"""Quick checks of the chips: count, health and error codes, HBM ECC, HCCS, temperature, driver and firmware versions.
 
 Pure: each takes the readings (``agent.check.readings.QuickReadings``) and the settings.
 """
@@ -8,15 +8,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from agent.check.readings import QuickReadings
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
 from agent.check.settings import CheckSettings
-from agent.diagnose.results import Reading
-from collectors import npu_smi_info
+from agent.health import faults
+from agent.health.readings import QuickReadings, Reading
+from agent.health.results import CheckResult, Result, fold
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN
+from agent.health.thresholds import threshold_of
 from collectors.base import ChipRef
+from collectors.npu_smi_kv import chip_argv
 
-__all__ = ["check_chip_count", "check_chip_health", "check_hbm_ecc", "check_hccs", "check_versions",
-           "label", "no_chip_list"]
+__all__ = ["check_chip_count", "check_chip_health", "check_hbm_ecc", "check_hccs", "check_temperature",
+           "check_versions", "label", "no_chip_list"]
 
 _NPU_SMI_HINT = "npu-smi must answer first: run `npu-smi info` by hand and check dmesg for dcmi errors"
 
@@ -42,16 +44,10 @@ def check_chip_count(readings: QuickReadings, settings: CheckSettings) -> CheckR
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
-    seen, expected = len(readings.node.chips), settings.expected_chips
-    if not expected:
-        text = f"npu-smi lists {seen} chips; expected_chips is not set, so nothing to compare"
-        result = Result(UNKNOWN, text, value=seen, unit="chips", basis="config expected_chips (unset)")
-        return CheckResult(name, UNKNOWN, text, (result,), "set expected_chips in the config (0 = unknown)")
-    status = PASS if seen == expected else FAIL if seen < expected else WARN
-    text = f"npu-smi lists {seen} of {expected} expected chips"
-    result = Result(status, text, value=seen, threshold=expected, unit="chips", basis="config expected_chips")
-    hint = "" if status == PASS else "a chip gone from npu-smi needs dmesg and PCIe checks, then a reboot or repair"
-    return CheckResult(name, status, text, (result,), hint)
+    result = faults.chip_count(len(readings.node.chips), settings.expected_chips)
+    hints = {UNKNOWN: "set expected_chips in the config (0 = unknown)", PASS: "",
+             WARN: "a chip gone from npu-smi needs dmesg and PCIe checks, then a reboot or repair"}
+    return CheckResult(name, result.status, result.evidence, (result,), hints.get(result.status, hints[WARN]))
 
 
 def check_chip_health(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
@@ -67,15 +63,9 @@ def check_chip_health(readings: QuickReadings, settings: CheckSettings) -> Check
         record = reading.value if reading.ok else None
         word = (record.health if record is not None else None) or table[(ref.npu, ref.chip)].health
         codes = list(record.error_codes) if record is not None else []
-        state = npu_smi_info.health_state(word)
-        shown = word + (f", error codes {' '.join(codes)}" if codes else "")
-        where = label(readings, ref)
-        if state == "ok" and not codes:
-            results.append(_chip(ref, PASS, f"{where}: OK", value=word))
-        elif state in ("ok", "warning"):
-            results.append(_chip(ref, WARN, f"{where}: {shown}", value=word, threshold="OK"))
-        else:
-            results.append(_chip(ref, FAIL, f"{where}: {shown}", value=word, threshold="OK"))
+        said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
+        results.append(faults.chip_health(word, codes, said=said, npu=ref.npu, chip=ref.chip)
+                       .where(label(readings, ref)))
     return fold(name, results, f"{len(results)} chips OK, no active error code",
                 "look the codes up (npu-smi info -t health -i N) and in dmesg; reset or replace the chip")
 
@@ -86,8 +76,6 @@ def check_hbm_ecc(readings: QuickReadings, settings: CheckSettings) -> CheckResu
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
-    limit = settings.max_isolated_pages
-    basis = "config check.max_isolated_pages"
     results = []
     for ref in readings.node.chips:
         where = label(readings, ref)
@@ -95,19 +83,9 @@ def check_hbm_ecc(readings: QuickReadings, settings: CheckSettings) -> CheckResu
         if not reading.ok:
             results.append(_chip(ref, UNKNOWN, f"{where}: {reading.error}"))
             continue
-        hbm = reading.value.hbm
-        double = int(hbm.double_bit_errors or 0)
-        pages = int((hbm.double_bit_isolated_pages or 0) + (hbm.single_bit_isolated_pages or 0))
-        fields = {"value": pages, "threshold": limit, "unit": "pages", "basis": basis}
-        if double > 0:
-            results.append(_chip(ref, FAIL, f"{where}: {double} HBM double-bit errors, {pages} pages isolated",
-                                 **fields))
-        elif pages > limit:
-            results.append(_chip(ref, FAIL, f"{where}: {pages} HBM pages isolated (more than {limit})", **fields))
-        elif pages > 0:
-            results.append(_chip(ref, WARN, f"{where}: {pages} HBM pages isolated", **fields))
-        else:
-            results.append(_chip(ref, PASS, f"{where}: no double-bit error, no isolated page", **fields))
+        results.append(faults.hbm_ecc(reading.value, max_pages=settings.max_isolated_pages,
+                                      basis=settings.max_isolated_pages_basis, npu=ref.npu, chip=ref.chip)
+                       .where(where))
     uncorrectable = any(r.status == FAIL for r in results)
     return fold(name, results, f"no HBM double-bit error or isolated page on {len(results)} chips",
                 "uncorrectable HBM errors or too many isolated pages: drain the node, reset the chip, replace it "
@@ -125,16 +103,25 @@ def check_hccs(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
     for ref in readings.node.chips:
         where = label(readings, ref)
         reading = readings.hccs.get(ref, Reading(error="not read"))
-        health = reading.value.health if reading.ok else None
-        if health is None:
-            why = reading.error if not reading.ok else "npu-smi -t hccs prints no health status"
-            results.append(_chip(ref, UNKNOWN, f"{where}: {why}"))
-        elif health.strip().upper() == "OK":
-            results.append(_chip(ref, PASS, f"{where}: OK", value=health, threshold="OK"))
+        if not reading.ok:
+            results.append(_chip(ref, UNKNOWN, f"{where}: {reading.error}"))
         else:
-            results.append(_chip(ref, FAIL, f"{where}: HCCS health {health}", value=health, threshold="OK"))
+            results.append(faults.hccs(reading.value, npu=ref.npu, chip=ref.chip).where(where))
     return fold(name, results, f"HCCS healthy on {len(results)} chips",
                 "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset or repair")
+
+
+def check_temperature(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+    """Each chip's temperature in ``npu-smi info`` under the warning and failing degrees of the table."""
+    name = "temperature"
+    missing = no_chip_list(name, readings)
+    if missing is not None:
+        return missing
+    table = {(status.npu, status.chip): status for status in readings.node.table.value.chips}
+    results = [faults.temperature(table[(ref.npu, ref.chip)].temperature_celsius, npu=ref.npu, chip=ref.chip)
+               .where(label(readings, ref)) for ref in readings.node.chips]
+    return fold(name, results, f"{len(results)} chips under {threshold_of('chip_hot').threshold:g} C",
+                "check the fans, the air flow and the inlet temperature; a chip this hot throttles or stops")
 
 
 def check_versions(readings: QuickReadings, settings: CheckSettings) -> CheckResult:

@@ -10,8 +10,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from agent.check.references import judge, references_for
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.health.results import CheckResult, Result, fold
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 from collectors import ascend_dmi, ascend_dmi_diag
 from collectors.base import ParseError
 

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.check.local_agent import FAULT_REASONS, AgentReading
-from agent.check.readings import QuickReadings
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
 from agent.check.settings import CheckSettings
 from agent.core.humanize import duration, plural
-from agent.diagnose.readings import LogScan
-from agent.diagnose.results import TIMEOUT_CATEGORIES, Reading
+from agent.health.readings import LogScan, QuickReadings, Reading
+from agent.health.results import CheckResult, Result, fold
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN
+from collectors.hccl.codes import DIAGNOSE_TIMEOUT_CATEGORIES as TIMEOUT_CATEGORIES
 
 __all__ = ["check_agent", "check_hccl_errors", "check_tools", "tool_error_kind"]
 

@@ -9,7 +9,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from agent.check.references import Judgement, judge, references_for
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, CheckResult, Result, fold
+from agent.health.results import CheckResult, Result, fold
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 
 if TYPE_CHECKING:
     from agent.check.device import DeviceRun

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.check.baseline import Baseline
-from agent.check.readings import QuickReadings
-from agent.check.results import UNKNOWN, CheckResult, Result
 from agent.check.settings import CheckSettings
-from agent.diagnose.readings import ToolBox
+from agent.health.reader import NodeReader
+from agent.health.readings import QuickReadings
+from agent.health.results import CheckResult, Result
+from agent.health.status import UNKNOWN
 from agent.probes.lock import ProbeBusy, ProbeLock
 from agent.probes.records import ProbeSettings
 
@@ -54,7 +55,7 @@ class DeviceRun:
     settings: CheckSettings
     readings: QuickReadings
     baseline: Baseline | None
-    tools: ToolBox
+    tools: NodeReader
     deadline: float  # time.monotonic() by which the level must be done
     tool_env: Mapping[str, str] | None = None
     dmi_only: set[str] | None = None

@@ -40,8 +40,9 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("chip_health", "quick", "chip", "health OK and no active error code"),
     CheckSpec("hbm_ecc", "quick", "chip", "no HBM double-bit error; isolated pages under the threshold"),
     CheckSpec("hccs", "quick", "chip", "HCCS health OK"),
+    CheckSpec("temperature", "quick", "chip", "chip temperature under the thresholds table's warning degrees"),
     CheckSpec("roce_link", "quick", "chip", "RoCE link UP"),
-    CheckSpec("roce_flaps", "quick", "chip", "no RoCE link-down event in the flap window"),
+    CheckSpec("roce_flaps", "quick", "chip", "fewer than 2 RoCE link-down events in the flap window (1 warns)"),
     CheckSpec("net_health", "quick", "chip", "hccn_tool net_health Success"),
     CheckSpec("optics", "quick", "chip", "light on every lane, powers and temperature within the module's thresholds"),
     CheckSpec("roce_ip", "quick", "chip", "RoCE addresses as /etc/hccn.conf sets them, none twice"),
@@ -64,7 +65,7 @@ _BY_NAME = {spec.name: spec for spec in CHECKS}
 _DMI_ITEM_RE = re.compile(r"^dmi_diag_[A-Za-z][\w]*$")
 
 CONDITIONS: dict[str, tuple[str, ...]] = {
-    "NPUHealthy": ("tools", "chip_count", "chip_health", "hccs", "versions", "gemm", "h2d_bandwidth",
+    "NPUHealthy": ("tools", "chip_count", "chip_health", "hccs", "temperature", "versions", "gemm", "h2d_bandwidth",
                    "d2h_bandwidth", "dmi_diag", "dmi_bandwidth", "sustained_gemm"),
     "NPUNetworkHealthy": ("roce_link", "roce_flaps", "net_health", "optics", "roce_ip", "hccl_errors",
                           "allreduce", "p2p_bandwidth"),

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 from agent.check.report import LevelReport
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, Result, worst
+from agent.health.results import Result
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN, worst
 from collectors.base import Sample, label_pairs
 
 __all__ = ["VERDICTS", "report_samples"]

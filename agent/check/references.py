@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agent.check.results import FAIL, PASS, UNKNOWN, WARN, worst
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN, worst
 from agent.probes.peaks import lookup_bandwidth, lookup_peak, normalise_model
 
 __all__ = [

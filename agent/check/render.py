@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.check.report import LevelReport
-from agent.check.results import PASS
+from agent.health.status import PASS
 
 __all__ = ["render_text"]
 

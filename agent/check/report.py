@@ -5,17 +5,17 @@ The JSON document (``npuwatch check --json``) is a contract; ``FORMAT`` names it
     {
       "format": "npuwatch-check/1",
       "level": "quick", "verdict": "fail", "exit_code": 2, "exit_codes": "nagios",
-      "message": "FAIL roce_link: NPU 3: link DOWN",
+      "message": "FAIL roce_link: NPU 3: hccn_tool -i 3 -link -g says DOWN",
       "node": "npu-node-01", "model": "910B3", "chips": 8,
       "started_at": 1764558000.0, "duration_s": 3.21, "budget_s": 10.0, "read_s": 2.9,
       "skipped": null,
       "baseline": {"source": null, "error": null},
       "checks": [
-        {"name": "roce_link", "status": "FAIL", "evidence": "NPU 3: link DOWN", "hint": "...",
+        {"name": "roce_link", "status": "FAIL", "evidence": "NPU 3: hccn_tool -i 3 -link -g says DOWN", "hint": "...",
          "duration_s": 0.0, "value": "DOWN", "threshold": "UP", "unit": null, "basis": null,
          "results": [{"status": "FAIL", "npu": 3, "chip": 0, "peer": null, "value": "DOWN",
                       "threshold": "UP", "unit": null, "basis": null, "measure": null, "model": null,
-                      "evidence": "NPU 3: link DOWN"}, ...]},
+                      "kind": "link_down", "evidence": "NPU 3: hccn_tool -i 3 -link -g says DOWN"}, ...]},
         ...
       ]
     }
@@ -29,15 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.check.results import FAIL, PASS, UNKNOWN, VERDICT_OF, WARN, CheckResult, worst
+from agent.health.results import CheckResult
+from agent.health.status import EXIT_CODES, FAIL, PASS, UNKNOWN, VERDICT_OF, WARN, worst
 
 __all__ = ["EXIT_CODES", "FORMAT", "MESSAGE_LIMIT", "LevelReport", "one_line"]
 
 FORMAT = "npuwatch-check/1"
-EXIT_CODES: dict[str, dict[str, int]] = {
-    "nagios": {"ok": 0, "warn": 1, "fail": 2, "unknown": 3},
-    "npd": {"ok": 0, "warn": 0, "fail": 1, "unknown": 2},
-}
 MESSAGE_LIMIT = 80  # node-problem-detector keeps the first 80 characters of a plugin's output
 
 

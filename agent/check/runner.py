@@ -1,6 +1,6 @@
 """Run one level: read the node once, judge every selected check, then the device checks within budget.
 
-The quick checks read the node through diagnose's ``read_node`` and ``ToolBox`` (each tool call
+The quick checks read the node through ``agent.health`` (``read_node`` over a ``ToolReader``: each tool call
 with a timeout of at most ``check.tool_timeout``, a tool that hangs is given up after one timeout).
 The medium and long checks load the devices: they run only when npu-smi shows the NPUs idle, under
 the probe lock (held for the whole level, so no scheduled probe runs in between), and each gets
@@ -19,11 +19,13 @@ from agent.check import checks_chip, checks_dmi, checks_node, checks_probe, chec
 from agent.check.baseline import Baseline, BaselineError, from_prometheus, load_baseline
 from agent.check.device import DeviceRun, Runner
 from agent.check.levels import BUDGET_S, dmi_items_wanted, select, spec
-from agent.check.readings import QuickReadings, read_quick, scan_logs
+from agent.check.readings import read_quick
 from agent.check.report import LevelReport
-from agent.check.results import CheckResult
 from agent.check.settings import CheckSettings
-from agent.diagnose.readings import LogScan, ToolBox
+from agent.health.logscan import scan_logs
+from agent.health.reader import ToolReader
+from agent.health.readings import LogScan, QuickReadings
+from agent.health.results import CheckResult
 
 __all__ = ["RunOptions", "run_level"]
 
@@ -33,6 +35,7 @@ _QUICK_JUDGES: dict[str, Callable[[QuickReadings, CheckSettings], CheckResult]] 
     "chip_health": checks_chip.check_chip_health,
     "hbm_ecc": checks_chip.check_hbm_ecc,
     "hccs": checks_chip.check_hccs,
+    "temperature": checks_chip.check_temperature,
     "roce_link": checks_roce.check_roce_link,
     "roce_flaps": checks_roce.check_roce_flaps,
     "net_health": checks_roce.check_net_health,
@@ -110,7 +113,7 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
     device_names = [name for name in names if spec(name).level != "quick"]
     baseline, baseline_error = resolve_baseline(config, options) if device_names else (None, None)
 
-    tools = ToolBox(_tool_config(config, settings.tool_timeout_s, settings.max_parallel),
+    tools = ToolReader(_tool_config(config, settings.tool_timeout_s, settings.max_parallel),
                     dict(options.tool_env or {}) or None)
     logs = config.collectors.hccl_logs
 

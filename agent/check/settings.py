@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.check.references import Thresholds
+from agent.health import thresholds as table
+from agent.health.thresholds import threshold_of
 
 __all__ = ["CheckSettings"]
 
@@ -24,9 +26,11 @@ class CheckSettings:
     expected_chips: int = 0
     tool_timeout_s: float = 4.0
     max_parallel: int = 4
-    flap_window_s: float = 900.0
+    flap_window_s: float = float(threshold_of("link_flap").window_s or 0.0)
+    flap_window_basis: str = "the thresholds table"
     hccl_window_s: float = 3600.0
-    max_isolated_pages: int = 60
+    max_isolated_pages: int = int(threshold_of("hbm_pages_over").threshold or 0)
+    max_isolated_pages_basis: str = "the thresholds table"
     expected_driver: str | None = None
     expected_firmware: str | None = None
     skip: tuple[str, ...] = ()
@@ -50,9 +54,12 @@ class CheckSettings:
             expected_chips=int(config.expected_chips),
             tool_timeout_s=float(check.tool_timeout),
             max_parallel=int(check.max_parallel),
-            flap_window_s=float(check.flap_window),
+            flap_window_s=table.flap_window_s(config),
+            flap_window_basis="config check.flap_window" if check.flap_window is not None else "the thresholds table",
             hccl_window_s=float(check.hccl_window),
-            max_isolated_pages=int(check.max_isolated_pages),
+            max_isolated_pages=table.max_isolated_pages(config),
+            max_isolated_pages_basis=("config check.max_isolated_pages" if check.max_isolated_pages is not None
+                                      else "the thresholds table"),
             expected_driver=check.expected_driver,
             expected_firmware=check.expected_firmware,
             skip=tuple(check.skip),

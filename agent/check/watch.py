@@ -7,11 +7,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from agent.diagnose.readings import ToolBox
-from agent.diagnose.results import Reading
+from agent.health.node import chip_parse
+from agent.health.reader import NodeReader
+from agent.health.readings import Reading
 from collectors import npu_smi_common
 from collectors.base import ChipRef
-from collectors.npu_smi_kv import chip_argv
 
 __all__ = ["ChipWatch", "Watcher"]
 
@@ -51,7 +51,7 @@ class ChipWatch:
 class Watcher:
     """Samples every chip every ``interval_s`` in a thread until ``stop``; at least once."""
 
-    tools: ToolBox
+    tools: NodeReader
     chips: list[ChipRef]
     interval_s: float
     watched: dict[ChipRef, ChipWatch] = field(default_factory=dict)
@@ -78,8 +78,7 @@ class Watcher:
                     break
 
     def _sample(self, submit: Callable[..., Future[Reading]]) -> None:
-        futures = {ref: submit(self.tools.read, "npu-smi", chip_argv("common", ref),
-                               lambda text, chip=ref.chip: npu_smi_common.parse(text, chip))
+        futures = {ref: submit(self.tools.read, npu_smi_common.SOURCE, ref, chip_parse(npu_smi_common.parse, ref.chip))
                    for ref in self.chips}
         for ref, future in futures.items():
             reading = future.result()

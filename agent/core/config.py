@@ -229,9 +229,13 @@ SCHEMA: Schema = {
                          "(the quick level must answer in 10 s)"),
         "max_parallel": (integer(1, 16), 4,
                          "npu-smi calls at once during a check (at least `collectors.npu_smi.max_parallel`)"),
-        "flap_window": (positive_duration, 900.0, "`roce_flaps` fails on a link-down event this recent"),
+        "flap_window": (optional(positive_duration), None,
+                        "`roce_flaps` look-back (two link-down events in it fail, one warns); none: the "
+                        "thresholds table's (15 min)"),
         "hccl_window": (positive_duration, 3600.0, "`hccl_errors` warns on HCCL/CANN log errors this recent"),
-        "max_isolated_pages": (integer(0), 60, "`hbm_ecc` fails above this many isolated HBM pages (warns above 0)"),
+        "max_isolated_pages": (optional(integer(0)), None,
+                               "`hbm_ecc` fails above this many isolated HBM pages (warns above 0); none: the "
+                               "thresholds table's"),
         "expected_driver": (optional(string), None, "`versions` also fails a card on another driver version"),
         "expected_firmware": (optional(string), None, "`versions` also fails a card on another firmware version"),
         "skip": (str_list, (),

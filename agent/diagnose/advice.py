@@ -29,6 +29,11 @@ RUNBOOKS: dict[str, str] = {
     "probe_failed": "HCCLTimeout.md",  # replaced by the probe's own runbook when the check is known
     "packet_errors": "HCCLRoCECQEError.md",
     "optics_weak": "NPUOpticalModuleDegraded.md",
+    "optics_out_of_range": "NPUOpticalModuleDegraded.md",
+    "hccs_unhealthy": "NPUHCCSLinkUnhealthy.md",
+    "chip_too_hot": "NPUTemperatureHigh.md",
+    "chip_hot": "NPUTemperatureHigh.md",
+    "ecc_pages_over": "NPUHBMDoubleBitECC.md",
     "link_down_recently": "NPURoCELinkDown.md",
     "net_health_init": "NPURoCENetHealthFailed.md",
     "ecc_history": "NPUHBMDoubleBitECC.md",
@@ -39,6 +44,7 @@ RUNBOOKS: dict[str, str] = {
     "log_errors": "HCCLTimeout.md",
     "no_chip_list": "NPUCollectorFailing.md",
     "tool_hung": "NPUCollectorFailing.md",
+    "not_checked": "NPUCollectorFailing.md",
 }
 # A probe's finding leads to that probe's runbook.
 _PROBE_RUNBOOKS = {
@@ -57,6 +63,8 @@ _VERDICT_ACTIONS = {
                     "errors",
     "tool_hung": "a hung npu-smi or hccn_tool points at the driver: check dmesg, then run the command shown "
                  "by hand",
+    "not_checked": "run the check that could not judge by hand (its evidence says which call failed); a node "
+                   "that cannot be checked is not vouched for",
     "nothing_checked": "check the tool paths (collectors.npu_smi.path, collectors.hccn_tool.path) and the log "
                        "directory ($ASCEND_PROCESS_LOG_PATH)",
 }

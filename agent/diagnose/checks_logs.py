@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import time
-from collections.abc import Sequence
+from typing import Any
 
 from agent.core.humanize import plural, size
 from agent.diagnose.advice import category_action
-from agent.diagnose.readings import LogScan
 from agent.diagnose.results import (
-    DEFAULT_LOG_TAIL_BYTES,
-    DEFAULT_WINDOW_S,
     FAIL,
     PASS,
     UNKNOWN,
@@ -22,70 +15,8 @@ from agent.diagnose.results import (
     Finding,
     window_text,
 )
-from agent.triage.logs import LogReader, read_stream
-from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
-
-
-def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None, *,
-                     window_s: float = DEFAULT_WINDOW_S, byte_budget: int = 64 << 20,
-                     per_file_bytes: int = DEFAULT_LOG_TAIL_BYTES, now: float | None = None,
-                     node: str = "this node") -> LogScan:
-    """Read the tail of every log file written within ``window_s`` (newest files first).
-
-    At most ``per_file_bytes`` from the end of each file and ``byte_budget`` in all; events
-    and hints older than the window (by their own timestamps) are dropped. Each file goes through
-    triage's log reader (``agent.triage.logs``), so ``scan.evidence`` holds the same records
-    ``npuwatch triage`` would read from these files.
-    """
-    now = time.time() if now is None else now
-    cutoff = now - window_s
-    # the CANN layout plus the operator's job-log globs, as the agent reads them
-    tailer = LogTailer(paths, (*DEFAULT_GLOBS, *globs), kernel_log, None)
-    scan = LogScan(window_s=window_s, roots=[str(p) for p in paths], roots_exist=tailer.roots_exist(),
-                   missing_roots=[str(p) for p in paths if not os.path.exists(p)])
-    recent: list[tuple[float, str]] = []
-    for path, real in tailer.discover():
-        with contextlib.suppress(OSError):
-            mtime = os.stat(real).st_mtime
-            if mtime >= cutoff:
-                recent.append((mtime, path))
-            else:
-                scan.older_files += 1
-    budget = byte_budget
-    for mtime, path in sorted(recent, reverse=True):
-        if budget <= 0:
-            scan.errors.append(f"byte budget spent; {path} and older files not read")
-            break
-        try:
-            data = _tail(path, min(per_file_bytes, budget))
-        except OSError as exc:
-            scan.errors.append(f"{path}: {exc.strerror or exc}")
-            continue
-        budget -= len(data)
-        scan.files += 1
-        scan.bytes_read += len(data)
-        reader = LogReader(node, path, mtime, keep_hints=True)
-        read_stream(io.BytesIO(data).read, reader)
-        evidence = reader.finish()
-        scan.evidence.extend(evidence)
-        scan.events.extend(e for e in reader.events if e.timestamp is None or e.timestamp >= cutoff)
-        scan.hints.update((h.kind, h.value) for h in reader.raw_hints if h.timestamp is None or h.timestamp >= cutoff)
-    scan.evidence.coverage(node).inputs.extend(str(p) for p in paths)
-    return scan
-
-
-def _tail(path: str, limit: int) -> bytes:
-    """The last ``limit`` bytes of a file, from a line start (a fragment at the cut is dropped)."""
-    with open(path, "rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        start = max(0, size - limit)
-        handle.seek(start)
-        data = handle.read(limit)
-    if start > 0:  # began mid-line: drop the fragment
-        newline = data.find(b"\n")
-        data = data[newline + 1:] if newline >= 0 else b""
-    return data
-
+from agent.health.readings import LogScan
+from agent.health.results import Result
 
 _LOG_PATH_HINT = ("set $ASCEND_PROCESS_LOG_PATH (or collectors.hccl_logs.paths in the config) to where CANN "
                   "writes its logs; without either, ~/ascend/log is read")
@@ -104,20 +35,26 @@ def _nothing_read(scan: LogScan, window: str) -> str:
 def check_logs(scan: LogScan) -> Check:
     """HCCL/CANN errors of the recent window, by category, with the peers they blame.
 
-    A scan that read no file is UNKNOWN: no log directory, or nothing written in the window (a
-    node without a job, or logs that go elsewhere), says nothing about HCCL.
+    Judged as ``npuwatch check``'s ``hccl_errors``: no log directory is UNKNOWN; a directory where
+    nothing was written in the window is PASS (an idle node writes no log); a file that could not be
+    read, with nothing else read, is UNKNOWN; incidents warn, a device's lost heartbeat fails.
     """
-    name = "hccl_logs"
+    name = "hccl_errors"
     window = window_text(scan.window_s)
+    fields: dict[str, Any] = {"threshold": 0, "unit": "incidents", "basis": f"diagnose --window ({window})"}
     if not scan.roots_exist:
-        return Check(name, UNKNOWN, f"no CANN log directory at {', '.join(scan.roots) or '(none configured)'}",
-                     _LOG_PATH_HINT)
+        text = f"no CANN log directory at {', '.join(scan.roots) or '(none configured)'}"
+        return Check(name, UNKNOWN, text, _LOG_PATH_HINT, results=(Result(UNKNOWN, text),))
     if not scan.events:
         if scan.files == 0:
-            return Check(name, UNKNOWN, _nothing_read(scan, window), _LOG_PATH_HINT)
+            text = _nothing_read(scan, window)
+            status = UNKNOWN if scan.errors else PASS
+            return Check(name, status, text, _LOG_PATH_HINT if scan.errors else "",
+                         results=(Result(status, text, value=0, **fields),))
         suffix = f"; {scan.errors[0]}" if scan.errors else ""
-        return Check(name, PASS, f"no HCCL errors in the last {window} ({plural(scan.files, 'file')} read, "
-                                 f"{size(scan.bytes_read)}){suffix}")
+        read = f"{plural(scan.files, 'file')} read, {size(scan.bytes_read)}"
+        text = f"no HCCL errors in the last {window} ({read}){suffix}"
+        return Check(name, PASS, text, results=(Result(PASS, text, value=0, **fields),))
     categories = scan.by_category()
     codes = [code for code, _ in scan.by_code().most_common(4)]
     parts = [f"{category} x{count}" for category, count in categories.most_common()]
@@ -128,10 +65,11 @@ def check_logs(scan: LogScan) -> Check:
         evidence += "; blamed: " + ", ".join(f"{kind} {value} x{count}"
                                              for (kind, value), count in scan.hints.most_common(3))
     top = categories.most_common(1)[0][0]
-    findings = tuple(
-        Finding("heartbeat_lost", FAIL, int(value), f"NPU {value}",
-                f"kernel log: Heartbeat lost! (device={value})")
-        for (kind, value), _ in scan.hints.most_common() if kind == "device" and value.isdigit()
-    )
+    lost = [int(value) for (kind, value), _ in scan.hints.most_common() if kind == "device" and value.isdigit()]
+    findings = tuple(Finding("heartbeat_lost", FAIL, npu, f"NPU {npu}", f"kernel log: Heartbeat lost! (device={npu})")
+                     for npu in lost)
+    results = tuple(Result(FAIL, f"NPU {npu}: kernel log says its heartbeat was lost", npu=npu, kind="device_lost",
+                           value=len(scan.events), **fields) for npu in lost)
+    results += (Result(WARN, evidence, value=len(scan.events), **fields),)
     return Check(name, FAIL if findings else WARN, evidence, category_action(top),
-                 findings[0].npu if findings else None, findings)
+                 findings[0].npu if findings else None, findings, results)

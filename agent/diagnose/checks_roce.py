@@ -1,46 +1,34 @@
 """RoCE checks of ``npuwatch diagnose``: link, flaps, optics, packet errors, net_health, addresses.
 
-Pure over ``NodeReadings``.
+Pure over ``NodeReadings``; each judgement is ``agent.health.faults``', as ``npuwatch check`` makes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from agent.core.humanize import plural
-from agent.diagnose.judging import DeviceResult, aggregate, device_finding, fault_result, no_chips, unknown_result
-from agent.diagnose.readings import NodeReadings, RoceReadings
-from agent.diagnose.results import (
-    FAIL,
-    PASS,
-    UNKNOWN,
-    WARN,
-    Check,
-    Reading,
-    window_text,
-)
-from agent.triage.snapshots import flap_fault, link_fault, net_health_fault, optics_fault, rising_counters_fault
-from collectors import (
-    hccn_ip,
-    hccn_link_stat,
-    hccn_net_health,
-    hccn_optical,
-)
+from agent.diagnose.judging import DeviceResult, aggregate, judged, no_chips, unknown_result
+from agent.diagnose.results import Check, window_text
+from agent.health import faults
+from agent.health.readings import NodeReadings, RoceReadings
+from agent.health.results import Result
+from agent.health.status import PASS, UNKNOWN
+from agent.health.thresholds import threshold_of
+from collectors import hccn_ip
 from collectors.base import ChipRef, ParseError
 from collectors.hccn_link import device_id
+
+__all__ = ["check_flaps", "check_ip_config", "check_link", "check_net_health", "check_optics",
+           "check_packet_errors"]
+
+_HCCN_HINT = "hccn_tool must answer: try `hccn_tool -i 0 -link -g` by hand; a hang points at the driver"
 
 
 def _roce_results(readings: NodeReadings, judge: Callable[[ChipRef, RoceReadings], DeviceResult]
                   ) -> list[DeviceResult]:
     return [judge(ref, roce) for ref, roce in readings.roce.items()]
-
-
-_HCCN_HINT = "hccn_tool must answer: try `hccn_tool -i 0 -link -g` by hand; a hang points at the driver"
-
-
-def _hccn(ref: ChipRef, command: str) -> str:
-    return f"hccn_tool -i {device_id(ref)} -{command} -g"
 
 
 def check_link(readings: NodeReadings) -> Check:
@@ -52,17 +40,16 @@ def check_link(readings: NodeReadings) -> Check:
     def judge(ref: ChipRef, roce: RoceReadings) -> DeviceResult:
         if not roce.link.ok:
             return unknown_result(readings, ref, roce.link)
-        fault = link_fault(readings.node, ref.npu, device_id(ref), roce.link.value)
-        if fault is None:
-            return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: UP")
-        return fault_result(readings, ref, fault, text="link DOWN")
+        stat = roce.link_stat.value if roce.link_stat.ok else None
+        return judged(faults.link(roce.link.value, device_id(ref), link_stat=stat, npu=ref.npu, chip=ref.chip),
+                      readings.label(ref))
 
     results = _roce_results(readings, judge)
     return aggregate(name, results, f"{plural(len(results), 'port')} UP", _HCCN_HINT)
 
 
 def check_flaps(readings: NodeReadings, window_s: float) -> Check:
-    """Link changes in the recent window (``hccn_tool -link_stat``): a flapping port drops HCCL links."""
+    """Link-down events in the recent window (``hccn_tool -link_stat``): a flapping port drops HCCL links."""
     name = "roce_flaps"
     if (missing := no_chips(name, readings)) is not None:
         return missing
@@ -72,43 +59,26 @@ def check_flaps(readings: NodeReadings, window_s: float) -> Check:
         if not roce.link_stat.ok:
             return unknown_result(readings, ref, roce.link_stat)
         up_now = roce.link.ok and roce.link.value.up
-        fault = flap_fault(readings.node, ref.npu, device_id(ref), roce.link_stat.value, window_s=window_s,
-                           up_now=up_now, window_text=window)
-        if fault is not None:
-            return fault_result(readings, ref, fault)
-        changes = hccn_link_stat.changes_within(roce.link_stat.value, window_s)
-        return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {plural(len(changes), 'change')}")
+        result = faults.flapping(roce.link_stat.value, device_id(ref), window_s=window_s, up_now=up_now,
+                                 basis=f"diagnose --window ({window})", npu=ref.npu, chip=ref.chip)
+        return judged(result, readings.label(ref))
 
     results = _roce_results(readings, judge)
     ok_text = f"no port flapped in the last {window} ({plural(len(results), 'port')})"
     return aggregate(name, results, ok_text, _HCCN_HINT)
 
 
-def _latest(samples: Sequence[Reading]) -> Reading:
-    for reading in reversed(samples):
-        if reading.ok:
-            return reading
-    return samples[0]
-
-
 def check_optics(readings: NodeReadings) -> Check:
-    """Optical module: receive power per lane and the LOS/LoL flags (``hccn_tool -optical``)."""
+    """Optical module: rx power per lane, the LOS/LoL flags and the module's thresholds (``hccn_tool -optical``)."""
     name = "optics"
     if (missing := no_chips(name, readings)) is not None:
         return missing
 
     def judge(ref: ChipRef, roce: RoceReadings) -> DeviceResult:
-        reading = _latest(roce.optical)
+        reading = faults.latest(roce.optical)
         if not reading.ok:
             return unknown_result(readings, ref, reading)
-        record: hccn_optical.OpticalRecord = reading.value
-        rx = record.rx_power_watts
-        fault = optics_fault(readings.node, ref.npu, device_id(ref), record)
-        if fault is not None:
-            return fault_result(readings, ref, fault)
-        if not rx:
-            return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no rx power readings")
-        return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: rx min {min(rx.values()) * 1e3:.3f} mW")
+        return judged(faults.optics(reading.value, device_id(ref), npu=ref.npu, chip=ref.chip), readings.label(ref))
 
     results = _roce_results(readings, judge)
     return aggregate(name, results, f"light on every lane, no LOS on {plural(len(results), 'module')}", _HCCN_HINT)
@@ -124,14 +94,13 @@ def check_packet_errors(readings: NodeReadings) -> Check:
         if len(roce.stat) < 2 or not roce.stat[0].ok or not roce.stat[1].ok:
             failed = next((r for r in roce.stat if not r.ok), None)
             if failed is None:
-                return DeviceResult(ref.npu, UNKNOWN, f"{readings.label(ref)}: only one sample")
+                return DeviceResult(Result(UNKNOWN, f"{readings.label(ref)}: only one sample", npu=ref.npu,
+                                           chip=ref.chip))
             return unknown_result(readings, ref, failed)
         seconds = max(1e-3, roce.stat[1].at - roce.stat[0].at)
-        fault = rising_counters_fault(readings.node, ref.npu, device_id(ref), roce.stat[0].value,
-                                      after=roce.stat[1].value, seconds=seconds)
-        if fault is not None:
-            return fault_result(readings, ref, fault)
-        return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: no error counter rose")
+        result = faults.rising_errors(roce.stat[0].value, roce.stat[1].value, device_id(ref), seconds=seconds,
+                                      npu=ref.npu, chip=ref.chip)
+        return judged(result, readings.label(ref))
 
     results = _roce_results(readings, judge)
     return aggregate(name, results, f"no error counter rose on {plural(len(results), 'port')}", _HCCN_HINT)
@@ -146,15 +115,17 @@ def check_net_health(readings: NodeReadings) -> Check:
     def judge(ref: ChipRef, roce: RoceReadings) -> DeviceResult:
         if not roce.net_health.ok:
             return unknown_result(readings, ref, roce.net_health)
-        record: hccn_net_health.NetHealthRecord = roce.net_health.value
-        fault = net_health_fault(readings.node, ref.npu, device_id(ref), record)
-        if fault is None:
-            return DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: Success")
-        return fault_result(readings, ref, fault)
+        return judged(faults.net_health(roce.net_health.value, device_id(ref), npu=ref.npu, chip=ref.chip),
+                      readings.label(ref))
 
     results = _roce_results(readings, judge)
     verb = "reports" if len(results) == 1 else "report"
     return aggregate(name, results, f"{plural(len(results), 'port')} {verb} Success", _HCCN_HINT)
+
+
+def _mismatch(ref: ChipRef, detail: str, address: str, label: str) -> DeviceResult:
+    entry = threshold_of("ip_mismatch")
+    return judged(Result(entry.status, detail, npu=ref.npu, chip=ref.chip, value=address, kind="ip_mismatch"), label)
 
 
 def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:
@@ -170,32 +141,40 @@ def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:
             owners.setdefault(reading.value.address, []).append(ref)
     for address, refs in owners.items():
         for ref in refs[1:] if len(refs) > 1 else ():
-            detail = f"{_hccn(ref, 'ip')}: {address} is also the address of {readings.label(refs[0])}"
-            results.append(device_finding(readings, ref, "ip_mismatch", FAIL, detail))
+            detail = f"{faults.hccn_command(device_id(ref), 'ip')}: {address} is also the address of " \
+                     f"{readings.label(refs[0])}"
+            results.append(_mismatch(ref, detail, address, readings.label(ref)))
     try:
         conf_text = Path(hccn_conf).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         why = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
         if results:
             return aggregate(name, results, "")
-        return Check(name, UNKNOWN, f"{hccn_conf}: {why}; live addresses not compared",
-                     "set collectors.hccn_tool.hccn_conf to the file that configures the RoCE ports")
+        text = f"{hccn_conf}: {why}; live addresses not compared"
+        return Check(name, UNKNOWN, text, "set collectors.hccn_tool.hccn_conf to the file that configures the RoCE "
+                     "ports", results=(Result(UNKNOWN, text),))
     try:
         entries = hccn_ip.parse_hccn_conf(conf_text)
     except ParseError as exc:
-        return Check(name, UNKNOWN, f"{hccn_conf}: unreadable: {exc}", "fix the file's syntax (key_N=value)")
+        text = f"{hccn_conf}: unreadable: {exc}"
+        return Check(name, UNKNOWN, text, "fix the file's syntax (key_N=value)", results=(Result(UNKNOWN, text),))
     for ref, reading in live.items():
+        label = readings.label(ref)
         if not reading.ok:
             results.append(unknown_result(readings, ref, reading))
             continue
         entry = entries.get(device_id(ref))
         if entry is None or entry.address is None:
-            text = f"{readings.label(ref)}: no address_{device_id(ref)} in {hccn_conf}"
-            results.append(DeviceResult(ref.npu, WARN, text))
+            text = f"{label}: no address_{device_id(ref)} in {hccn_conf}"
+            results.append(DeviceResult(Result(UNKNOWN, text, npu=ref.npu, chip=ref.chip, basis=hccn_conf)))
             continue
         problems = hccn_ip.mismatches(reading.value, entry)
         if problems:
-            results.append(device_finding(readings, ref, "ip_mismatch", FAIL, f"{_hccn(ref, 'ip')}: {problems[0]}"))
+            detail = f"{faults.hccn_command(device_id(ref), 'ip')}: {problems[0]}"
+            results.append(_mismatch(ref, detail, reading.value.address, label))
         else:
-            results.append(DeviceResult(ref.npu, PASS, f"{readings.label(ref)}: {reading.value.address}"))
+            results.append(DeviceResult(Result(PASS, f"{label}: {reading.value.address}", npu=ref.npu, chip=ref.chip,
+                                               value=reading.value.address, threshold=entry.address,
+                                               basis=hccn_conf)))
     return aggregate(name, results, f"{plural(len(live), 'port address', 'port addresses')} match {hccn_conf}")
+

@@ -1,12 +1,12 @@
 """``npuwatch diagnose [--json] [--probes]``: HCCL-timeout triage of this node.
 
-Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.diagnose.readings``), judges
+Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.health``), judges
 each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with one verdict that
 names the most likely cause and the device. A local hardware fault explains a timeout better than
 the log symptom, ordered by the weights ``npuwatch triage`` uses (``agent.triage.faults``): link
 down, flapping link, optics without light, failing net_health, HBM double-bit ECC errors,
-unhealthy chip... The checks judge each reading with the same functions triage applies to a
-bundle (``agent.triage.snapshots``), and the logs are read by triage's reader; when nothing local
+unhealthy chip... The checks judge each reading with the fault functions ``npuwatch check`` and
+triage's bundle reading call (``agent.health.faults``), and the logs are read by triage's reader; when nothing local
 is wrong, the triage engine's best culprit off this node is where the verdict points.
 
 Exit status: 0 ok, 1 warn, 2 fail, 3 could not check (npu-smi unusable, nothing checkable).
@@ -17,8 +17,8 @@ Example (tests/fixtures/diagnose/ holds whole outputs)::
 
     $ npuwatch diagnose
     CHECK        STATUS  DEVICE   EVIDENCE
-    hccl_logs    WARN    -        1 incident in the last 2 h: exec_timeout x1 (code task_exec_timeout)
-    roce_link    FAIL    NPU 1,3  NPU 1: link DOWN; NPU 3: link DOWN
+    hccl_errors  WARN    -        1 incident in the last 2 h: exec_timeout x1 (code task_exec_timeout)
+    roce_link    FAIL    NPU 1,3  NPU 1: hccn_tool -i 1 -link -g says DOWN; NPU 3: hccn_tool -i 3 ...
                                   hint: check the cable or optical module and the switch port of this NPU ...
     ...
 
@@ -35,15 +35,15 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 from agent.core.config_values import parse_duration
 from agent.core.humanize import plural, size
 from agent.core.terminal import Progress, Style, use_color
-from agent.diagnose.checks_chip import check_chips, check_ecc
-from agent.diagnose.checks_logs import check_logs, scan_recent_logs
+from agent.diagnose.checks_chip import check_chip_count, check_chip_health, check_ecc, check_hccs, check_temperature
+from agent.diagnose.checks_logs import check_logs
 from agent.diagnose.checks_roce import (
     check_flaps,
     check_ip_config,
@@ -53,7 +53,7 @@ from agent.diagnose.checks_roce import (
     check_packet_errors,
 )
 from agent.diagnose.evidence import remote_culprit, triage_node
-from agent.diagnose.readings import LogScan, NodeReadings, ToolBox, read_node
+from agent.diagnose.logs import scan_recent_logs
 from agent.diagnose.render import render_text
 from agent.diagnose.results import (
     CAUSES,
@@ -67,6 +67,11 @@ from agent.diagnose.results import (
     Finding,
 )
 from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
+from agent.health.node import read_cards, read_node
+from agent.health.reader import ToolReader
+from agent.health.readings import LogScan, NodeReadings
+from agent.health.results import Result
+from agent.health.thresholds import max_isolated_pages
 
 __all__ = [
     "EXIT_CODES",
@@ -133,6 +138,12 @@ def _probe_summary(result: Any) -> str:
 
 
 def _probe_check(name: str, result: Any) -> Check:
+    """The probe's check with its one node-wide result (the shared schema's ``results``)."""
+    check = _probe_status(name, result)
+    return replace(check, results=(Result(check.status, check.evidence),))
+
+
+def _probe_status(name: str, result: Any) -> Check:
     """pass -> PASS (WARN with warnings), fail/timeout -> FAIL, skipped/error -> UNKNOWN."""
     label = "this node"
     if result.outcome == "pass":
@@ -178,7 +189,8 @@ def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
 
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage
-        return [Check(name, UNKNOWN, f"probe runner unavailable: {exc}") for name in names]
+        return [Check(name, UNKNOWN, f"probe runner unavailable: {exc}",
+                      results=(Result(UNKNOWN, f"probe runner unavailable: {exc}"),)) for name in names]
     runs: dict[str, Callable[[], Any]] = {
         "probe_gemm": lambda: probe_runner.run_gemm(settings, on_event=_probe_events("probe_gemm", say)),
         "probe_allreduce": lambda: probe_runner.run_allreduce(
@@ -190,7 +202,8 @@ def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
         try:
             checks.append(_probe_check(name, runs[name]()))
         except Exception as exc:
-            checks.append(Check(name, UNKNOWN, f"probe runner raised {type(exc).__name__}: {exc}"))
+            text = f"probe runner raised {type(exc).__name__}: {exc}"
+            checks.append(Check(name, UNKNOWN, text, results=(Result(UNKNOWN, text),)))
     return checks
 
 
@@ -205,7 +218,7 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     """
     options = options or DiagnoseOptions()
     logs = config.collectors.hccl_logs
-    tools = ToolBox(config, tool_env)
+    tools = ToolReader(config, tool_env)
 
     node = str(config.labels.get("node") or "") or socket.gethostname()
 
@@ -216,16 +229,21 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     readings: NodeReadings = read_node(tools, options.sample_gap_s, scan, say)
     readings.node = node
     assert readings.logs is not None
+    _, hccs = read_cards(tools, want_hccs=readings.table.ok, want_boards=False)
+    expected = int(config.expected_chips)
     checks = [
         check_logs(readings.logs),
-        check_chips(readings, int(config.expected_chips)),
+        *([check_chip_count(readings, expected)] if expected else []),
+        check_chip_health(readings),
+        check_ecc(readings, max_isolated_pages(config)),
+        check_hccs(readings, hccs),
+        check_temperature(readings),
         check_link(readings),
         check_flaps(readings, options.window_s),
         check_optics(readings),
         check_packet_errors(readings),
         check_net_health(readings),
         check_ip_config(readings, config.collectors.hccn_tool.hccn_conf),
-        check_ecc(readings),
     ]
     if options.probes:
         checks.extend(probe_checks(config, say))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from agent.diagnose.readings import NodeReadings
 from agent.diagnose.results import CAUSE_KINDS, Check
+from agent.health.readings import NodeReadings
 from agent.triage.engine import analyze
 from agent.triage.evidence import Address, Evidence, LocalFault, Window
 from agent.triage.report import Culprit, TriageReport
@@ -28,7 +28,7 @@ def node_evidence(readings: NodeReadings, checks: Sequence[Check], now: float | 
     seen = time.time() if now is None else now
     evidence = Evidence()
     evidence.coverage(node)
-    if readings.logs is not None:
+    if readings.logs is not None and readings.logs.evidence is not None:
         evidence.extend(readings.logs.evidence)
     for check in checks:
         for finding in check.findings:

@@ -1,4 +1,8 @@
-"""Per-device results of diagnose's checks, folded into one ``Check`` per area."""
+"""Per-device results of diagnose's checks, folded into one ``Check`` per area.
+
+A device's result is the ``agent.health.results.Result`` a fault function returned, led by the
+device's label; a fault found becomes the ``Finding`` of its cause, which the verdict weighs.
+"""
 
 from __future__ import annotations
 
@@ -6,75 +10,68 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.core.humanize import plural
-from agent.diagnose.readings import NodeReadings
-from agent.diagnose.results import (
-    CAUSES,
-    FAIL,
-    KIND_CAUSES,
-    PASS,
-    SEVERITY,
-    UNKNOWN,
-    WARN,
-    Check,
-    Finding,
-    Reading,
-    worst,
-)
-from agent.triage.evidence import LocalFault
-from agent.triage.faults import is_failure
+from agent.diagnose.results import CAUSES, KIND_CAUSES, Check, Finding
+from agent.health.readings import NodeReadings, Reading
+from agent.health.results import Result
+from agent.health.status import PASS, UNKNOWN, rank, worst
 from collectors.base import ChipRef
 
-__all__ = ["DeviceResult", "aggregate", "device_finding", "fault_result", "no_chips", "unknown_result"]
+__all__ = ["DeviceResult", "aggregate", "judged", "no_chips", "unknown_result"]
 
 
 @dataclass(frozen=True)
 class DeviceResult:
-    npu: int | None
-    status: str
-    text: str
+    result: Result  # its evidence led by the device's label
     finding: Finding | None = None
 
+    @property
+    def npu(self) -> int | None:
+        return self.result.npu
 
-def device_finding(readings: NodeReadings, ref: ChipRef, cause: str, status: str, detail: str, *,
-           text: str | None = None) -> DeviceResult:
-    label = readings.label(ref)
-    finding = Finding(cause, status, ref.npu, label, detail)
-    return DeviceResult(ref.npu, status, f"{label}: {text or detail}", finding)
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def text(self) -> str:
+        return self.result.evidence
 
 
-def fault_result(readings: NodeReadings, ref: ChipRef, fault: LocalFault, *, text: str | None = None) -> DeviceResult:
-    """A fault judged by ``agent.triage.snapshots`` as this check's result: FAIL or WARN by its kind."""
-    status = FAIL if is_failure(fault.kind) else WARN
-    return device_finding(readings, ref, KIND_CAUSES[fault.kind], status, fault.detail, text=text)
+def judged(result: Result, label: str) -> DeviceResult:
+    """A fault function's result on the device ``label`` names; a fault found is also a finding."""
+    finding = None
+    if result.kind is not None and result.kind in KIND_CAUSES:
+        finding = Finding(KIND_CAUSES[result.kind], result.status, result.npu, label, result.evidence)
+    return DeviceResult(result.where(label), finding)
 
 
 def aggregate(name: str, results: Sequence[DeviceResult], ok_text: str, default_hint: str = "") -> Check:
-    """One check from per-device results: worst status, non-passing evidence first."""
+    """One check from per-device results: worst status (``agent.health.status``), non-passing evidence first."""
+    records = tuple(r.result for r in results)
     if not results:
         return Check(name, UNKNOWN, "no devices to check", default_hint)
     status = worst(r.status for r in results)
     if all(r.status == UNKNOWN for r in results):
         more = f" (and {plural(len(results) - 1, 'more device')})" if len(results) > 1 else ""
-        return Check(name, UNKNOWN, results[0].text + more, default_hint)
-    ordered = sorted(results, key=lambda r: -SEVERITY[r.status])
+        return Check(name, UNKNOWN, results[0].text + more, default_hint, results=records)
+    ordered = sorted(results, key=lambda r: -rank(r.status))
     shown = [r.text for r in ordered if r.status != PASS]
     evidence = "; ".join(shown) if shown else ok_text
     findings = tuple(sorted((r.finding for r in results if r.finding is not None),
-                            key=lambda f: (-SEVERITY[f.status], f.rank)))
+                            key=lambda f: (-rank(f.status), f.rank)))
     top = ordered[0]
     hint = CAUSES[findings[0].cause][1] if findings else default_hint
     device = top.npu if status != PASS else None
-    return Check(name, status, evidence, hint if status != PASS else "", device, findings)
+    return Check(name, status, evidence, hint if status != PASS else "", device, findings, records)
 
 
 def unknown_result(readings: NodeReadings, ref: ChipRef, reading: Reading) -> DeviceResult:
-    return DeviceResult(ref.npu, UNKNOWN, f"{readings.label(ref)}: {reading.error}")
+    return DeviceResult(Result(UNKNOWN, f"{readings.label(ref)}: {reading.error}", npu=ref.npu, chip=ref.chip))
 
 
 def no_chips(name: str, readings: NodeReadings) -> Check | None:
     if readings.table.ok:
         return None
-    return Check(name, UNKNOWN, f"no chip list: {readings.table.error}",
-                 "npu-smi must answer first: run `npu-smi info` by hand and check dmesg for dcmi errors")
-
-
+    text = f"no chip list: {readings.table.error}"
+    return Check(name, UNKNOWN, text, "npu-smi must answer first: run `npu-smi info` by hand and check dmesg for "
+                 "dcmi errors", results=(Result(UNKNOWN, str(readings.table.error)),))

@@ -1,4 +1,4 @@
-"""What diagnose's checks return: statuses, local causes, ``Check``/``Finding``, per-device aggregation.
+"""What diagnose's checks return: local causes, ``Check`` (the results of ``agent.health`` plus findings), ``Finding``.
 
 Which local cause outranks which is not decided here: each cause is a fault kind of
 ``agent.triage.faults`` (``CAUSE_KINDS``), whose weights order the node view and the cluster view
@@ -7,16 +7,16 @@ Which local cause outranks which is not decided here: each cause is a fault kind
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from agent.core.humanize import duration
+from agent.health.results import Result
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN, worst
 from agent.triage.faults import fault_kind
-from collectors.hccl.codes import DIAGNOSE_TIMEOUT_CATEGORIES as TIMEOUT_CATEGORIES  # noqa: F401 - imported from here
 
-PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
-SEVERITY = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
+__all__ = ["CAUSES", "CAUSE_KINDS", "DEFAULT_SAMPLE_GAP_S", "DEFAULT_WINDOW_S", "FAIL", "KIND_CAUSES", "PASS",
+           "UNKNOWN", "WARN", "Check", "Finding", "window_text", "worst"]
 
 # Local causes, each with what it is called in the verdict and what to do about it (listed most
 # convincing first, as agent.triage.faults weighs them).
@@ -49,8 +49,19 @@ CAUSES: dict[str, tuple[str, str]] = {
     "packet_errors": ("RoCE packet errors rising",
                       "errors grew while diagnose watched: check optics, cable and the switch's PFC/ECN "
                       "settings"),
+    "hccs_unhealthy": ("HCCS link unhealthy",
+                       "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset "
+                       "or repair"),
+    "chip_too_hot": ("chip too hot",
+                     "check the fans, the air flow and the inlet temperature; a chip this hot throttles or stops"),
+    "ecc_pages_over": ("too many HBM pages isolated",
+                       "the chip has retired more HBM pages than the threshold: drain the node and replace the chip"),
     "optics_weak": ("weak optical receive power",
                     "rx power is below the module's low threshold: clean the fibre ends, check the far end"),
+    "optics_out_of_range": ("optical module reading outside its thresholds",
+                            "tx power or module temperature is outside the module's own thresholds: reseat or "
+                            "swap the module"),
+    "chip_hot": ("chip running hot", "check the fans and the air flow before the chip reaches the failing degrees"),
     "link_down_recently": ("RoCE link went down recently",
                            "one outage in the window: if jobs failed then, that was why; watch for more"),
     "net_health_init": ("RoCE network health not configured",
@@ -74,7 +85,12 @@ CAUSE_KINDS: dict[str, str] = {
     "ip_mismatch": "ip_mismatch",
     "probe_failed": "probe_failed",
     "packet_errors": "roce_errors_rising",
+    "hccs_unhealthy": "hccs_unhealthy",
+    "chip_too_hot": "chip_too_hot",
+    "ecc_pages_over": "hbm_pages_over",
     "optics_weak": "optics_weak",
+    "optics_out_of_range": "optics_out_of_range",
+    "chip_hot": "chip_hot",
     "link_down_recently": "link_down_once",
     "net_health_init": "net_health_init",
     "ecc_history": "hbm_pages_isolated",
@@ -85,8 +101,6 @@ KIND_CAUSES: dict[str, str] = {kind: cause for cause, kind in CAUSE_KINDS.items(
 
 DEFAULT_WINDOW_S = 7200.0
 DEFAULT_SAMPLE_GAP_S = 3.0
-DEFAULT_LOG_TAIL_BYTES = 8 << 20  # per file: a few hours of a busy plog
-HCCN_PARALLEL = 4
 
 
 # ----------------------------------------------------------------------------- results
@@ -110,36 +124,24 @@ class Finding:
 
 @dataclass(frozen=True)
 class Check:
+    """One check as diagnose shows it: its results (``agent.health.results.Result``, one per device, the
+    same records ``npuwatch check`` prints), the local causes found, and the device it points at."""
+
     name: str
     status: str
     evidence: str
     hint: str = ""
     device: int | None = None
     findings: tuple[Finding, ...] = ()
+    results: tuple[Result, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The check's part of the shared JSON schema (docs/health-checks.md#json-output), with ``device``."""
+        top = next((result for result in self.results if result.status == self.status), None)
         return {"name": self.name, "status": self.status, "evidence": self.evidence, "hint": self.hint,
-                "device": self.device}
-
-
-def worst(statuses: Iterable[str]) -> str:
-    return max(statuses, key=SEVERITY.__getitem__, default=PASS)
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One tool call: the parsed record, or why there is none; ``at`` is when it finished."""
-
-    value: Any = None
-    error: str | None = None
-    at: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-# ----------------------------------------------------------------------------- per-device judging
+                "device": self.device, "value": top.value if top else None,
+                "threshold": top.threshold if top else None, "unit": top.unit if top else None,
+                "basis": top.basis if top else None, "results": [result.to_dict() for result in self.results]}
 
 
 def window_text(window_s: float) -> str:

@@ -1,10 +1,12 @@
 """Diagnose's one verdict: the most likely cause, every device it was found on, what to do next.
 
 Any FAIL finding wins (the most convincing by ``agent.triage.faults``' weights); then "could not
-check" when npu-smi gave no chip list or a tool hung (a hung tool may be the symptom itself, so
-the node is not called ok); then WARN findings; then the culprit off this node that the triage
-engine names from the logs; else ok. The verdict names each device its cause was found on and the
-other causes found at the same severity, so nothing failing hides behind "and 3 more".
+check" when npu-smi gave no chip list, a tool hung (a hung tool may be the symptom itself, so the
+node is not called ok) or a check could not judge (UNKNOWN folds above WARN, as in
+``agent.health.status``, so both commands give such a node the same exit code); then WARN
+findings; then the culprit off this node that the triage engine names from the logs; else ok. The
+verdict names each device its cause was found on and the other causes found at the same
+severity, so nothing failing hides behind "and 3 more".
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any
 
 from agent.core.humanize import join
 from agent.diagnose.advice import action, runbook
-from agent.diagnose.readings import LogScan
 from agent.diagnose.results import CAUSES, FAIL, UNKNOWN, WARN, Check, Finding, window_text
+from agent.health.readings import LogScan
+from agent.health.status import EXIT_CODES as HEALTH_EXIT_CODES
 from agent.triage.report import Culprit
 
 __all__ = ["EXIT_CODES", "SEVERITY_WORDS", "Report", "Verdict", "decide", "devices_text"]
 
-EXIT_CODES = {"ok": 0, "warn": 1, "fail": 2, "unknown": 3}
+EXIT_CODES = HEALTH_EXIT_CODES["nagios"]
 # The word that leads a verdict line, by status.
 SEVERITY_WORDS = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
 _NPU_LABEL = re.compile(r"^NPU (\d+)$")
@@ -118,13 +121,17 @@ def decide(checks: Sequence[Check], scan: LogScan | None, remote: Culprit | None
     if hung_tools:
         return _could_not_check("tool_hung", "; ".join(hung_tools))
     warns = _located(checks, WARN)
-    if warns:
-        return _findings_verdict("warn", warns)
     if all(check.status == UNKNOWN for check in checks):
         return Verdict("unknown", None, None, "could not check anything on this node",
                        action=action("nothing_checked"))
-    unchecked = [check.name for check in checks if check.status == UNKNOWN]
-    caveat = f"; not checked: {', '.join(unchecked)}" if unchecked else ""
+    unchecked = [check for check in checks if check.status == UNKNOWN]
+    if unchecked:
+        names = ", ".join(check.name for check in unchecked)
+        also = _findings_verdict("warn", warns).summary if warns else ""
+        return Verdict("unknown", "not_checked", None, f"could not check {names}: {unchecked[0].evidence}",
+                       (f"WARN {also}",) if also else (), action("not_checked"), runbook("not_checked"))
+    if warns:
+        return _findings_verdict("warn", warns)
     if scan is not None and scan.events:
         codes = ", ".join(f"{code} x{count}" for code, count in scan.by_code().most_common(3))
         window = window_text(scan.window_s)
@@ -135,9 +142,9 @@ def decide(checks: Sequence[Check], scan: LogScan | None, remote: Culprit | None
             who = " / ".join(part for part in parts if part)
             return Verdict("warn", "remote_peer", None,
                            f"look at {who}, not this node ({codes} in the last {window}; "
-                           f"every local check passes{caveat})", action=action("remote_peer"),
+                           f"every local check passes)", action=action("remote_peer"),
                            runbook=runbook("remote_peer"))
         return Verdict("warn", "log_errors", None,
-                       f"HCCL errors in the logs ({codes} in the last {window}) but no local cause found{caveat}",
+                       f"HCCL errors in the logs ({codes} in the last {window}) but no local cause found",
                        action=action("log_errors"), runbook=runbook("log_errors"))
-    return Verdict("ok", None, None, f"no local cause of HCCL timeouts found{caveat}")
+    return Verdict("ok", None, None, "no local cause of HCCL timeouts found")

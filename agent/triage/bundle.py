@@ -13,8 +13,8 @@ Members, under one top directory ``<node>-<YYYYmmdd-HHMMSS>/``:
   pass the job's dump prefix with ``--dump-path`` when it is not a default.
 - ``tools/npu-smi/info.txt``, ``info-m.txt``, ``<npu>-<chip>/health.txt``, ``<npu>-<chip>/ecc.txt``,
   ``tools/hccn_tool/<device>/{link,link_stat,net_health,optical,stat,ip}.txt`` and
-  ``tools/chips.json`` (npu, chip -> device id): every call through ``agent.core.tool_runner``
-  with the configured timeout; a tool that hangs once is not called again.
+  ``tools/chips.json`` (npu, chip -> device id): every call a collector's Source, through
+  ``agent.health.reader.ToolReader`` with the configured timeout; a tool that hangs once is not called again.
 - ``etc/hccn.conf``, ``ranktable/<file>`` (``--rank-table`` or ``$RANK_TABLE_FILE``),
   ``metrics.prom`` (the running agent's ``/metrics``, 2 s timeout; absent is fine),
   ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files);
@@ -37,7 +37,6 @@ import socket
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -48,13 +47,24 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import agent
-from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
-from collectors import npu_smi_info, npu_smi_mapping
-from collectors.base import ChipRef, ParseError
+from agent.health.reader import ToolReader, as_text
+from agent.health.readings import Reading
+from collectors import (
+    hccn_ip,
+    hccn_link,
+    hccn_link_stat,
+    hccn_net_health,
+    hccn_optical,
+    hccn_stat,
+    npu_smi_ecc,
+    npu_smi_health,
+    npu_smi_info,
+    npu_smi_mapping,
+)
+from collectors.base import ChipRef, ParseError, Source
 from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
 from collectors.hccn_ip import parse_hccn_conf
 from collectors.hccn_link import device_id
-from collectors.npu_smi_kv import chip_argv
 
 __all__ = ["DUMP_ENV_VARS", "BundleOptions", "main", "write_bundle"]
 
@@ -63,7 +73,6 @@ DUMP_ENV_VARS = {  # variable -> its default prefix
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/nccl_trace_rank_",
     "TORCH_HCCL_DEBUG_INFO_TEMP_FILE": "/tmp/hccl_trace_rank_",
 }
-HCCN_COMMANDS = ("link", "link_stat", "net_health", "optical", "stat", "ip")
 MAX_DUMP_BYTES = 64 << 20
 MAX_SMALL_FILE = 64 << 20
 MAX_METRICS_BYTES = 16 << 20
@@ -71,7 +80,6 @@ MIN_TAIL_BYTES = 1 << 20
 VERSION_FILES = ("/usr/local/Ascend/driver/version.info", "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
                  "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info",
                  "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info")
-TOOL_PARALLEL = 2
 
 
 @dataclass
@@ -180,62 +188,36 @@ class _Exact:
 # ----------------------------------------------------------------------------- tools
 
 
-class _Tools:
-    """npu-smi / hccn_tool calls with the configured timeouts; a tool that hung is skipped after."""
-
-    def __init__(self, config: Any, env: Mapping[str, str] | None) -> None:
-        collectors = config.collectors
-        self.settings = {"npu-smi": (collectors.npu_smi.path, float(collectors.npu_smi.timeout)),
-                         "hccn_tool": (collectors.hccn_tool.path, float(collectors.hccn_tool.timeout))}
-        self.env = dict(env) if env else None
-        self.broken: dict[str, str] = {}
-        self.lock = threading.Lock()
-
-    def run(self, tool: str, args: Sequence[str]) -> tuple[str | None, str | None, float]:
-        """(stdout, why it failed, seconds)."""
-        started = time.monotonic()
-        shown = " ".join([tool, *args])
-        with self.lock:
-            broken = self.broken.get(tool)
-        if broken is not None:
-            return None, f"{shown}: skipped, {broken}", 0.0
-        configured, timeout = self.settings[tool]
-        try:
-            path = resolve_tool(tool, configured)
-            result = run_tool([path, *args], timeout, env=self.env)
-            return result.stdout, None, time.monotonic() - started
-        except ToolMissing:
-            with self.lock:
-                self.broken.setdefault(tool, f"{tool} not found")
-            return None, f"{shown}: {tool} not found", time.monotonic() - started
-        except ToolTimeout:
-            with self.lock:
-                self.broken.setdefault(tool, f"{tool} hung earlier ({shown})")
-            return None, f"{shown}: no answer within {timeout:g}s (killed)", time.monotonic() - started
-        except ToolFailed as exc:
-            return None, f"{shown}: {exc}", time.monotonic() - started
+# Each snapshot file and the collector whose Source is run for it (the file names are what triage reads).
+NPU_SMI_SNAPSHOTS: tuple[tuple[str, Source], ...] = (("health", npu_smi_health.SOURCE), ("ecc", npu_smi_ecc.SOURCE))
+HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = (
+    ("link", hccn_link.SOURCE), ("link_stat", hccn_link_stat.SOURCE), ("net_health", hccn_net_health.SOURCE),
+    ("optical", hccn_optical.SOURCE), ("stat", hccn_stat.SOURCE), ("ip", hccn_ip.SOURCE),
+)
 
 
 def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
-    tools = _Tools(config, options.tool_env)
+    tools = ToolReader(config, options.tool_env)
     manifest = writer.manifest
 
-    def record(name: str, argv: Sequence[str], result: tuple[str | None, str | None, float]) -> None:
-        output, error, seconds = result
-        manifest.tools.append({"file": name, "argv": list(argv), "ok": error is None, "seconds": round(seconds, 3)})
-        if error is not None:
-            manifest.failed.append(error)
-        elif output is not None:
-            writer.add_bytes(name, output.encode(), " ".join(argv))
+    def call(source: Source, chip: ChipRef | None) -> tuple[list[str], Reading, float]:
+        started = time.monotonic()
+        reading = tools.read(source, chip, as_text)
+        return [source.tool, *source.argv(chip)], reading, time.monotonic() - started
 
-    result = tools.run("npu-smi", ["info"])
-    record("tools/npu-smi/info.txt", ["npu-smi", "info"], result)
-    info = result[0]
+    def record(name: str, called: tuple[list[str], Reading, float]) -> str | None:
+        argv, reading, seconds = called
+        manifest.tools.append({"file": name, "argv": argv, "ok": reading.ok, "seconds": round(seconds, 3)})
+        if not reading.ok:
+            manifest.failed.append(str(reading.error))
+            return None
+        writer.add_bytes(name, str(reading.value).encode(), " ".join(argv))
+        return str(reading.value)
+
+    info = record("tools/npu-smi/info.txt", call(npu_smi_info.SOURCE, None))
     chips: list[ChipRef] = []
     if info is not None:
-        result = tools.run("npu-smi", ["info", "-m"])
-        record("tools/npu-smi/info-m.txt", ["npu-smi", "info", "-m"], result)
-        mapping_text = result[0]
+        mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
         try:
             table = npu_smi_info.parse(info)
             mapping = npu_smi_mapping.parse(mapping_text) if mapping_text else None
@@ -245,20 +227,20 @@ def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: C
     devices = sorted({device_id(ref) for ref in chips}) or _conf_devices(config)
     writer.add_bytes("tools/chips.json", json.dumps(
         [{"npu": ref.npu, "chip": ref.chip, "device": device_id(ref)} for ref in chips]).encode(), "npu-smi info")
-    calls: list[tuple[str, str, list[str]]] = []
+    calls: list[tuple[str, Source, ChipRef]] = []
     for ref in chips:
-        for kind in ("health", "ecc"):
-            calls.append((f"tools/npu-smi/{ref.npu}-{ref.chip}/{kind}.txt", "npu-smi", chip_argv(kind, ref)))
+        calls.extend((f"tools/npu-smi/{ref.npu}-{ref.chip}/{kind}.txt", source, ref)
+                     for kind, source in NPU_SMI_SNAPSHOTS)
     for device in devices:
-        for command in HCCN_COMMANDS:
-            calls.append((f"tools/hccn_tool/{device}/{command}.txt", "hccn_tool",
-                          ["-i", str(device), f"-{command}", "-g"]))
-    with ThreadPoolExecutor(max_workers=TOOL_PARALLEL * 2, thread_name_prefix="bundle") as pool:
-        futures = [(name, tool, args, pool.submit(tools.run, tool, args)) for name, tool, args in calls]
-        for name, tool, args, future in futures:
-            record(name, [tool, *args], future.result())
+        port = ChipRef(npu=device, chip=0, phy_id=device)  # hccn_tool -i takes the device id
+        calls.extend((f"tools/hccn_tool/{device}/{command}.txt", source, port) for command, source in HCCN_SNAPSHOTS)
+    with ThreadPoolExecutor(max_workers=max(1, tools.parallelism), thread_name_prefix="bundle") as pool:
+        futures = [(name, pool.submit(call, source, chip)) for name, source, chip in calls]
+        for name, future in futures:
+            record(name, future.result())
+    skipped = tools.skipped()
     say(f"{len(calls) + 1 + bool(chips)} tool calls, {len(chips)} chips, {len(devices)} RoCE ports"
-             + (f"; {len(tools.broken)} tool(s) skipped: {', '.join(tools.broken.values())}" if tools.broken else ""))
+        + (f"; {len(skipped)} tool(s) skipped: {', '.join(skipped)}" if skipped else ""))
 
 
 def _conf_devices(config: Any) -> list[int]:

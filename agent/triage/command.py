@@ -16,14 +16,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from typing import IO, Any
 
 from agent.core.config_values import parse_duration
 from agent.triage.engine import analyze
 from agent.triage.evidence import Evidence, Window
+from agent.triage.faults import fault_kind, rank_faults
 from agent.triage.inputs import read_inputs, read_rank_table
 from agent.triage.render import render_json, render_text
+from agent.triage.report import TriageReport
 
 __all__ = ["main", "parse_time", "window_from_args"]
 
@@ -74,6 +77,15 @@ class _Progress:
         self.stream.flush()
 
 
+def with_local_faults(report: TriageReport, evidence: Evidence) -> TriageReport:
+    """A report without an HCCL incident still names the local faults the inputs show, most convincing first."""
+    if report.status != "none" or not evidence.faults:
+        return report
+    seen = [f"{fault_kind(fault.kind).label} on {fault.node}" + (f" NPU {fault.npu}" if fault.npu is not None else "")
+            for fault in rank_faults(evidence.faults, discount_undated=False)]
+    return replace(report, verdict="no incident; local faults: " + ", ".join(dict.fromkeys(seen)))
+
+
 def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     stream = out if out is not None else sys.stdout
     errors = err if err is not None else sys.stderr
@@ -107,7 +119,7 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
         addresses, problems = read_rank_table(args.rank_table)
         evidence.addresses.extend(addresses)
         evidence.problems.extend(problems)
-    report = analyze(evidence, window)
+    report = with_local_faults(analyze(evidence, window), evidence)
     if getattr(args, "json", False):
         render_json(report, stream)
     else:

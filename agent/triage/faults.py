@@ -12,17 +12,19 @@ an HCCL timeout on the ranks that use that NPU or node, most convincing first:
 5. HBM double-bit ECC errors (3.8): uncorrectable, the task on the chip is killed;
 6. the chip is unhealthy, missing or its heartbeat was lost (3.7, 3.6, 3.6): the rank's device
    stopped;
-7. the RoCE address differs from hccn.conf (3.4): ranks dial an address nobody answers;
+7. HCCS unhealthy (3.5), the RoCE address differs from hccn.conf (3.4: ranks dial an address
+   nobody answers), the chip too hot (3.3), more HBM pages isolated than the threshold (3.1);
 8. a probe failed (3.2), RoCE completion (CQE) errors in the logs (3.0), packet errors rising
    while watched (2.5), weak optics (2.2), one link-down episode (2.0): they slow or break some
    traffic, not all;
 9. background that rarely stops a job alone (1.0 and less): net_health not configured, isolated
-   HBM pages, a chip health warning, a probe below its threshold, error counters that are
-   non-zero since boot.
+   HBM pages, a chip health warning, a hot chip, optics outside their own thresholds, a probe
+   below its threshold, error counters that are non-zero since boot.
 
 A fault with no date (a state seen in a snapshot, such as an ECC count) weighs ``UNDATED_FACTOR``
-of its weight: it may predate the incident or have nothing to do with it. Kinds weighing at least
-``FAIL_WEIGHT`` are failures on a node's own report (``npuwatch diagnose`` FAIL), the rest warnings.
+of its weight: it may predate the incident or have nothing to do with it. Whether a kind fails a
+node's own report or warns is the thresholds table's (``agent.health.thresholds``); every kind it
+fails weighs at least ``FAIL_WEIGHT`` and every kind it warns less (tests/test_health_thresholds.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from agent.health.status import FAIL
+from agent.health.thresholds import THRESHOLDS
 from agent.triage.evidence import LocalFault
 
 __all__ = [
@@ -69,7 +73,10 @@ FAULT_KINDS: dict[str, FaultKind] = {kind.name: kind for kind in (
     FaultKind("chip_unhealthy", "chip_fault", 3.7, "unhealthy chip"),
     FaultKind("chip_missing", "chip_fault", 3.6, "chip missing from npu-smi"),
     FaultKind("device_lost", "chip_fault", 3.6, "device heartbeat lost (kernel log)"),
+    FaultKind("hccs_unhealthy", "chip_fault", 3.5, "HCCS link unhealthy"),
     FaultKind("ip_mismatch", "roce_errors", 3.4, "RoCE address differs from hccn.conf"),
+    FaultKind("chip_too_hot", "chip_fault", 3.3, "chip too hot"),
+    FaultKind("hbm_pages_over", "hbm_ecc", 3.1, "too many HBM pages isolated"),
     FaultKind("probe_failed", "chip_fault", 3.2, "probe failed"),
     FaultKind("roce_cqe", "roce_errors", 3.0, "RoCE completion (CQE) errors"),
     FaultKind("roce_errors_rising", "roce_errors", 2.5, "RoCE packet errors rising"),
@@ -78,6 +85,8 @@ FAULT_KINDS: dict[str, FaultKind] = {kind.name: kind for kind in (
     FaultKind("net_health_init", "roce_errors", 1.0, "RoCE network health not configured"),
     FaultKind("hbm_pages_isolated", "hbm_ecc", 1.0, "HBM pages isolated after ECC errors"),
     FaultKind("chip_warning", "chip_fault", 1.0, "chip health warning"),
+    FaultKind("chip_hot", "chip_fault", 1.0, "chip running hot"),
+    FaultKind("optics_out_of_range", "optics", 1.0, "optical module reading outside its thresholds"),
     FaultKind("probe_slow", "slow_chip", 1.0, "probe below its threshold"),
     FaultKind("roce_error_counters", "roce_errors", 0.8, "RoCE error counters non-zero"),
 )}
@@ -91,7 +100,11 @@ def fault_kind(name: str) -> FaultKind:
 
 
 def is_failure(kind: str) -> bool:
-    """Whether a fault of this kind fails a node's check (else it warns)."""
+    """Whether a fault of this kind fails a node's check (else it warns): the thresholds table's status,
+    by weight for the kinds only triage finds (probes, logs)."""
+    entry = THRESHOLDS.get(kind)
+    if entry is not None:
+        return entry.status == FAIL
     return fault_kind(kind).weight >= FAIL_WEIGHT
 
 

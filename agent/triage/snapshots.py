@@ -1,9 +1,10 @@
-"""Local faults and addresses from tool readings: hccn_tool and npu-smi outputs, hccn.conf, rank tables.
+"""Local faults and addresses from saved tool readings: hccn_tool and npu-smi outputs, hccn.conf, rank tables.
 
-The judging functions take parsed records (``collectors.hccn_*``, ``collectors.npu_smi_*``) and
-return a ``LocalFault`` or ``None``; ``npuwatch diagnose`` calls the same functions on its live
-readings, so a node's verdict and the cluster's come from one judgement. ``device`` is the id
-``hccn_tool -i`` takes (the NPU's device id); the ``detail`` quotes the command and what it said.
+``ToolReadings.judge`` calls the fault functions of ``agent.health.faults`` on the parsed records
+(``collectors.hccn_*``, ``collectors.npu_smi_*``), the same ones ``npuwatch check`` and ``npuwatch
+diagnose`` call on live readings, so a node's verdict and the cluster's come from one judgement.
+A device is the id ``hccn_tool -i`` takes (the NPU's device id); a fault's ``detail`` is the
+result's evidence: the command and what it said.
 
 ``recognise`` tells a saved tool output by its content when its file name says nothing, and
 ``device_from_name`` reads the device id from names such as ``hccn_tool_-i_3_-link_-g.txt``,
@@ -13,12 +14,11 @@ readings, so a node's verdict and the cluster's come from one judgement. ``devic
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 
-from agent.core.humanize import duration, plural
+from agent.health import faults
+from agent.health.results import Result
 from agent.triage.evidence import Address, LocalFault
 from collectors import (
     hccn_ip,
@@ -40,153 +40,17 @@ from collectors.hccn_optical import OpticalRecord
 from collectors.hccn_stat import StatRecord
 from collectors.npu_smi_ecc import EccRecord
 
-__all__ = [
-    "FLAP_DOWNS",
-    "LINK_WINDOW_S",
-    "NO_LIGHT_WATTS",
-    "ToolReadings",
-    "conf_addresses",
-    "counters_fault",
-    "device_from_name",
-    "ecc_fault",
-    "epoch",
-    "flap_fault",
-    "health_fault",
-    "link_fault",
-    "net_health_fault",
-    "optics_fault",
-    "rank_table_addresses",
-    "recognise",
-    "rising_counters_fault",
-]
-
-NO_LIGHT_WATTS = 1e-5  # 0.01 mW (-20 dBm): below any receiver's sensitivity
-FLAP_DOWNS = 2  # link-down events in the window that make a port "flapping"
-
+__all__ = ["LINK_WINDOW_S", "ToolReadings", "conf_addresses", "device_from_name", "rank_table_addresses", "recognise"]
 
 def hccn(device: int, command: str) -> str:
-    return f"hccn_tool -i {device} -{command} -g"
+    return faults.hccn_command(device, command)
 
 
-def epoch(naive: datetime) -> float | None:
-    """A naive local wall time (as hccn_tool prints it) in epoch seconds, read in this machine's zone."""
-    try:
-        return time.mktime(naive.timetuple())
-    except (OverflowError, ValueError):
+def _local(node: str, npu: int | None, result: Result, seen_at: float | None) -> LocalFault | None:
+    """A fault function's result as triage's local fault (None when it found none)."""
+    if result.kind is None:
         return None
-
-
-def _newest(record: LinkStatRecord | None, state: str) -> float | None:
-    if record is None:
-        return None
-    times = [change.at for change in record.changes if change.state == state]
-    return epoch(max(times)) if times else None
-
-
-def link_fault(node: str, npu: int | None, device: int, record: LinkRecord, *,
-               link_stat: LinkStatRecord | None = None, seen_at: float | None = None) -> LocalFault | None:
-    """The port is DOWN now; dated by link_stat's newest LINK DOWN when that is newer than its newest UP."""
-    if record.up:
-        return None
-    went_down = _newest(link_stat, hccn_link_stat.LINK_DOWN)
-    came_up = _newest(link_stat, hccn_link_stat.LINK_UP)
-    at = went_down if went_down is not None and (came_up is None or went_down >= came_up) else None
-    return LocalFault(node, npu, "link_down", f"{hccn(device, 'link')} says {record.state}", at=at, seen_at=seen_at)
-
-
-def flap_fault(node: str, npu: int | None, device: int, record: LinkStatRecord, *, window_s: float,
-               up_now: bool, window_text: str, seen_at: float | None = None) -> LocalFault | None:
-    """Link-down events within ``window_s`` of the tool's own clock: 2+ flapping, 1 (and up again) once."""
-    changes = hccn_link_stat.changes_within(record, window_s)
-    downs = sorted(change.at for change in changes if change.state == hccn_link_stat.LINK_DOWN)
-    last = epoch(max(change.at for change in changes)) if changes else None
-    if len(downs) >= FLAP_DOWNS:
-        detail = (f"{hccn(device, 'link_stat')} shows {len(downs)} link-down events in the last {window_text}"
-                  f" ({len(changes)} changes)")
-        return LocalFault(node, npu, "link_flap", detail, at=epoch(downs[0]), seen_at=seen_at, until=last)
-    if len(downs) == 1 and up_now:
-        detail = f"{hccn(device, 'link_stat')} shows the link went down at {downs[0]:%Y-%m-%d %H:%M:%S}"
-        return LocalFault(node, npu, "link_down_once", detail, at=epoch(downs[0]), seen_at=seen_at, until=last)
-    return None
-
-
-def optics_fault(node: str, npu: int | None, device: int, record: OpticalRecord,
-                 seen_at: float | None = None) -> LocalFault | None:
-    """No light (LOS/LoL flags, or every lane below ``NO_LIGHT_WATTS``), else rx below the module's low threshold."""
-    rx = record.rx_power_watts
-    dark = bool(rx) and all(watts < NO_LIGHT_WATTS for watts in rx.values())
-    if record.signal_lost or dark:
-        flags = [key for key, value in record.flags.items() if value and key.startswith("rx")]
-        rx_text = ", ".join(f"{watts * 1e3:.4f}" for _, watts in sorted(rx.items()))
-        detail = f"{hccn(device, 'optical')}: rx power [{rx_text}] mW" + (f", {' '.join(flags)} set" if flags else "")
-        return LocalFault(node, npu, "optics_dark", detail, seen_at=seen_at)
-    low = record.thresholds.get("rxpower_low_watts")
-    weak = sorted(lane for lane, watts in rx.items() if low is not None and watts < low)
-    if weak and low is not None:
-        detail = f"{hccn(device, 'optical')}: rx power below {low * 1e3:.4f} mW on lanes {', '.join(weak)}"
-        return LocalFault(node, npu, "optics_weak", detail, seen_at=seen_at)
-    return None
-
-
-def counters_fault(node: str, npu: int | None, device: int, record: StatRecord,
-                   seen_at: float | None = None) -> LocalFault | None:
-    """Error counters above zero in one reading: since boot, so undated and weak."""
-    errors = {key: value for key, value in record.counters.items() if hccn_stat.is_error_counter(key) and value > 0}
-    if not errors:
-        return None
-    top = sorted(errors.items(), key=lambda item: -item[1])[:3]
-    detail = f"{hccn(device, 'stat')}: " + ", ".join(f"{key} {value}" for key, value in top) + " (since boot)"
-    return LocalFault(node, npu, "roce_error_counters", detail, seen_at=seen_at)
-
-
-def rising_counters_fault(node: str, npu: int | None, device: int, before: StatRecord, *, after: StatRecord,
-                          seconds: float, seen_at: float | None = None) -> LocalFault | None:
-    """Error counters that rose between two readings ``seconds`` apart."""
-    rising = {key: after.counters[key] - before.counters[key] for key in after.counters
-              if key in before.counters and hccn_stat.is_error_counter(key)
-              and after.counters[key] > before.counters[key]}
-    if not rising:
-        return None
-    top = sorted(rising.items(), key=lambda item: -item[1])[:3]
-    detail = (f"{hccn(device, 'stat')}: " + ", ".join(f"{key} +{delta}" for key, delta in top)
-              + f" in {duration(seconds)}")
-    return LocalFault(node, npu, "roce_errors_rising", detail, at=seen_at, seen_at=seen_at)
-
-
-def net_health_fault(node: str, npu: int | None, device: int, record: NetHealthRecord,
-                     seen_at: float | None = None) -> LocalFault | None:
-    if record.healthy:
-        return None
-    kind = "net_health_init" if record.state.casefold() == "init" else "net_health"
-    return LocalFault(node, npu, kind, f"{hccn(device, 'net_health')} says {record.state}", seen_at=seen_at)
-
-
-def health_fault(node: str, npu: int | None, said: str, word: str | None, *, codes: tuple[str, ...] = (),
-                 seen_at: float | None = None) -> LocalFault | None:
-    """``said``: the command and what it printed. OK without codes is healthy; OK with codes or Warning warns;
-    anything else (Alarm, Critical, an unknown word) is unhealthy."""
-    if not word:
-        return None
-    state = npu_smi_info.health_state(word)
-    if state == "ok" and not codes:
-        return None
-    kind = "chip_warning" if state in ("ok", "warning") else "chip_unhealthy"
-    return LocalFault(node, npu, kind, said, seen_at=seen_at)
-
-
-def ecc_fault(node: str, npu: int | None, record: EccRecord, seen_at: float | None = None) -> LocalFault | None:
-    hbm = record.hbm
-    double = hbm.double_bit_errors or 0
-    double_pages = hbm.double_bit_isolated_pages or 0
-    single_pages = hbm.single_bit_isolated_pages or 0
-    if double > 0:
-        detail = (f"npu-smi -t ecc: {plural(int(double), 'HBM double-bit error')}, "
-                  f"{plural(int(double_pages), 'page')} isolated")
-        return LocalFault(node, npu, "hbm_dbe", detail, seen_at=seen_at)
-    if double_pages > 0 or single_pages > 0:
-        detail = f"npu-smi -t ecc: {plural(int(double_pages + single_pages), 'HBM page')} isolated"
-        return LocalFault(node, npu, "hbm_pages_isolated", detail, seen_at=seen_at)
-    return None
+    return LocalFault(node, npu, result.kind, result.evidence, at=result.at, seen_at=seen_at, until=result.until)
 
 
 def ip_address(node: str, npu: int | None, device: int, record: IpRecord) -> Address:
@@ -312,49 +176,38 @@ class ToolReadings:
 
     def judge(self) -> tuple[list[LocalFault], list[Address]]:
         node = self.node
-        faults: list[LocalFault] = []
+        found: list[tuple[int | None, Result, float | None]] = []
         for device, (link, at) in sorted(self.links.items()):
             stat = self.link_stats.get(device)
-            fault = link_fault(node, device, device, link, link_stat=stat[0] if stat else None, seen_at=at)
-            if fault is not None:
-                faults.append(fault)
+            found.append((device, faults.link(link, device, link_stat=stat[0] if stat else None), at))
         for device, (record, at) in sorted(self.link_stats.items()):
             link_now = self.links.get(device)
             up_now = link_now[0].up if link_now is not None else True
-            fault = flap_fault(node, device, device, record, window_s=LINK_WINDOW_S, up_now=up_now, window_text="2h",
-                               seen_at=at)
-            if fault is not None:
-                faults.append(fault)
+            found.append((device, faults.flapping(record, device, window_s=LINK_WINDOW_S, up_now=up_now), at))
         for device, (optical, at) in sorted(self.optical.items()):
-            fault = optics_fault(node, device, device, optical, seen_at=at)
-            if fault is not None:
-                faults.append(fault)
+            found.append((device, faults.optics(optical, device), at))
         for device, samples in sorted(self.stats.items()):
             samples.sort(key=lambda sample: sample[1] or 0.0)
             first, last = samples[0], samples[-1]
-            fault = None
+            result = faults.error_counters(last[0], device)
             if len(samples) > 1 and first[1] is not None and last[1] is not None and last[1] > first[1]:
-                fault = rising_counters_fault(node, device, device, first[0], after=last[0],
-                                              seconds=last[1] - first[1], seen_at=last[1])
-            fault = fault or counters_fault(node, device, device, last[0], seen_at=last[1])
-            if fault is not None:
-                faults.append(fault)
+                rising = faults.rising_errors(first[0], last[0], device, seconds=last[1] - first[1])
+                if rising.kind is not None:
+                    result = replace(rising, at=last[1])
+            found.append((device, result, last[1]))
         for device, (health, at) in sorted(self.net_health.items()):
-            fault = net_health_fault(node, device, device, health, seen_at=at)
-            if fault is not None:
-                faults.append(fault)
+            found.append((device, faults.net_health(health, device), at))
         for npu, (said, word, codes, at) in sorted(self.health.items(), key=lambda item: (item[0] is None, item[0])):
-            fault = health_fault(node, npu, said, word, codes=codes, seen_at=at)
-            if fault is not None:
-                faults.append(fault)
+            if word:
+                found.append((npu, faults.chip_health(word, codes, said=said), at))
         for npu, (ecc, at) in sorted(self.ecc.items(), key=lambda item: (item[0] is None, item[0])):
-            fault = ecc_fault(node, npu, ecc, seen_at=at)
-            if fault is not None:
-                faults.append(fault)
+            found.append((npu, faults.hbm_ecc(ecc), at))
+        local = [_local(node, npu, result, at) for npu, result, at in found]
+        found_faults = [fault for fault in local if fault is not None]
         addresses = [ip_address(node, device, device, record) for device, record in sorted(self.ips.items())]
         addresses += conf_addresses(node, self.conf)
-        faults.extend(self._ip_mismatches())
-        return faults, addresses
+        found_faults.extend(self._ip_mismatches())
+        return found_faults, addresses
 
     def _ip_mismatches(self) -> list[LocalFault]:
         faults = []

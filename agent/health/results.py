@@ -1,41 +1,20 @@
-"""What a check returns: one ``Result`` per device (or one for the node), folded into a ``CheckResult``.
+"""The one result record of every health judgement (``Result``), and a check folded from its results (``CheckResult``).
 
-Statuses are PASS, WARN, FAIL and UNKNOWN. A check that could not run, or could not judge what it
-measured, is UNKNOWN, never PASS. Folding many statuses into one (a check over its devices, a level
-over its checks) takes the worst in the order FAIL > UNKNOWN > WARN > PASS: a gate that could not
-look at part of the node cannot vouch for it, which weighs more than a warning.
+A check that could not run, or could not judge what it measured, is UNKNOWN, never PASS. Statuses
+fold in the one order of ``agent.health.status``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
-__all__ = [
-    "FAIL",
-    "PASS",
-    "STATUSES",
-    "UNKNOWN",
-    "VERDICT_OF",
-    "WARN",
-    "CheckResult",
-    "Result",
-    "Value",
-    "fold",
-    "worst",
-]
+from agent.health.status import PASS, UNKNOWN, rank, worst
 
-PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
-STATUSES = (PASS, WARN, UNKNOWN, FAIL)  # least to most severe
-_RANK = {status: index for index, status in enumerate(STATUSES)}
-VERDICT_OF = {PASS: "ok", WARN: "warn", FAIL: "fail", UNKNOWN: "unknown"}
+__all__ = ["CheckResult", "Result", "Value", "fold"]
 
 Value = Union[float, int, str, None]
-
-
-def worst(statuses: Iterable[str], default: str = PASS) -> str:
-    return max(statuses, key=_RANK.__getitem__, default=default)
 
 
 @dataclass(frozen=True)
@@ -45,6 +24,8 @@ class Result:
     ``value`` is what was seen, ``threshold`` what it was held to, ``basis`` where that threshold
     comes from (``fleet median of 412 nodes``, ``910B3 reference (ascend-dmi --bw -t d2d)``,
     ``config check.expected_chips``), ``measure`` the key a fleet baseline uses for this value.
+    ``kind`` is the fault kind (``agent.health.thresholds``) a fault function found, None when it
+    found none; ``at`` and ``until`` date the fault (epoch seconds) when the tool's output says when.
     """
 
     status: str
@@ -58,12 +39,19 @@ class Result:
     basis: str | None = None
     measure: str | None = None
     model: str | None = None
+    kind: str | None = None
+    at: float | None = None
+    until: float | None = None
+
+    def where(self, label: str) -> Result:
+        """This result with its evidence led by where it was seen (``NPU 3: ...``)."""
+        return replace(self, evidence=f"{label}: {self.evidence}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status, "npu": self.npu, "chip": self.chip, "peer": self.peer,
             "value": self.value, "threshold": self.threshold, "unit": self.unit, "basis": self.basis,
-            "measure": self.measure, "model": self.model, "evidence": self.evidence,
+            "measure": self.measure, "model": self.model, "kind": self.kind, "evidence": self.evidence,
         }
 
 
@@ -112,7 +100,7 @@ def fold(name: str, results: Iterable[Result], ok_text: str, hint: str = "", emp
     if not items:
         return CheckResult(name, UNKNOWN, empty, (), hint)
     status = worst(r.status for r in items)
-    bad = sorted((r for r in items if r.status != PASS), key=lambda r: -_RANK[r.status])
+    bad = sorted((r for r in items if r.status != PASS), key=lambda r: -rank(r.status))
     if not bad:
         return CheckResult(name, PASS, ok_text, items)
     shown = [r.evidence for r in bad[:3]]

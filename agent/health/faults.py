@@ -1,0 +1,254 @@
+"""One function per fault: each takes a parsed tool record and returns the ``Result`` of its judgement.
+
+Thresholds and statuses come from ``agent.health.thresholds``; a fault found carries its ``kind``,
+a healthy reading is PASS with ``kind`` None. The evidence quotes the command and what it said,
+without saying where: ``check`` and ``diagnose`` lead it with the chip's label, triage keeps it as
+the fault's detail. ``device`` is the id ``hccn_tool -i`` takes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from agent.core.humanize import duration, plural
+from agent.health.results import Result
+from agent.health.status import PASS, UNKNOWN, WARN
+from agent.health.thresholds import threshold_of
+from collectors import hccn_link_stat, hccn_stat, npu_smi_info
+from collectors.hccn_link import LinkRecord
+from collectors.hccn_link_stat import LinkStatRecord
+from collectors.hccn_net_health import NetHealthRecord
+from collectors.hccn_optical import OpticalRecord
+from collectors.hccn_stat import StatRecord
+from collectors.npu_smi_ecc import EccRecord
+from collectors.npu_smi_hccs import HccsRecord
+
+__all__ = [
+    "chip_count",
+    "chip_health",
+    "epoch",
+    "error_counters",
+    "flapping",
+    "hbm_ecc",
+    "hccn_command",
+    "hccs",
+    "latest",
+    "link",
+    "net_health",
+    "optics",
+    "rising_errors",
+    "temperature",
+]
+
+
+def hccn_command(device: int, command: str) -> str:
+    return f"hccn_tool -i {device} -{command} -g"
+
+
+def epoch(naive: datetime) -> float | None:
+    """A naive local wall time (as hccn_tool prints it) in epoch seconds, read in this machine's zone."""
+    try:
+        return time.mktime(naive.timetuple())
+    except (OverflowError, ValueError):
+        return None
+
+
+def latest(samples: Sequence[Any]) -> Any:
+    """The newest sample that read (``.ok``), else the first: what a twice-read tool said last."""
+    for reading in reversed(samples):
+        if reading.ok:
+            return reading
+    return samples[0]
+
+
+def _fault(kind: str, evidence: str, **fields: Any) -> Result:
+    entry = threshold_of(kind)
+    fields.setdefault("threshold", entry.threshold)
+    fields.setdefault("unit", entry.unit)
+    return Result(entry.status, evidence, kind=kind, **fields)
+
+
+def _newest(record: LinkStatRecord | None, state: str) -> float | None:
+    if record is None:
+        return None
+    times = [change.at for change in record.changes if change.state == state]
+    return epoch(max(times)) if times else None
+
+
+def link(record: LinkRecord, device: int, *, link_stat: LinkStatRecord | None = None, **where: Any) -> Result:
+    """The port is DOWN now; dated by link_stat's newest LINK DOWN when that is newer than its newest UP."""
+    if record.up:
+        return Result(PASS, "link UP", value=record.state, threshold="UP", **where)
+    went_down = _newest(link_stat, hccn_link_stat.LINK_DOWN)
+    came_up = _newest(link_stat, hccn_link_stat.LINK_UP)
+    at = went_down if went_down is not None and (came_up is None or went_down >= came_up) else None
+    return _fault("link_down", f"{hccn_command(device, 'link')} says {record.state}", value=record.state,
+                  at=at, **where)
+
+
+def flapping(record: LinkStatRecord, device: int, *, window_s: float, up_now: bool, basis: str | None = None,
+             **where: Any) -> Result:
+    """Link-down events within ``window_s`` of the tool's own clock: 2+ flapping, 1 (and up again) once.
+
+    One down that is still down is not a flap: ``link`` judges it.
+    """
+    changes = hccn_link_stat.changes_within(record, window_s)
+    downs = sorted(change.at for change in changes if change.state == hccn_link_stat.LINK_DOWN)
+    last = epoch(max(change.at for change in changes)) if changes else None
+    window = duration(window_s)
+    fields: dict[str, Any] = {"value": len(downs), "basis": basis or f"look-back {window}", **where}
+    flap = threshold_of("link_flap")
+    if len(downs) >= int(flap.threshold or 2):
+        return _fault("link_flap", f"{hccn_command(device, 'link_stat')} shows {len(downs)} link-down events in "
+                                   f"the last {window} ({plural(len(changes), 'change')})",
+                      at=epoch(downs[0]), until=last, **fields)
+    if len(downs) == 1 and up_now:
+        return _fault("link_down_once", f"{hccn_command(device, 'link_stat')} shows the link went down once, "
+                                        f"at {downs[0]:%Y-%m-%d %H:%M:%S}", at=epoch(downs[0]), until=last, **fields)
+    return Result(PASS, f"{plural(len(downs), 'link-down event')} in the last {window}", threshold=flap.threshold,
+                  unit=flap.unit, **fields)
+
+
+def _outside(record: OpticalRecord) -> list[str]:
+    """Readings outside the module's own thresholds (``... High Thres`` / ``... Low Thres``), rx low aside."""
+    thresholds = record.thresholds
+    problems = []
+    for direction, powers in (("rx", record.rx_power_watts), ("tx", record.tx_power_watts)):
+        low, high = thresholds.get(f"{direction}power_low_watts"), thresholds.get(f"{direction}power_high_watts")
+        for lane, watts in sorted(powers.items()):
+            if direction == "tx" and low is not None and watts < low:
+                problems.append(f"tx power lane {lane} {watts * 1e3:.4f} mW under {low * 1e3:.4f} mW")
+            elif high is not None and watts > high:
+                problems.append(f"{direction} power lane {lane} {watts * 1e3:.4f} mW over {high * 1e3:.4f} mW")
+    celsius = record.temperature_celsius
+    hot = thresholds.get("temp_high_celsius")
+    if celsius is not None and hot is not None and celsius > hot:
+        problems.append(f"module at {celsius:g} C, over {hot:g} C")
+    return problems
+
+
+def optics(record: OpticalRecord, device: int, **where: Any) -> Result:
+    """No light (LOS/LoL, or every lane under the table's watts) fails; rx under the module's low threshold,
+    or another reading outside the module's thresholds, warns."""
+    rx = record.rx_power_watts
+    low = record.thresholds.get("rxpower_low_watts")
+    fields: dict[str, Any] = {"value": min(rx.values()) if rx else None, "unit": "watts", **where}
+    dark_watts = float(threshold_of("optics_dark").threshold or 0.0)
+    command = hccn_command(device, "optical")
+    if record.signal_lost or (bool(rx) and all(watts < dark_watts for watts in rx.values())):
+        flags = [key for key, value in record.flags.items() if value and key.startswith("rx")]
+        rx_text = ", ".join(f"{watts * 1e3:.4f}" for _, watts in sorted(rx.items()))
+        evidence = f"{command}: no light, rx power [{rx_text}] mW" + (f", {' '.join(flags)} set" if flags else "")
+        return _fault("optics_dark", evidence, basis="LOS/LoL flags or every lane under 0.01 mW", **fields)
+    weak = sorted(lane for lane, watts in rx.items() if low is not None and watts < low)
+    if weak and low is not None:
+        return _fault("optics_weak", f"{command}: rx power below {low * 1e3:.4f} mW on lanes {', '.join(weak)}",
+                      threshold=low, basis="the module's rx power low threshold", **fields)
+    problems = _outside(record)
+    if problems:
+        return _fault("optics_out_of_range", f"{command}: {problems[0]}", basis="the module's thresholds", **fields)
+    if not rx:
+        return Result(UNKNOWN, f"{command} prints no rx power", **where)
+    return Result(PASS, f"rx min {min(rx.values()) * 1e3:.3f} mW", threshold=low,
+                  basis="the module's rx power low threshold" if low is not None else None, **fields)
+
+
+def error_counters(record: StatRecord, device: int, **where: Any) -> Result:
+    """Error counters above zero in one reading: since boot, so undated and weak."""
+    errors = {key: value for key, value in record.counters.items() if hccn_stat.is_error_counter(key) and value > 0}
+    if not errors:
+        return Result(PASS, "no error counter above zero", value=0, **where)
+    top = sorted(errors.items(), key=lambda item: -item[1])[:3]
+    evidence = f"{hccn_command(device, 'stat')}: " + ", ".join(f"{k} {v}" for k, v in top) + " (since boot)"
+    return _fault("roce_error_counters", evidence, value=sum(errors.values()), **where)
+
+
+def rising_errors(before: StatRecord, after: StatRecord, device: int, *, seconds: float, **where: Any) -> Result:
+    """Error counters that rose between two readings ``seconds`` apart."""
+    rising = {key: after.counters[key] - before.counters[key] for key in after.counters
+              if key in before.counters and hccn_stat.is_error_counter(key)
+              and after.counters[key] > before.counters[key]}
+    if not rising:
+        return Result(PASS, "no error counter rose", value=0, threshold=0, unit="errors", **where)
+    top = sorted(rising.items(), key=lambda item: -item[1])[:3]
+    evidence = (f"{hccn_command(device, 'stat')}: " + ", ".join(f"{key} +{delta}" for key, delta in top)
+                + f" in {duration(seconds)}")
+    return _fault("roce_errors_rising", evidence, value=sum(rising.values()), **where)
+
+
+def net_health(record: NetHealthRecord, device: int, **where: Any) -> Result:
+    if record.healthy:
+        return Result(PASS, "Success", value=record.state, threshold="Success", **where)
+    kind = "net_health_init" if record.state.casefold() == "init" else "net_health"
+    evidence = f"{hccn_command(device, 'net_health')} says {record.state}"
+    if kind == "net_health_init":
+        evidence += " (no detect address configured)"
+    return _fault(kind, evidence, value=record.state, **where)
+
+
+def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, **where: Any) -> Result:
+    """``said``: the command and what it printed. OK without codes is healthy; OK with codes or Warning warns;
+    anything else (Alarm, Critical, an unknown word) is unhealthy."""
+    if not word:
+        return Result(UNKNOWN, f"{said}: no health word", **where)
+    state = npu_smi_info.health_state(word)
+    if state == "ok" and not codes:
+        return Result(PASS, "OK", value=word, threshold="OK", **where)
+    kind = "chip_warning" if state in ("ok", "warning") else "chip_unhealthy"
+    return _fault(kind, said, value=word, **where)
+
+
+def hbm_ecc(record: EccRecord, *, max_pages: int | None = None, basis: str | None = None, **where: Any) -> Result:
+    """A double-bit error fails; more isolated pages than ``max_pages`` (default: the table's) fails; any warns."""
+    hbm = record.hbm
+    double = int(hbm.double_bit_errors or 0)
+    pages = int((hbm.double_bit_isolated_pages or 0) + (hbm.single_bit_isolated_pages or 0))
+    limit = int(max_pages if max_pages is not None else threshold_of("hbm_pages_over").threshold or 0)
+    fields: dict[str, Any] = {"value": pages, "unit": "pages", **where}
+    if double > 0:
+        return _fault("hbm_dbe", f"npu-smi -t ecc: {plural(double, 'HBM double-bit error')}, "
+                                 f"{plural(pages, 'page')} isolated", **fields, threshold=limit, basis=basis)
+    if pages > limit:
+        return _fault("hbm_pages_over", f"npu-smi -t ecc: {plural(pages, 'HBM page')} isolated (more than {limit})",
+                      **fields, threshold=limit, basis=basis)
+    if pages > 0:
+        return _fault("hbm_pages_isolated", f"npu-smi -t ecc: {plural(pages, 'HBM page')} isolated", **fields,
+                      threshold=limit, basis=basis)
+    return Result(PASS, "no double-bit error, no isolated page", threshold=limit, basis=basis, **fields)
+
+
+def hccs(record: HccsRecord, **where: Any) -> Result:
+    health = record.health
+    if health is None:
+        return Result(UNKNOWN, "npu-smi -t hccs prints no health status", **where)
+    if health.strip().upper() == "OK":
+        return Result(PASS, "OK", value=health, threshold="OK", **where)
+    return _fault("hccs_unhealthy", f"npu-smi -t hccs: HCCS health {health}", value=health, **where)
+
+
+def temperature(celsius: float | None, **where: Any) -> Result:
+    """The chip's temperature (``npu-smi info``) against the table's warning and failing degrees."""
+    if celsius is None:
+        return Result(UNKNOWN, "npu-smi info prints no temperature", **where)
+    for kind in ("chip_too_hot", "chip_hot"):
+        limit = float(threshold_of(kind).threshold or 0.0)
+        if celsius > limit:
+            return _fault(kind, f"npu-smi info: {celsius:g} C, over {limit:g} C", value=celsius, **where)
+    hot = threshold_of("chip_hot")
+    return Result(PASS, f"{celsius:g} C", value=celsius, threshold=hot.threshold, unit=hot.unit, **where)
+
+
+def chip_count(seen: int, expected: int) -> Result:
+    """``npu-smi`` lists ``seen`` chips of ``expected`` (0: not set, nothing to compare)."""
+    basis = "config expected_chips"
+    if not expected:
+        return Result(UNKNOWN, f"npu-smi lists {seen} chips; expected_chips is not set, so nothing to compare",
+                      value=seen, unit="chips", basis=basis + " (unset)")
+    text = f"npu-smi lists {seen} of {expected} expected chips"
+    if seen < expected:
+        return _fault("chip_missing", text, value=seen, threshold=expected, basis=basis)
+    return Result(PASS if seen == expected else WARN, text, value=seen, threshold=expected, unit="chips",
+                  basis=basis)

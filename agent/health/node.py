@@ -1,0 +1,178 @@
+"""What the commands read of a node, through a ``NodeReader``: the chip list, each chip's health and ECC,
+its RoCE port (optics and counters twice), and the cards' board and HCCS state.
+
+Every call names the collector ``Source`` it runs, so the argv is the one the agent's collectors use.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from agent.core.humanize import duration
+from agent.health.reader import NodeReader
+from agent.health.readings import LogScan, NodeReadings, Reading, RoceReadings
+from collectors import (
+    hccn_ip,
+    hccn_link,
+    hccn_link_stat,
+    hccn_net_health,
+    hccn_optical,
+    hccn_stat,
+    npu_smi_board,
+    npu_smi_ecc,
+    npu_smi_hccs,
+    npu_smi_health,
+    npu_smi_info,
+    npu_smi_mapping,
+)
+from collectors.base import ChipRef, Source
+
+__all__ = ["read_cards", "read_chip_list", "read_chips", "read_node"]
+
+ChipParse = Callable[[str, "int | None"], Any]
+
+
+def chip_parse(parse: ChipParse, chip: int) -> Callable[[str], Any]:
+    """An npu-smi record parser bound to the chip asked about (card-level output may hold several)."""
+    return lambda text: parse(text, chip)
+
+
+def _quiet(_text: str) -> None:
+    """Progress nobody watches."""
+
+
+def read_chip_list(reader: NodeReader) -> tuple[Reading, list[ChipRef]]:
+    """``npu-smi info`` and, when it answered, ``info -m``: the table's reading and the chips it lists."""
+    table = reader.read(npu_smi_info.SOURCE, parse=npu_smi_info.parse)
+    if not table.ok:
+        return table, []
+    mapping = reader.read(npu_smi_mapping.SOURCE)
+    return table, npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
+
+
+def read_node(reader: NodeReader, gap_s: float, scan_logs: Callable[[], LogScan] | None = None,
+              say: Callable[[str], None] = _quiet) -> NodeReadings:
+    """Every tool call diagnose needs: the chip list first, then per-chip reads in parallel.
+
+    Optics and packet counters are read twice, ``gap_s`` apart, to see counters rise. ``say``
+    hears what is going on (``12/80 npu-smi and hccn_tool calls``), for a progress line.
+    """
+    # One thread per allowed tool call plus the log scan: a call waiting for its tool's turn
+    # never holds up a call to the other tool.
+    with ThreadPoolExecutor(max_workers=reader.parallelism + 1, thread_name_prefix="diagnose") as pool:
+        logs_future = pool.submit(scan_logs) if scan_logs is not None else None
+        say("npu-smi info")
+        table, chips = read_chip_list(reader)
+        readings = NodeReadings(table=table, chips=chips)
+        if table.ok:
+            _read_chips(reader, pool, readings, gap_s, _CallCounter(say))
+        if logs_future is not None:
+            say("reading the HCCL/CANN logs")
+            readings.logs = logs_future.result()
+    return readings
+
+
+def read_chips(reader: NodeReader, scan_logs: Callable[[], LogScan] | None) -> NodeReadings:
+    """``read_node`` without its hccn_tool calls, for a node whose RoCE checks are all skipped."""
+    table, chips = read_chip_list(reader)
+    node = NodeReadings(table=table, chips=chips)
+    if table.ok:
+        with ThreadPoolExecutor(max_workers=max(1, reader.parallelism), thread_name_prefix="check") as pool:
+            health = {ref: pool.submit(reader.read, npu_smi_health.SOURCE, ref,
+                                       chip_parse(npu_smi_health.parse, ref.chip)) for ref in node.chips}
+            ecc = {ref: pool.submit(reader.read, npu_smi_ecc.SOURCE, ref,
+                                    chip_parse(npu_smi_ecc.parse, ref.chip)) for ref in node.chips}
+            node.health = {ref: future.result() for ref, future in health.items()}
+            node.ecc = {ref: future.result() for ref, future in ecc.items()}
+    if scan_logs is not None:
+        node.logs = scan_logs()
+    return node
+
+
+def read_cards(reader: NodeReader, want_hccs: bool, want_boards: bool
+               ) -> tuple[dict[int, Reading], dict[ChipRef, Reading]]:
+    """``-t board`` per card and ``-t hccs`` per chip, after a chip list of their own (two calls more, so
+    they need not wait for ``read_node``)."""
+    _, chips = read_chip_list(reader)
+    cards: dict[int, ChipRef] = {}
+    for ref in chips:
+        cards.setdefault(ref.npu, ref)
+    with ThreadPoolExecutor(max_workers=max(1, reader.parallelism), thread_name_prefix="check-cards") as pool:
+        boards = {npu: pool.submit(reader.read, npu_smi_board.SOURCE, ref, npu_smi_board.parse)
+                  for npu, ref in cards.items()} if want_boards else {}
+        hccs = {ref: pool.submit(reader.read, npu_smi_hccs.SOURCE, ref, chip_parse(npu_smi_hccs.parse, ref.chip))
+                for ref in chips} if want_hccs else {}
+        return ({npu: future.result() for npu, future in boards.items()},
+                {ref: future.result() for ref, future in hccs.items()})
+
+
+class _CallCounter:
+    """Counts tool calls as they finish and says how far the reading is."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self._lock = threading.Lock()
+        self.done = 0
+        self.total = 0
+
+    def add(self, future: Future[Reading]) -> Future[Reading]:
+        with self._lock:
+            self.total += 1
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: Future[Reading]) -> None:
+        with self._lock:
+            self.done += 1
+            text = f"{self.done}/{self.total} npu-smi and hccn_tool calls"
+        self.say(text)
+
+
+# The RoCE port's readings: the collector whose Source is run, and its one-record parser.
+_PORT: dict[str, tuple[Source, Callable[[str], Any]]] = {
+    "optical": (hccn_optical.SOURCE, hccn_optical.parse),
+    "stat": (hccn_stat.SOURCE, hccn_stat.parse),
+    "link": (hccn_link.SOURCE, hccn_link.parse),
+    "link_stat": (hccn_link_stat.SOURCE, hccn_link_stat.parse),
+    "net_health": (hccn_net_health.SOURCE, hccn_net_health.parse),
+    "ip": (hccn_ip.SOURCE, hccn_ip.parse),
+}
+_SAMPLED_TWICE = ("optical", "stat")
+
+
+def _read_chips(reader: NodeReader, pool: ThreadPoolExecutor, readings: NodeReadings, gap_s: float,
+                calls: _CallCounter) -> None:
+    def npu_smi(ref: ChipRef, source: Source, parse: ChipParse) -> Future[Reading]:
+        return calls.add(pool.submit(reader.read, source, ref, chip_parse(parse, ref.chip)))
+
+    def hccn(ref: ChipRef, name: str) -> Future[Reading]:
+        source, parse = _PORT[name]
+        return calls.add(pool.submit(reader.read, source, ref, parse))
+
+    health = {ref: npu_smi(ref, npu_smi_health.SOURCE, npu_smi_health.parse) for ref in readings.chips}
+    ecc = {ref: npu_smi(ref, npu_smi_ecc.SOURCE, npu_smi_ecc.parse) for ref in readings.chips}
+    first = {ref: {name: hccn(ref, name) for name in _PORT} for ref in readings.chips}
+    done_first = {ref: {name: future.result() for name, future in calls.items()}
+                  for ref, calls in first.items()}
+    sampled = [r[name] for r in done_first.values() for name in _SAMPLED_TWICE if r[name].ok]
+    second: dict[ChipRef, dict[str, Future[Reading]]] = {}
+    if sampled:  # no second round when no port answered the first
+        wait = gap_s - (time.monotonic() - min(reading.at for reading in sampled))
+        if wait > 0:
+            calls.say(f"waiting {duration(wait)} for the second optics and counter sample")
+            time.sleep(wait)
+        second = {ref: {name: hccn(ref, name) for name in _SAMPLED_TWICE}
+                  for ref, r in done_first.items() if r["optical"].ok or r["stat"].ok}
+    for ref, r in done_first.items():
+        again = {name: future.result() for name, future in second.get(ref, {}).items()}
+        readings.roce[ref] = RoceReadings(
+            link=r["link"], link_stat=r["link_stat"], net_health=r["net_health"], ip=r["ip"],
+            optical=[r["optical"], *([again["optical"]] if "optical" in again else [])],
+            stat=[r["stat"], *([again["stat"]] if "stat" in again else [])],
+        )
+    readings.health = {ref: future.result() for ref, future in health.items()}
+    readings.ecc = {ref: future.result() for ref, future in ecc.items()}
