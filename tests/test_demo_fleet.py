@@ -143,5 +143,5 @@ def test_diagnose_on_a_victim_reads_the_job_log_beside_the_cann_layout(tmp_path:
     args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=0.2)
     diagnose.main(args, config, dirs[0])
     report = json.loads(capsys.readouterr().out)
-    logs = next(check for check in report["checks"] if check["name"] == "hccl_logs")
+    logs = next(check for check in report["checks"] if check["name"] == "hccl_errors")
     assert "EI0002" in logs["evidence"] and "task_exec_timeout" in logs["evidence"], logs["evidence"]

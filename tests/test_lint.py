@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_is_clean() -> None:
-    ruff = shutil.which("ruff")
+    ruff = shutil.which("ruff", path=sysconfig.get_path("scripts")) or shutil.which("ruff")
     assert ruff, "ruff missing: pip install -e '.[test]'"
     result = subprocess.run([ruff, "check", "--no-cache", str(REPO)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy_is_clean() -> None:
-    mypy = shutil.which("mypy")
+    mypy = shutil.which("mypy", path=sysconfig.get_path("scripts")) or shutil.which("mypy")
     assert mypy, "mypy missing: pip install -e '.[test]'"
     # What runs on the nodes is checked for their oldest Python (pyproject: python_version 3.9); the
     # dashboard generator runs on a developer's machine, with the newest grafana-foundation-sdk.

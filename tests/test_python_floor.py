@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ _TYPE_NAMES = {"int", "str", "float", "bytes", "bool", "list", "dict", "tuple", 
 
 
 def vermin(target: str, *paths: Path) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("vermin")
+    exe = shutil.which("vermin", path=sysconfig.get_path("scripts")) or shutil.which("vermin")
     assert exe, "vermin missing: pip install -e '.[test]'"
     return subprocess.run([exe, f"-t={target}-", "--no-tips", "--violations", "--no-parse-comments",
                            *map(str, paths)], capture_output=True, text=True, timeout=300, cwd=REPO)
