@@ -15,7 +15,7 @@ from agent.core.humanize import duration
 from agent.health import faults
 from agent.health.readings import QuickReadings, Reading, RoceReadings
 from agent.health.results import CheckResult, Result, fold
-from agent.health.status import FAIL, PASS, UNKNOWN
+from agent.health.status import UNKNOWN
 from collectors import hccn_ip
 from collectors.base import ChipRef, ParseError
 from collectors.hccn_link import device_id
@@ -118,19 +118,8 @@ def check_roce_ip(readings: QuickReadings, settings: CheckSettings) -> CheckResu
             results.append(_unknown(ref, where, roce.ip))
             continue
         live = roce.ip.value
-        entry = entries.get(device_id(ref))
         others = [other for other in owners.get(live.address, []) if other != ref]
-        fields: dict[str, Any] = {"npu": ref.npu, "chip": ref.chip, "value": live.address,
-                  "threshold": entry.address if entry is not None else None, "basis": conf_path}
-        if others:
-            results.append(Result(FAIL, f"{where}: {live.address} is also the address of "
-                                        f"{label(readings, others[0])}", **fields))
-        elif entry is None or entry.address is None:
-            results.append(Result(UNKNOWN, f"{where}: no address_{device_id(ref)} in {conf_path}",
-                                  **fields))
-        elif hccn_ip.mismatches(live, entry):
-            results.append(Result(FAIL, f"{where}: {hccn_ip.mismatches(live, entry)[0]}",
-                                  **fields))
-        else:
-            results.append(Result(PASS, f"{where}: {live.address}", **fields))
+        results.append(faults.roce_ip(live, entries.get(device_id(ref)), device_id(ref), conf_path=conf_path,
+                                      duplicate_of=label(readings, others[0]) if others else None,
+                                      **_where(ref)).where(where))
     return fold(name, results, f"{len(results)} port addresses match {conf_path}", hint, empty="no RoCE port read")

@@ -5,7 +5,7 @@ Pure over ``NodeReadings``; each judgement is ``agent.health.faults``', as ``npu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agent.core.humanize import plural
@@ -14,10 +14,10 @@ from agent.diagnose.results import Check, window_text
 from agent.health import faults
 from agent.health.readings import NodeReadings, RoceReadings
 from agent.health.results import Result
-from agent.health.status import PASS, UNKNOWN
-from agent.health.thresholds import threshold_of
+from agent.health.status import UNKNOWN
 from collectors import hccn_ip
 from collectors.base import ChipRef, ParseError
+from collectors.hccn_ip import HccnConfEntry
 from collectors.hccn_link import device_id
 
 __all__ = ["check_flaps", "check_ip_config", "check_link", "check_net_health", "check_optics",
@@ -123,33 +123,32 @@ def check_net_health(readings: NodeReadings) -> Check:
     return aggregate(name, results, f"{plural(len(results), 'port')} {verb} Success", _HCCN_HINT)
 
 
-def _mismatch(ref: ChipRef, detail: str, address: str, label: str) -> DeviceResult:
-    entry = threshold_of("ip_mismatch")
-    return judged(Result(entry.status, detail, npu=ref.npu, chip=ref.chip, value=address, kind="ip_mismatch"), label)
-
-
 def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:
-    """Each port's live address (``hccn_tool -ip``) against ``/etc/hccn.conf``; duplicates too."""
+    """Each port's live address (``hccn_tool -ip``) against ``/etc/hccn.conf``; a port with an earlier port's
+    address is a duplicate."""
     name = "roce_ip"
     if (missing := no_chips(name, readings)) is not None:
         return missing
     live = {ref: roce.ip for ref, roce in readings.roce.items()}
-    results: list[DeviceResult] = []
-    owners: dict[str, list[ChipRef]] = {}
+    first_owner: dict[str, ChipRef] = {}
+    duplicate_of: dict[ChipRef, str] = {}
     for ref, reading in live.items():
         if reading.ok:
-            owners.setdefault(reading.value.address, []).append(ref)
-    for address, refs in owners.items():
-        for ref in refs[1:] if len(refs) > 1 else ():
-            detail = f"{faults.hccn_command(device_id(ref), 'ip')}: {address} is also the address of " \
-                     f"{readings.label(refs[0])}"
-            results.append(_mismatch(ref, detail, address, readings.label(ref)))
+            owner = first_owner.setdefault(reading.value.address, ref)
+            if owner != ref:
+                duplicate_of[ref] = readings.label(owner)
+
+    def judge(ref: ChipRef, entries: Mapping[int, HccnConfEntry]) -> DeviceResult:
+        result = faults.roce_ip(live[ref].value, entries.get(device_id(ref)), device_id(ref), conf_path=hccn_conf,
+                                duplicate_of=duplicate_of.get(ref), npu=ref.npu, chip=ref.chip)
+        return judged(result, readings.label(ref))
+
     try:
         conf_text = Path(hccn_conf).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         why = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
-        if results:
-            return aggregate(name, results, "")
+        if duplicate_of:
+            return aggregate(name, [judge(ref, {}) for ref in duplicate_of], "")
         text = f"{hccn_conf}: {why}; live addresses not compared"
         return Check(name, UNKNOWN, text, "set collectors.hccn_tool.hccn_conf to the file that configures the RoCE "
                      "ports", results=(Result(UNKNOWN, text),))
@@ -158,23 +157,6 @@ def check_ip_config(readings: NodeReadings, hccn_conf: str) -> Check:
     except ParseError as exc:
         text = f"{hccn_conf}: unreadable: {exc}"
         return Check(name, UNKNOWN, text, "fix the file's syntax (key_N=value)", results=(Result(UNKNOWN, text),))
-    for ref, reading in live.items():
-        label = readings.label(ref)
-        if not reading.ok:
-            results.append(unknown_result(readings, ref, reading))
-            continue
-        entry = entries.get(device_id(ref))
-        if entry is None or entry.address is None:
-            text = f"{label}: no address_{device_id(ref)} in {hccn_conf}"
-            results.append(DeviceResult(Result(UNKNOWN, text, npu=ref.npu, chip=ref.chip, basis=hccn_conf)))
-            continue
-        problems = hccn_ip.mismatches(reading.value, entry)
-        if problems:
-            detail = f"{faults.hccn_command(device_id(ref), 'ip')}: {problems[0]}"
-            results.append(_mismatch(ref, detail, reading.value.address, label))
-        else:
-            results.append(DeviceResult(Result(PASS, f"{label}: {reading.value.address}", npu=ref.npu, chip=ref.chip,
-                                               value=reading.value.address, threshold=entry.address,
-                                               basis=hccn_conf)))
+    results = [judge(ref, entries) if reading.ok else unknown_result(readings, ref, reading)
+               for ref, reading in live.items()]
     return aggregate(name, results, f"{plural(len(live), 'port address', 'port addresses')} match {hccn_conf}")
-

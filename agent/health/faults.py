@@ -17,7 +17,8 @@ from agent.core.humanize import duration, plural
 from agent.health.results import Result
 from agent.health.status import PASS, UNKNOWN, WARN
 from agent.health.thresholds import threshold_of
-from collectors import hccn_link_stat, hccn_stat, npu_smi_info
+from collectors import hccn_ip, hccn_link_stat, hccn_stat, npu_smi_info
+from collectors.hccn_ip import HccnConfEntry, IpRecord
 from collectors.hccn_link import LinkRecord
 from collectors.hccn_link_stat import LinkStatRecord
 from collectors.hccn_net_health import NetHealthRecord
@@ -40,6 +41,7 @@ __all__ = [
     "net_health",
     "optics",
     "rising_errors",
+    "roce_ip",
     "temperature",
 ]
 
@@ -187,6 +189,26 @@ def net_health(record: NetHealthRecord, device: int, **where: Any) -> Result:
     if kind == "net_health_init":
         evidence += " (no detect address configured)"
     return _fault(kind, evidence, value=record.state, **where)
+
+
+def roce_ip(live: IpRecord, entry: HccnConfEntry | None, device: int, *, conf_path: str,
+            duplicate_of: str | None = None, **where: Any) -> Result:
+    """The port's live address against its ``conf_path`` (hccn.conf) entry; ``duplicate_of`` names another port
+    with the same address (the caller says which of a pair is the duplicate), which fails whatever the file says.
+
+    A difference fails; an entry without an address (or none) is UNKNOWN unless its netmask already differs.
+    """
+    fields: dict[str, Any] = {"value": live.address, "threshold": entry.address if entry is not None else None,
+                              "basis": conf_path, **where}
+    command = hccn_command(device, "ip")
+    if duplicate_of is not None:
+        return _fault("ip_mismatch", f"{command}: {live.address} is also the address of {duplicate_of}", **fields)
+    problems = hccn_ip.mismatches(live, entry) if entry is not None else []
+    if problems:
+        return _fault("ip_mismatch", f"{command}: {problems[0]}", **fields)
+    if entry is None or entry.address is None:
+        return Result(UNKNOWN, f"no address_{device} in {conf_path}", **fields)
+    return Result(PASS, live.address, **fields)
 
 
 def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, **where: Any) -> Result:

@@ -42,10 +42,6 @@ from collectors.npu_smi_ecc import EccRecord
 
 __all__ = ["LINK_WINDOW_S", "ToolReadings", "conf_addresses", "device_from_name", "rank_table_addresses", "recognise"]
 
-def hccn(device: int, command: str) -> str:
-    return faults.hccn_command(device, command)
-
-
 def _local(node: str, npu: int | None, result: Result, seen_at: float | None) -> LocalFault | None:
     """A fault function's result as triage's local fault (None when it found none)."""
     if result.kind is None:
@@ -210,12 +206,8 @@ class ToolReadings:
         return found_faults, addresses
 
     def _ip_mismatches(self) -> list[LocalFault]:
-        faults = []
-        for device, record in sorted(self.ips.items()):
-            entry = self.conf.get(device)
-            if entry is None:
-                continue
-            problems = hccn_ip.mismatches(record, entry)
-            if problems:
-                faults.append(LocalFault(self.node, device, "ip_mismatch", f"{hccn(device, 'ip')}: {problems[0]}"))
-        return faults
+        """Each saved port address against the saved hccn.conf (a device the file does not list is not judged)."""
+        results = [(device, faults.roce_ip(record, self.conf[device], device, conf_path=f"hccn.conf of {self.node}"))
+                   for device, record in sorted(self.ips.items()) if device in self.conf]
+        return [fault for fault in (_local(self.node, device, result, None) for device, result in results)
+                if fault is not None]
