@@ -13,6 +13,7 @@ from typing import Any
 from agent.core.humanize import duration
 from agent.health.results import Result
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN, worst
+from agent.health.thresholds import INCIDENT_LOOK_BACK_S
 from agent.triage.faults import fault_kind
 
 __all__ = ["CAUSES", "CAUSE_KINDS", "DEFAULT_SAMPLE_GAP_S", "DEFAULT_WINDOW_S", "FAIL", "KIND_CAUSES", "PASS",
@@ -99,7 +100,7 @@ CAUSE_KINDS: dict[str, str] = {
 }
 KIND_CAUSES: dict[str, str] = {kind: cause for cause, kind in CAUSE_KINDS.items()}
 
-DEFAULT_WINDOW_S = 7200.0
+DEFAULT_WINDOW_S = INCIDENT_LOOK_BACK_S
 DEFAULT_SAMPLE_GAP_S = 3.0
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from agent.health.status import FAIL, WARN
 
-__all__ = ["THRESHOLDS", "AlertBound", "Threshold", "flap_window_s", "max_isolated_pages", "threshold_of"]
+__all__ = ["INCIDENT_LOOK_BACK_S", "THRESHOLDS", "AlertBound", "Threshold", "flap_window_s", "max_isolated_pages",
+           "threshold_of"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class Threshold:
 
 
 _FLAP_WINDOW_S = 900.0
+# How far back an HCCL timeout's investigation looks (`diagnose --window`, triage of saved link_stat
+# output): a job hangs for up to its HCCL timeouts before it dies, and the cause comes before that.
+INCIDENT_LOOK_BACK_S = 7200.0
 THRESHOLDS: dict[str, Threshold] = {t.kind: t for t in (
     Threshold("link_down", "roce_link", FAIL, "UP", None, alert="NPURoCELinkDown", severity="critical",
               bounds=(AlertBound("npu_roce_link_up", "==", 0),)),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.health import faults
 from agent.health.results import Result
+from agent.health.thresholds import INCIDENT_LOOK_BACK_S
 from agent.triage.evidence import Address, LocalFault
 from collectors import (
     hccn_ip,
@@ -110,7 +111,7 @@ def device_from_name(name: str, text: str = "") -> int | None:
 
 # ----------------------------------------------------------------------------- a node's saved readings
 
-LINK_WINDOW_S = 7200.0  # link_stat changes this far back (the tool's own clock) count as flaps
+LINK_WINDOW_S = INCIDENT_LOOK_BACK_S  # link_stat changes this far back (the tool's own clock) count as flaps
 
 
 @dataclass
