@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import yaml
 
 from agent.core.config import build_config
 from agent.daemon.assemble import AgentBundle, build_agent
+from tests.ports import free_port
 
 FAST = {
     "web": {"listen_address": "127.0.0.1"},
@@ -37,12 +37,6 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
         out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fast_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:

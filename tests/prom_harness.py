@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.ports import free_port
 
 __all__ = [
     "AMProcess",
@@ -79,13 +80,6 @@ def find_binary(*names: str, package: str) -> str:
         f"{' / '.join(names)} not found on PATH: install the Debian package {package} "
         "(apt-get install prometheus prometheus-alertmanager); CI installs it"
     )
-
-
-def free_port() -> int:
-    """A port that was free a moment ago (the binaries cannot report a port 0 choice back)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")

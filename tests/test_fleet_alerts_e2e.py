@@ -75,6 +75,7 @@ from agent.demo.node import DemoNode
 from tests.agent_harness import AgentProcess, demo_agent_config, free_port, merged
 from tests.prom_harness import (
     AMProcess,
+    HarnessError,
     PromProcess,
     ReceivedAlert,
     ScaledDuration,
@@ -103,6 +104,7 @@ KEEP_FIRING_FOR = "30s"
 HEALTHY_MARGIN_S = 5.0
 PROBES_SEEN_S = 3.0  # healthy probe results on show this long before the faults (alerts would be pending)
 DEADLINE_S = 300.0  # from the faults to the last resolution
+STARTUP_S = 120.0  # ~20 agents and their first tool runs starting at once on two cores
 # The CPU's "peak" for probes.peaks: a 1024 fp32 matmul on one core runs at several GFLOP/s or
 # more, so healthy efficiency is >> 0.8, and at probe_slow factor 0.001 << 0.8 (below 1.6 TFLOP/s).
 CPU_PEAK_FLOPS = 2e9
@@ -476,6 +478,24 @@ def _step(run: Run, fleet: Fleet, received: Sequence[ReceivedAlert], active: Seq
             _finish(run, fleet)
 
 
+def _wait_chips_scraped(fleet: Fleet, scenario: Scenario, timeout: float = STARTUP_S) -> None:
+    """Until Prometheus holds the node's chip count; else a failure that says where it stopped: the
+    target's scrape health, the agent's collector state, and the agent's log."""
+    expr = f'npu_chips{{node="{scenario.node}"}} == {scenario.chips}'
+    try:
+        fleet.prom.wait_for(expr, timeout=timeout)
+    except HarnessError:
+        agent = fleet.agents[scenario.node]
+        targets = fleet.prom.api("targets", {"state": "active"})["activeTargets"]
+        target = [{k: t.get(k) for k in ("health", "lastError", "lastScrapeDuration")}
+                  for t in targets if t.get("scrapeUrl", "").startswith(f"http://{agent.target}/")]
+        collectors = fleet.prom.query(f'{{node="{scenario.node}",__name__=~"npu_chips|npuwatch_collector_up|'
+                                      f'npuwatch_collector_down_reason"}}')
+        shown = [f"{show(item['metric'])}={item['value'][1]}" for item in collectors]
+        pytest.fail(f"{scenario.node}: no {expr!r} after {timeout:.0f}s; target {target}; series {shown}; "
+                    f"agent running={agent.running()}\n--- {agent.log_path} (tail) ---\n{agent.log_tail()}")
+
+
 def _missed_scrape(labels: Mapping[str, str]) -> bool:
     """NPUWatchDown pending: a scrape failed (one that took over the 1 s scrape timeout while ~20 agents
     share two cores). It fires only after its scaled for: of failed scrapes, and a firing one fails the
@@ -509,7 +529,7 @@ def test_every_alert_fires_from_its_fault_and_resolves_once(fleet: Fleet) -> Non
     for agent in fleet.agents.values():
         agent.wait_serving(timeout=60)
     for scenario in SCENARIOS:
-        prom.wait_for(f'npu_chips{{node="{scenario.node}"}} == {scenario.chips}', timeout=60)
+        _wait_chips_scraped(fleet, scenario)
     # Alerts are judged from here on only once every rule has been evaluated on a fleet that is all
     # up: a scrape from before an agent listened leaves NPUWatchDown pending until the next evaluation.
     prom.wait_for(f'count(up{{job="npuwatch"}} == 1) == {len(SCENARIOS)}', timeout=60)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,14 +13,9 @@ import pytest
 from agent.probes import cli as probe_cli
 from agent.probes.records import ProbeResult, ProbeSettings
 from agent.probes.runner import run_allreduce
+from tests.ports import free_port
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def node_settings(tag: str, ranks_per_node: int, deadline_s: float = 60.0) -> ProbeSettings:
