@@ -274,9 +274,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("e2e-allreduce-slow", "probe_slow", (
         Expect("NPUAllReduceBandwidthLow", {"reference": "fleet_median", "scope": "node"}),), params=SLOW,
         probes_with_fault=probing(allreduce={**PROBE_EVERY, "first_run": "1s"}),
-        recovered=('npu_probe_allreduce_bus_bandwidth_bytes_per_second{{node="{node}"}} > 0.5 * on (scope, size_bytes)'
-                   ' max by (scope, size_bytes) (npu_probe_allreduce_bus_bandwidth_bytes_per_second'
-                   '{{node="e2e-allreduce-ref"}})')),
+        recovered=('npu_probe_allreduce_bus_bandwidth_bytes_per_second{{node="{node}"}} > on (scope, size_bytes)'
+                   ' (0.5 * max by (scope, size_bytes) (npu_probe_allreduce_bus_bandwidth_bytes_per_second'
+                   '{{node="e2e-allreduce-ref"}}))')),
     # 4 MiB: a message size of its own, out of the other nodes' all-reduce median.
     Scenario("e2e-allreduce-corrupt", "probe_corrupt", (Expect("NPUAllReduceProbeWrongResult", {"scope": "node"}),),
              params={"probe": "allreduce"},
