@@ -55,6 +55,7 @@ FIXTURE_EXPECTATIONS: dict[str, tuple[dict[str, int], set[tuple[str, str]]]] = {
     "plog_rendezvous.log": ({"topo_exchange_timeout": 1, "EI0015": 1}, set()),
     "job_roce_cqe.log": ({"EI0013": 1}, {("peer", "192.0.2.2/6"), ("peer", "192.0.2.106")}),
     "job_sdma.log": ({"EI0012": 1}, {("remote_rank", "7")}),
+    "plog_dispatch.log": ({"task_dispatch_failed": 1, "rdma_wqe_send_failed": 1, "ffts_dispatch_failed": 1}, set()),
     "watchdog_torchrun.log": ({"watchdog": 1}, set()),
     "ray_stream_sync.log": ({"507046": 1, "EE1002": 1}, set()),
     "dmesg_heartbeat.log": ({"device_heartbeat_lost": 1}, {("device", "3")}),

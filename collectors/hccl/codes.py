@@ -48,6 +48,8 @@ CATEGORIES: tuple[Category, ...] = (
     Category("roce_cqe", "a RoCE completion (CQE) error: a local link fault for triage (EI0013)",
              "HCCLRoCECQEError", diagnose=True),
     Category("sdma", "an SDMA copy task failed (EI0012)", triage=True, diagnose=True),
+    Category("dispatch", "a collective's task could not be delivered to the device or the NIC (runtime or RDMA "
+             "send failed)", triage=True, diagnose=True),
     Category("watchdog_timeout", "torch_npu's watchdog gave up on a collective",
              "HCCLTimeout", triage=True, diagnose=True),
     Category("stream_sync_timeout", "a stream synchronize timed out (EE1002, 507048): the host side of an exec "
@@ -55,7 +57,8 @@ CATEGORIES: tuple[Category, ...] = (
     Category("heartbeat", "a peer's heartbeat was lost or stuck: triage reads it as a hint naming the peer",
              diagnose=True),
     Category("init", "communicator init failed (rank table, bind, environment)"),
-    Category("desync", "ranks disagree on the collective or its parameters (EI0005)", triage=True),
+    Category("desync", "ranks disagree on the collective or its parameters, or call it with an invalid one (EI0005)",
+             triage=True),
     Category("other", "an HCCL error line that no rule knows"),
 )
 

@@ -62,6 +62,7 @@ PRIMARY_CODES: dict[str, str] = {
     "rendezvous_timeout": "EI0015",
     "roce_cqe": "EI0013",
     "sdma": "EI0012",
+    "dispatch": "task_dispatch_failed",
     "watchdog_timeout": "watchdog",
     "stream_sync_timeout": "EE1002",
     "heartbeat": "heartbeat_lost",

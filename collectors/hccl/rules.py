@@ -1,9 +1,10 @@
 """One line's verdict: the (code, category) matches and culprit hints an HCCL / CANN log line carries.
 
 Pure and stateless; ``classify.StreamClassifier`` joins lines into incidents. The rules follow the
-phrasings HCCL prints (docs/hccl-log-formats.md). An ``[ERROR]`` plog line of module HCCL, HCCP or
-ROCE (or another module's that names HCCL) that no rule knows is a provisional ``other`` under the
-code ``<module>:<source file>``, so unknown failures are never silent.
+phrasings HCCL prints (docs/hccl-log-formats.md), then those of ascend-faultdiag's knowledge graph
+(collectors.hccl.knowledge). An ``[ERROR]`` plog line of module HCCL, HCCP or ROCE (or another
+module's that names HCCL) that neither knows is a provisional ``other`` under the code
+``<module>:<source file>``, so unknown failures are never silent.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from collectors.hccl.codes import ASCEND_CODE_CATEGORIES, category_of_code, is_ascend_code
 from collectors.hccl.hints import line_hints
+from collectors.hccl.knowledge import match_knowledge
 from collectors.hccl.lines import QUIET_LEVELS, parse_timestamp, split_prefixes
 
 __all__ = ["MAX_TEXT", "LineResult", "analyse_line", "classify_line"]
@@ -184,12 +186,17 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
         for pattern, code, category in _WEAK_RULES:
             if pattern.search(text):
                 matches.append((code, category))
+                provisional = True
                 break
+    if not matches:
+        known = match_knowledge(text)  # the knowledge graph's phrasings: after ours, before the fallback
+        if known is not None:
+            matches.append((known.code, known.category))
         else:
             fallback = _fallback_code(text)
             if fallback is not None:
                 matches.append((fallback, "other"))
-        provisional = bool(matches)
+                provisional = True
     return LineResult(parse_timestamp(text, ref_time), tuple(matches), line_hints(text), text[:MAX_TEXT],
                       provisional, indented)
 
