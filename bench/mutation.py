@@ -401,9 +401,29 @@ def run_module(target: Target, jobs: int, timeout: float) -> ModuleResult:
     (workdir / "seconds.txt").write_text(f"{result.seconds:.1f}\n", encoding="utf-8")
     if proc.returncode != 0:
         result.error = f"mutmut exited {proc.returncode}; see {workdir / 'mutmut.log'}"
+        why = failure_summary(workdir / "mutmut.log")
+        if why:
+            result.error += f" ({why})"
         return result
     result.mutants = read_results(target, workdir)
     return result
+
+
+def failure_summary(log_path: Path) -> str:
+    """Why mutmut stopped, from its log: its own message and the tests that failed in its stats run.
+
+    mutmut prints only "failed to collect stats. runner returned 1" when one of the selected tests fails
+    before any mutant runs (in the PID namespace, from the scratch copy): the failing test is in the
+    pytest output it dumps above that line.
+    """
+    try:
+        text = log_path.read_text(encoding="utf-8", errors="replace").replace("\r", "\n")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines()]
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    stopped = [line for line in lines if line.startswith(("failed to collect stats", "Stopping early"))]
+    return "; ".join(dict.fromkeys(stopped + failed[:5]))
 
 
 def last_result(target: Target) -> ModuleResult:

@@ -10,18 +10,23 @@ well as by path. The fixtures here build on tests/support (docs/development.md, 
 - ``prometheus`` / ``alertmanager``: factories that start a real Prometheus / Alertmanager with the
   harness functions of tests.support.prom_harness and stop every one they started at teardown.
 - ``webhook``: a started WebhookReceiver (Alertmanager's notifications), stopped at teardown.
+
+In the fast tiers (tests/unit, tests/conformance) a test that starts a subprocess, forks or listens on
+a socket fails (``StartsSomething``): such a test belongs in tests/integration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.agent_harness import AgentBundle, demo_bundle, get, serving, wait_for
+from tests.support.agent_harness import ServedAgent, demo_bundle, get, serving, wait_for
 from tests.support.daemon import BASE_CONFIG, Daemon
 from tests.support.prom_harness import (
     AMProcess,
@@ -33,18 +38,7 @@ from tests.support.prom_harness import (
     start_alertmanager_with,
     start_prometheus,
 )
-
-TIERS = ("unit", "integration", "e2e", "conformance")
-TESTS = Path(__file__).resolve().parent
-
-
-def tier_of(path: Path) -> str | None:
-    """The tier directory a test module sits in (None: outside every tier)."""
-    try:
-        first = path.resolve().relative_to(TESTS).parts[0]
-    except (ValueError, IndexError):
-        return None
-    return first if first in TIERS else None
+from tests.support.tiers import FAST_TIERS, StartsSomething, tier_of
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -54,10 +48,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, tier))
 
 
-@dataclass
-class ServedAgent:
-    bundle: AgentBundle
-    url: str
+@pytest.fixture(autouse=True)
+def _fast_tiers_start_nothing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In tests/unit and tests/conformance, starting a subprocess, forking or listening on a socket fails the test."""
+    if tier_of(Path(str(request.node.path))) not in FAST_TIERS:
+        return
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            raise StartsSomething(f"a {'/'.join(FAST_TIERS)} test must not {what}: move it to tests/integration")
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("start a subprocess"))
+    monkeypatch.setattr(socket.socket, "listen", refuse("listen on a socket"))
+    monkeypatch.setattr(os, "fork", refuse("fork"))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.core.config import apply_overrides, build_config
 from agent.daemon.assemble import build_agent
-from tests.support.agent_harness import demo_bundle, fast_config, get, serving, wait_for
+from tests.support.agent_harness import ServedAgent, demo_bundle, fast_config, get, serving, wait_for
 
 
 def _values(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -257,15 +257,13 @@ def test_readyz_reports_missing_tool_while_healthz_stays_ok(tmp_path: Path) -> N
         assert _get(values, "npuwatch_collector_errors_total", collector="npu_smi_info", reason="missing_tool") == 1
 
 
-def test_readyz_ok_once_the_chip_list_is_read(tmp_path: Path) -> None:
-    bundle = demo_bundle(tmp_path)
-    with serving(bundle) as url:
-        bundle.agent.collect_group("inventory")
-        bundle.agent.collect_group("info")
-        status, body, _ = get(url + "/readyz")
-        assert status == 200 and b'"ready": true' in body
-        status, body, _ = get(url + "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
-        assert status == 200 and body.endswith(b"# EOF\n")
+def test_readyz_ok_once_the_chip_list_is_read(demo_agent: ServedAgent) -> None:
+    demo_agent.bundle.agent.collect_group("inventory")
+    demo_agent.bundle.agent.collect_group("info")
+    status, body, _ = get(demo_agent.url + "/readyz")
+    assert status == 200 and b'"ready": true' in body
+    status, body, _ = get(demo_agent.url + "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert status == 200 and body.endswith(b"# EOF\n")
 
 
 def test_missing_hccn_tool_is_no_data_not_an_error(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,14 @@ def fast_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 def demo_bundle(tmp_path: Path, extra: dict[str, Any] | None = None, chips: int = 8) -> AgentBundle:
     config = build_config(fast_config(extra))
     return build_agent(config, tmp_path / "demo", chips)
+
+
+@dataclass
+class ServedAgent:
+    """What the ``demo_agent`` fixture (tests/conftest.py) yields: the agent and its HTTP server's base URL."""
+
+    bundle: AgentBundle
+    url: str
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.tiers import TIERS, StartsSomething
 
 ROOTS = ("agent", "collectors")
 PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.health", "agent.diagnose", "agent.triage",
@@ -248,7 +249,6 @@ def test_every_package_is_in_the_distribution() -> None:
 
 # --- the test suite's own layout (docs/development.md, "Test layout")
 TESTS = REPO / "tests"
-TIERS = ("unit", "integration", "e2e", "conformance")
 
 
 def suite_modules() -> list[Path]:
@@ -298,3 +298,14 @@ def test_support_holds_no_tests() -> None:
     support = TESTS / "support"
     assert (support / "__init__.py").is_file()
     assert [path.name for path in support.glob("test_*.py")] == []
+
+
+def test_a_fast_tier_test_cannot_start_a_process() -> None:
+    """tests/conftest.py refuses subprocesses, forks and listening sockets in the unit and conformance tiers."""
+    import socket
+    import subprocess
+
+    with pytest.raises(StartsSomething, match="move it to tests/integration"):
+        subprocess.run(["true"], check=False)
+    with socket.socket() as sock, pytest.raises(StartsSomething):
+        sock.listen()

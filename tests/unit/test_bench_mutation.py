@@ -103,3 +103,13 @@ def test_case_only_verdicts_cover_regex_literals_only() -> None:
     assert mutation.find_verdict(regex, "m", [verdict]) is verdict
     assert mutation.find_verdict(message, "m", [verdict]) is None
     assert mutation.find_verdict(other, "m", [verdict]) is None
+
+
+def test_failure_summary_names_the_tests_that_stopped_the_stats_run(tmp_path: Path) -> None:
+    log = tmp_path / "mutmut.log"
+    log.write_text("\r⠋ Running stats\r⠙ Running stats\n.F.\n"
+                   "FAILED tests/integration/test_tool_runner.py::test_x - AssertionError: 4 < 3\n"
+                   "1 failed, 2 passed in 3.0s\nfailed to collect stats. runner returned 1\n")
+    assert mutation.failure_summary(log) == ("failed to collect stats. runner returned 1; FAILED "
+                                             "tests/integration/test_tool_runner.py::test_x - AssertionError: 4 < 3")
+    assert mutation.failure_summary(tmp_path / "missing.log") == ""
