@@ -139,8 +139,9 @@ TARGETS: tuple[Target, ...] = (
                                             "tests/conformance/test_hccl_logs.py", "tests/unit/test_hccl_hints.py"))
       for name in ("classify", "rules", "lines", "codes", "hints", "rendezvous")),
     Target("collectors/hccl/tail.py", ("tests/unit/test_hccl_tail.py", "tests/unit/test_hccl_incidents.py",
-                                       "tests/unit/test_log_walk.py")),
-    Target("agent/probes/peaks.py", ("tests/unit/test_peaks.py", "tests/unit/test_probe_workers.py")),
+                                       "tests/unit/test_log_walk.py", "tests/integration/test_log_walk.py")),
+    Target("agent/probes/peaks.py", ("tests/unit/test_peaks.py", "tests/unit/test_probe_workers.py",
+                                     "tests/integration/test_probe_workers.py")),
     # Not test_web_security.py / test_web_limits.py: they drive a live server for seconds per mutant;
     # what they check of auth (BUSY under a flood, per-client bounds) tests/unit/test_web_auth.py checks directly.
     Target("agent/web/auth.py", ("tests/unit/test_web_auth.py",)),

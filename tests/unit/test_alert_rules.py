@@ -1,8 +1,7 @@
-"""Checks on alerts/: promtool validation and unit tests, plus our own contract checks.
+"""Contract checks on alerts/ read from the rule files themselves: names, labels, annotations, runbooks.
 
-promtool and amtool come from the Debian/Ubuntu ``prometheus`` and ``prometheus-alertmanager``
-packages (CI installs both), so a missing one is a failure, not a skip. That every part of every
-rule is needed by a promtool case is tests/integration/test_alert_coverage.py's subject.
+promtool, amtool and the unit tests in alerts/tests run in tests/integration/test_alert_rules.py; a real
+Alertmanager and Prometheus in tests/e2e/test_alert_rules.py.
 """
 
 from __future__ import annotations

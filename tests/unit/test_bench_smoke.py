@@ -1,8 +1,6 @@
-"""Smoke test of the benchmark scripts: each runs with --quick and prints its table.
+"""The benchmark scripts' shared helpers (tables, percentiles, series counts) and their verdicts.
 
-The three scripts run concurrently (most of their quick time is waiting on child processes), so
-the module stays well under 30 s. Only the shape and sanity of the output are asserted here; the
-speed and memory targets themselves are what the scripts report, not test assertions.
+The scripts themselves run with --quick in tests/integration/test_bench_smoke.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""``npuwatch diagnose`` against the demo node's fake tools, run as real subprocesses.
+"""``npuwatch diagnose`` without the fake tools: log checks, flags, probe progress, causes and their runbooks.
 
-Each test creates a small demo node in tmp_path, switches faults on, runs ``diagnose.main`` with
-a short sampling gap and reads the JSON it prints. Time-dependent faults (link flaps) run with
-the fakes' clock frozen so the link state is known.
+Against the demo node's fake tools, run as real subprocesses: tests/integration/test_diagnose.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The copy probes (membw, h2d, p2p) and the sustained GEMM: real workers on the cpu backend, judging on
-synthetic results, the expected-bandwidth table, the CLI and the watchdog.
+"""The copy probes (membw, h2d, p2p) and the sustained GEMM: judging and configuration, in process.
 
-On the cpu backend ``--devices 0,1,2`` are fake devices in host memory: the numbers are memory
-copies, but every result keeps the shape it has on npu/cuda. Sizes are small and loops short.
+Real workers on the cpu backend: tests/integration/test_probe_bandwidth.py.
 """
 
 from __future__ import annotations

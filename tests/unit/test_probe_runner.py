@@ -1,6 +1,6 @@
-"""The probe runner on the cpu backend with real torch and gloo: outcomes, stages, no orphans.
+"""The probe runner's pure parts: outcomes, stages and results, judged without a worker.
 
-Sizes are tiny and deadlines short: these tests are about the machinery, not the numbers.
+Real torch and gloo workers on the cpu backend: tests/integration/test_probe_runner.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Textfile mode: atomic writes for node_exporter; a full or read-only disk never stops the agent."""
+"""Textfile mode's atomic writes for node_exporter, in process.
+
+A demo agent writing through a full or read-only disk: tests/integration/test_textfile.py.
+"""
 
 from __future__ import annotations
 

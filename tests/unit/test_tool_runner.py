@@ -1,4 +1,8 @@
-"""The tool runner on real subprocesses: timeouts kill the whole group, no zombies remain."""
+"""``agent.core.tool_runner`` without running a tool: exact messages, boundaries, tool resolution, environment.
+
+Real subprocesses (timeouts kill the whole group, no zombies remain; bench/mutation.py runs those
+in a PID namespace): tests/integration/test_tool_runner.py.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Triage over flight-recorder dumps: a real 4-rank gloo job (``tests/support/fr_harness.py``) and torch_npu's format.
+"""Triage over flight-recorder dumps in torch_npu's format (fixtures).
 
-The gloo runs are real ``torch.distributed`` jobs on the CPU: one rank sleeps instead of entering
-collective N (hang) or calls broadcast where the others call all_reduce (desync); every rank
-dumps its flight recorder. Triage reads the run directory as one node.
+A real 4-rank gloo job (``tests/support/fr_harness.py``): tests/integration/test_triage_flight.py.
 """
 
 from __future__ import annotations

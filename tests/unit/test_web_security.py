@@ -1,6 +1,6 @@
-"""TLS, basic auth and request limits on the agent's HTTP endpoints, with real clients.
+"""The web config (TLS, basic auth, limits) as loaded and checked, without a server.
 
-Helpers (certificates, servers, clients from any loopback address) are in ``tests/support/web_harness.py``.
+The agent's HTTP endpoints with real clients: tests/integration/test_web_security.py.
 """
 
 from __future__ import annotations
