@@ -2,7 +2,7 @@
 
     python bench/agent.py                # defaults: 1,000 cycles, 3 minutes per node (16 and 8 chips)
     python bench/agent.py --minutes 1    # shorter CPU runs
-    python bench/agent.py --quick        # seconds; what tests/test_bench_smoke.py runs
+    python bench/agent.py --quick        # seconds; what tests/integration/test_bench_smoke.py runs
 
 Prints one table (metric | value | target | ok). What each row measures:
 

@@ -2,7 +2,7 @@
 
     python bench/metrics_latency.py                  # 2,000 sequential scrapes of each
     python bench/metrics_latency.py --requests 500
-    python bench/metrics_latency.py --quick          # what tests/test_bench_smoke.py runs
+    python bench/metrics_latency.py --quick          # what tests/integration/test_bench_smoke.py runs
 
 Each exporter runs in its own process on 127.0.0.1; the same client scrapes them in turn: one
 new connection per request (``Connection: close``), plain text, no gzip unless ``--gzip``.

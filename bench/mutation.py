@@ -84,21 +84,19 @@ class Target:
         return self.path[: -len(".py")].replace("/", ".")
 
 
-# Not tests/test_hostile_output.py: its fuzzing and timing tests take seconds per mutant and assert
+# Not tests/unit/test_hostile_output.py: its fuzzing and timing tests take seconds per mutant and assert
 # only that parsing survives, which the bounds tests below already pin down value by value.
-_KV_TESTS = ("tests/test_mut_npu_smi_kv.py", "tests/test_npu_smi_kv.py", "tests/test_npu_smi_kv_bounds.py",
-             "tests/test_conformance_npu_smi_kv.py")
-_HCCN_TESTS = ("tests/test_mut_hccn.py", "tests/test_hccn.py", "tests/test_hccn_bounds.py",
-               "tests/test_conformance_hccn_dmi.py")
-_INFO_TESTS = ("tests/test_mut_npu_smi_info.py", "tests/test_npu_smi_info.py",
-               "tests/test_conformance_npu_smi_tables.py")
-# Only the package-name imports count: tests/test_probe_workers.py imports the workers as top-level
-# modules (``gemm``, ``_common``), whose trampolines mutmut never switches on.
-_PROBE_TESTS = ("tests/test_mut_probes.py",)
+_KV_TESTS = ("tests/unit/test_npu_smi_kv.py", "tests/unit/test_npu_smi_kv_bounds.py",
+             "tests/conformance/test_npu_smi_kv.py")
+_HCCN_TESTS = ("tests/unit/test_hccn.py", "tests/unit/test_hccn_bounds.py", "tests/conformance/test_hccn_dmi.py")
+_INFO_TESTS = ("tests/unit/test_npu_smi_info.py", "tests/conformance/test_npu_smi_tables.py")
+# The unit tests of the workers' pure helpers. Only the package-name imports count: the tests there that
+# import the workers as top-level modules (``gemm``, ``_common``) reach no trampoline mutmut switches on.
+_PROBE_TESTS = ("tests/unit/test_probe_workers.py",)
 
 
 def _kv(name: str, *own_tests: str) -> Target:
-    return Target(f"collectors/{name}.py", tuple(f"tests/{test}" for test in own_tests) + _KV_TESTS)
+    return Target(f"collectors/{name}.py", tuple(f"tests/unit/{test}" for test in own_tests) + _KV_TESTS)
 
 
 def _hccn(name: str) -> Target:
@@ -109,14 +107,13 @@ TARGETS: tuple[Target, ...] = (
     # The victim filter of kill_tree ("and" -> "or"), _carries_run_id ("==" -> "!=") and the calls of
     # kill_tree (run_id -> None: every process without the variable matches) make a mutant SIGKILL
     # every process it sees, mutmut included (inside the PID namespace: nothing else).
-    Target("agent/core/tool_runner.py", ("tests/test_mut_tool_runner.py", "tests/test_runner.py"),
+    Target("agent/core/tool_runner.py", ("tests/unit/test_tool_runner.py", "tests/integration/test_tool_runner.py"),
            needs_isolation=True,
            skip_lines=(r"process\.pid not in victims and process\.pid != proc\.pid and _carries_run_id",
                        r"return process\.environ\(\)\.get\(RUN_ID_ENV\) == run_id", r"^\s+return False$",
                        r"kill_tree\(proc, run_id\)")),
-    Target("agent/core/snapshot.py", ("tests/test_snapshot.py", "tests/test_mut_snapshot.py",
-                                      "tests/test_exporter.py")),
-    Target("agent/core/exposition.py", ("tests/test_mut_exposition.py", "tests/test_exporter.py")),
+    Target("agent/core/snapshot.py", ("tests/unit/test_snapshot.py", "tests/unit/test_exporter.py")),
+    Target("agent/core/exposition.py", ("tests/unit/test_exporter.py",)),
     # npu_smi_info_records.py holds dataclasses only: no function body for mutmut to mutate.
     *(Target(f"collectors/{name}.py", _INFO_TESTS) for name in ("npu_smi_info", "npu_smi_info_layout",
                                                                 "npu_smi_info_rows")),
@@ -136,19 +133,18 @@ TARGETS: tuple[Target, ...] = (
     _hccn("hccn_net_health"),
     _hccn("hccn_optical"),
     _hccn("hccn_stat"),
-    Target("collectors/bounds.py", ("tests/test_bounds.py", "tests/test_mut_bounds.py", "tests/test_hccn_bounds.py",
-                                    "tests/test_npu_smi_kv_bounds.py", "tests/test_npu_smi_info.py")),
-    *(Target(f"collectors/hccl/{name}.py", ("tests/test_mut_hccl_classify.py", "tests/test_hccl_classify.py",
-                                            "tests/test_hccl_incidents.py", "tests/test_conformance_hccl_logs.py",
-                                            "tests/test_hccl_hints.py"),
-             deselect=("tests/test_hccl_classify.py::test_info_lines_are_cheap",))
+    Target("collectors/bounds.py", ("tests/unit/test_bounds.py", "tests/unit/test_hccn_bounds.py",
+                                    "tests/unit/test_npu_smi_kv_bounds.py", "tests/unit/test_npu_smi_info.py")),
+    *(Target(f"collectors/hccl/{name}.py", ("tests/unit/test_hccl_classify.py", "tests/unit/test_hccl_incidents.py",
+                                            "tests/conformance/test_hccl_logs.py", "tests/unit/test_hccl_hints.py"))
       for name in ("classify", "rules", "lines", "codes", "hints", "rendezvous")),
-    Target("collectors/hccl/tail.py", ("tests/test_mut_hccl_tail.py", "tests/test_hccl_tail.py",
-                                       "tests/test_hccl_incidents.py", "tests/test_log_walk.py")),
-    Target("agent/probes/peaks.py", ("tests/test_mut_peaks.py", "tests/test_probe_workers.py")),
+    Target("collectors/hccl/tail.py", ("tests/unit/test_hccl_tail.py", "tests/unit/test_hccl_incidents.py",
+                                       "tests/unit/test_log_walk.py", "tests/integration/test_log_walk.py")),
+    Target("agent/probes/peaks.py", ("tests/unit/test_peaks.py", "tests/unit/test_probe_workers.py",
+                                     "tests/integration/test_probe_workers.py")),
     # Not test_web_security.py / test_web_limits.py: they drive a live server for seconds per mutant;
-    # what they check of auth (BUSY under a flood, per-client bounds) test_mut_auth.py checks directly.
-    Target("agent/web/auth.py", ("tests/test_mut_auth.py", "tests/test_web_auth.py")),
+    # what they check of auth (BUSY under a flood, per-client bounds) tests/unit/test_web_auth.py checks directly.
+    Target("agent/web/auth.py", ("tests/unit/test_web_auth.py",)),
     Target("collectors/probes/_common.py", _PROBE_TESTS,
            functions=("emit_result", "report_stage", "_hook_matches", "stall_if_requested", "corruption_requested",
                       "looks_like_timeout")),
@@ -406,9 +402,29 @@ def run_module(target: Target, jobs: int, timeout: float) -> ModuleResult:
     (workdir / "seconds.txt").write_text(f"{result.seconds:.1f}\n", encoding="utf-8")
     if proc.returncode != 0:
         result.error = f"mutmut exited {proc.returncode}; see {workdir / 'mutmut.log'}"
+        why = failure_summary(workdir / "mutmut.log")
+        if why:
+            result.error += f" ({why})"
         return result
     result.mutants = read_results(target, workdir)
     return result
+
+
+def failure_summary(log_path: Path) -> str:
+    """Why mutmut stopped, from its log: its own message and the tests that failed in its stats run.
+
+    mutmut prints only "failed to collect stats. runner returned 1" when one of the selected tests fails
+    before any mutant runs (in the PID namespace, from the scratch copy): the failing test is in the
+    pytest output it dumps above that line.
+    """
+    try:
+        text = log_path.read_text(encoding="utf-8", errors="replace").replace("\r", "\n")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines()]
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    stopped = [line for line in lines if line.startswith(("failed to collect stats", "Stopping early"))]
+    return "; ".join(dict.fromkeys(stopped + failed[:5]))
 
 
 def last_result(target: Target) -> ModuleResult:

@@ -3,7 +3,7 @@
     python bench/soak.py                  # 10,000 cycles, RSS at 1k/5k/10k
     python bench/soak.py --cycles 3000    # RSS at 300/1,500/3,000
     python bench/soak.py --tracemalloc    # also list the top allocation growth after warm-up
-    python bench/soak.py --quick          # what tests/test_bench_smoke.py runs
+    python bench/soak.py --quick          # what tests/integration/test_bench_smoke.py runs
 
 One cycle is ``Agent.collect_once()`` (every collector group and internal job) plus one
 ``cache.render()``, in this process, with the demo fakes' render functions called in-process

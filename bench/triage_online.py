@@ -38,7 +38,7 @@ from agent.triage.engine import analyze  # noqa: E402
 from agent.triage.evidence import Window  # noqa: E402
 from agent.triage.prometheus import PrometheusClient, PrometheusSource, read_evidence  # noqa: E402
 from bench._util import Table, verdict  # noqa: E402
-from tests.prom_harness import start_prometheus  # noqa: E402
+from tests.support.prom_harness import start_prometheus  # noqa: E402
 
 NPUS = 8
 JOB = "npuwatch"

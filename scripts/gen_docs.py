@@ -6,7 +6,7 @@
 Each page keeps its hand-written prose above the MARKER line; everything below it is generated:
 the metric reference from ``collectors.catalogue.CATALOGUE``, the configuration reference from
 ``agent.core.config.SCHEMA`` (checker, default, description), the alert reference from
-``alerts/*.rules.yml``. tests/test_docs.py fails while a page is stale.
+``alerts/*.rules.yml``. tests/unit/test_docs.py fails while a page is stale.
 """
 
 from __future__ import annotations

@@ -204,7 +204,7 @@ class AlertTrigger:
     note: str = ""
 
 
-# Every alert in alerts/*.rules.yml, and how the demo fires it (tests/test_demo_alerts.py holds
+# Every alert in alerts/*.rules.yml, and how the demo fires it (tests/integration/test_demo_alerts.py holds
 # this table to the rule files). Durations are the rules' own `for:` and windows.
 ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUWatchDown": AlertTrigger(None, note="stop the agent (Ctrl-C `npuwatch run --demo`); fires after 5 min"),

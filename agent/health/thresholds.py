@@ -1,7 +1,7 @@
 """The one thresholds table: per fault kind, the check that judges it, its status, threshold, look-back and alert.
 
 Every judgement of ``agent.health.faults`` takes its threshold and status from here, and
-tests/test_health_thresholds.py fails when an alert rule (``alerts/*.rules.yml``) that sees the
+tests/unit/test_health_thresholds.py fails when an alert rule (``alerts/*.rules.yml``) that sees the
 same quantity holds it to another number or window. Where the alert cannot see the agent's
 quantity, ``alert_note`` says why it uses a coarser signal. ``check.flap_window`` and
 ``check.max_isolated_pages`` override ``window_s`` of ``link_flap`` and ``threshold`` of

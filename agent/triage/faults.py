@@ -24,7 +24,7 @@ an HCCL timeout on the ranks that use that NPU or node, most convincing first:
 A fault with no date (a state seen in a snapshot, such as an ECC count) weighs ``UNDATED_FACTOR``
 of its weight: it may predate the incident or have nothing to do with it. Whether a kind fails a
 node's own report or warns is the thresholds table's (``agent.health.thresholds``); every kind it
-fails weighs at least ``FAIL_WEIGHT`` and every kind it warns less (tests/test_health_thresholds.py).
+fails weighs at least ``FAIL_WEIGHT`` and every kind it warns less (tests/unit/test_health_thresholds.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A culprit's score is a sum over independent kinds of evidence (the more kinds agree, the higher);
 local faults weigh what ``agent.triage.faults`` says (its ``FaultKind.weight``), corroborated and
 scaled here. Changing a weight is one line below and the test that pins it
-(tests/test_triage_weights.py).
+(tests/unit/test_triage_weights.py).
 """
 
 from __future__ import annotations

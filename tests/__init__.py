@@ -1,0 +1,1 @@
+"""npuwatch's test suite, one directory per tier (docs/development.md)."""

@@ -1,0 +1,1 @@
+"""End-to-end tier: real Prometheus and Alertmanager, fleets of agents."""

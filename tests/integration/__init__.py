@@ -1,0 +1,1 @@
+"""Integration tier: real subprocesses, agents, HTTP servers, torch workers, promtool."""

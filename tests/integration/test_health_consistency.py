@@ -1,0 +1,147 @@
+"""``check``, ``diagnose`` and ``triage`` judge each demo chip fault the same way (issue 20, item 6).
+
+Every chip fault a check judges is planted on its own NPU of one demo node, alone and all together;
+the real ``npuwatch check --json`` and ``npuwatch diagnose --json`` run on it in child processes and
+must give the same status on the same NPU for every check both print. A one-node ``npuwatch
+bundle`` read by ``npuwatch triage`` lists the same local faults (the bundle holds no HCCL incident,
+so its verdict is "no incident; local faults: ..."). That the shipped alert of each fault fires on
+its NPU is the fleet end-to-end test's (tests/e2e/test_fleet_alerts.py); tests/unit/test_health_thresholds.py
+holds every alert's threshold and look-back to the thresholds table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.demo.node import DemoNode
+from agent.health.thresholds import threshold_of
+from agent.triage.faults import fault_kind
+from tests.support.paths import REPO
+
+CHIPS = 10
+NODE = "consistency-node"
+
+
+@dataclass(frozen=True)
+class Planted:
+    fault: str
+    npu: int
+    kind: str  # the fault kind of agent.health.thresholds it is judged as
+    params: tuple[tuple[str, Any], ...] = ()
+    in_bundle: bool = True  # the bundle holds the tool output that shows it
+
+    @property
+    def check(self) -> str:
+        return threshold_of(self.kind).check
+
+    @property
+    def status(self) -> str:
+        return threshold_of(self.kind).status
+
+
+PLANTED = (
+    Planted("link_down", 0, "link_down"),
+    Planted("link_flap", 1, "link_flap", (("period_s", 4.0), ("since", -120.0))),
+    Planted("optics_no_light", 2, "optics_dark"),
+    Planted("net_health_fail", 3, "net_health"),
+    Planted("hbm_dbe", 4, "hbm_dbe"),
+    Planted("health", 5, "chip_unhealthy", (("state", "Alarm"), ("codes", "8C084E00"))),
+    Planted("hccs_error", 6, "hccs_unhealthy", in_bundle=False),
+    Planted("hot", 7, "chip_too_hot", (("celsius", 97.0),), in_bundle=False),
+    Planted("health", 8, "chip_warning", (("state", "Warning"), ("codes", "80E18005"))),
+    Planted("vanish", 9, "chip_missing", in_bundle=False),
+)
+
+
+def npuwatch(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=REPO, check=False)
+
+
+def plant(node: DemoNode, planted: Planted) -> None:
+    params = dict(planted.params)
+    if "since" in params:
+        params["since"] = time.time() + float(params["since"])
+    node.set_fault(planted.fault, chip=planted.npu, **params)
+
+
+def statuses(document: dict[str, Any]) -> dict[tuple[str, int | None], str]:
+    """(check, NPU) -> the worst status of that NPU's results in the check (None: node-wide results)."""
+    order = {"PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
+    found: dict[tuple[str, int | None], str] = {}
+    for check in document["checks"]:
+        for result in check["results"]:
+            key = (check["name"], result["npu"])
+            if key not in found or order[result["status"]] > order[found[key]]:
+                found[key] = result["status"]
+    return found
+
+
+def run_both(tmp_path: Path, node: DemoNode) -> tuple[dict[str, Any], dict[str, Any]]:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"expected_chips": CHIPS, "check": {"skip": ["agent"]},
+                                      "labels": {"node": NODE}}))
+    demo = ["--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS), "--config", str(config)]
+    checked = npuwatch("check", "--json", *demo)
+    diagnosed = npuwatch("diagnose", "--json", "--sample-gap", "0.2", *demo)
+    assert checked.stdout, checked.stderr
+    assert diagnosed.stdout, diagnosed.stderr
+    return json.loads(checked.stdout), json.loads(diagnosed.stdout)
+
+
+def assert_agree(check: dict[str, Any], diagnose: dict[str, Any], planted: tuple[Planted, ...]) -> None:
+    by_check, by_diagnose = statuses(check), statuses(diagnose)
+    for fault in planted:
+        where = None if fault.kind == "chip_missing" else fault.npu
+        assert by_check.get((fault.check, where)) == fault.status, (fault, by_check)
+        assert by_diagnose.get((fault.check, where)) == fault.status, (fault, by_diagnose)
+    flapping = {fault.npu for fault in planted if fault.kind == "link_flap"}
+    common = {name for name, _ in by_check} & {name for name, _ in by_diagnose}
+    for (name, npu), status in by_check.items():
+        if name not in common or npu is None or (npu in flapping and name != "roce_flaps"):
+            continue  # a flapping port's link, light and net_health change between the two readings
+        assert by_diagnose.get((name, npu)) == status, (name, npu, status, by_diagnose.get((name, npu)))
+
+
+@pytest.mark.parametrize("planted", PLANTED, ids=[f"{p.fault}-{p.kind}" for p in PLANTED])
+def test_each_fault_alone_has_one_status_in_check_and_diagnose(tmp_path: Path, planted: Planted) -> None:
+    node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
+    plant(node, planted)
+    check, diagnose = run_both(tmp_path, node)
+    assert_agree(check, diagnose, (planted,))
+
+
+def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_path: Path) -> None:
+    node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
+    for planted in PLANTED:
+        plant(node, planted)
+    check, diagnose = run_both(tmp_path, node)
+    assert_agree(check, diagnose, PLANTED)
+    assert (check["exit_code"], diagnose["exit_code"]) == (2, 2)
+
+    bundle = tmp_path / "node.tar.gz"
+    made = npuwatch("bundle", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
+                    "-o", str(bundle))
+    assert made.returncode == 0, made.stderr
+    triaged = npuwatch("triage", "--json", str(bundle))
+    report = json.loads(triaged.stdout)
+    assert report["incidents"] == []
+    verdict = report["verdict"]
+    assert verdict.startswith("no incident; local faults: "), verdict
+    listed = verdict.split(": ", 1)[1]
+    for planted in PLANTED:
+        if planted.in_bundle:
+            label = re.escape(fault_kind(planted.kind).label)
+            assert re.search(rf"(^|, ){label} on \S+ NPU {planted.npu}(,|$)", listed), (planted, listed)

@@ -1,0 +1,12 @@
+"""Where the tests find the repository, their fixtures and the shared capture corpus."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+FIXTURES = TESTS / "fixtures"
+# The real captures (../shared/corpus beside the checkout, or $NPUWATCH_CORPUS): the conformance tier reads them.
+CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or REPO.parent / "shared" / "corpus")

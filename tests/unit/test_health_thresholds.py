@@ -1,0 +1,102 @@
+"""The thresholds table (agent/health/thresholds.py) against its consumers: the alert rules, triage's
+weights, the check names, and the config keys that override it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.check.levels import CHECKS
+from agent.check.settings import CheckSettings
+from agent.core.config import build_config
+from agent.diagnose.results import KIND_CAUSES
+from agent.health.status import FAIL, WARN
+from agent.health.thresholds import THRESHOLDS, AlertBound, Threshold
+from agent.triage.faults import FAIL_WEIGHT, FAULT_KINDS, is_failure
+from tests.support.paths import REPO
+
+WITH_ALERT = [entry for entry in THRESHOLDS.values() if entry.alert]
+
+
+def rules() -> dict[str, list[dict[str, Any]]]:
+    """Every alert rule of alerts/*.rules.yml by alert name (one name may have several rules)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted((REPO / "alerts").glob("*.rules.yml")):
+        for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    found.setdefault(rule["alert"], []).append(rule)
+    return found
+
+
+RULES = rules()
+
+
+def satisfies(expr: str, bound: AlertBound) -> bool:
+    """Whether ``expr`` compares ``bound.metric`` (over ``[window]`` when the bound has one) as the bound says."""
+    text = " ".join(expr.split())
+    window = rf"\[{re.escape(bound.window)}\]\)" if bound.window else ""
+    pattern = rf"\b{re.escape(bound.metric)}(?:\{{[^}}]*\}})?{window}\s*{re.escape(bound.op)}\s*([0-9.eE+-]+)"
+    return any(float(match.group(1)) == bound.value for match in re.finditer(pattern, text))
+
+
+@pytest.mark.parametrize("entry", WITH_ALERT, ids=[entry.kind for entry in WITH_ALERT])
+def test_the_alert_sees_the_tables_threshold_and_look_back(entry: Threshold) -> None:
+    assert entry.alert in RULES, f"{entry.kind}: no alert rule named {entry.alert}"
+    mine = [rule for rule in RULES[entry.alert] if rule["labels"]["severity"] == entry.severity]
+    assert mine, f"{entry.kind}: no {entry.alert} rule of severity {entry.severity}"
+    for bound in entry.bounds:
+        assert any(satisfies(rule["expr"], bound) for rule in mine), (
+            f"{entry.alert} ({entry.severity}) does not say {bound.metric} {bound.op} {bound.value:g}"
+            f"{f' over {bound.window}' if bound.window else ''}, as the table's {entry.kind} does")
+    if entry.window_s is not None and entry.bounds:
+        windows = {bound.window for bound in entry.bounds if bound.window}
+        assert windows <= {f"{entry.window_s / 60:g}m"}, f"{entry.kind}: the alert's look-back is not the table's"
+
+
+def test_the_flap_rule_counts_what_the_table_counts() -> None:
+    """Two link-downs are three state changes (down, up, down) or two link-ups of the counter."""
+    flap = THRESHOLDS["link_flap"]
+    changes, ups = flap.bounds
+    assert changes.value == 2 * float(flap.threshold or 0) - 1 and ups.value == float(flap.threshold or 0)
+
+
+def test_every_entry_with_a_coarser_alert_or_none_says_why() -> None:
+    for entry in THRESHOLDS.values():
+        if not entry.alert or not entry.bounds:
+            assert entry.alert_note, f"{entry.kind}: say why no alert sees the table's threshold"
+        if entry.alert and (entry.status == FAIL) != (entry.severity == "critical"):
+            assert entry.alert_note, f"{entry.kind}: {entry.status} pages {entry.severity}: say why"
+
+
+def test_bounds_that_disagree_are_caught() -> None:
+    expr = 'increase(npu_roce_link_up_transitions_total{job="npuwatch"}[15m]) >= 3'
+    assert not satisfies(expr, AlertBound("npu_roce_link_up_transitions_total", ">=", 2, "15m"))
+    assert not satisfies(expr, AlertBound("npu_roce_link_up_transitions_total", ">=", 3, "10m"))
+    assert satisfies(expr, AlertBound("npu_roce_link_up_transitions_total", ">=", 3, "15m"))
+
+
+def test_every_kind_is_a_triage_fault_a_diagnose_cause_and_a_check() -> None:
+    checks = {spec.name for spec in CHECKS} | {"roce_errors"}  # roce_errors: diagnose only (two samples)
+    for entry in THRESHOLDS.values():
+        assert entry.status in (FAIL, WARN)
+        assert entry.check in checks, entry
+        assert entry.kind in FAULT_KINDS, entry
+        assert is_failure(entry.kind) == (entry.status == FAIL)
+        # triage weighs what the table fails above what it warns
+        assert (FAULT_KINDS[entry.kind].weight >= FAIL_WEIGHT) == (entry.status == FAIL), entry
+        if entry.kind not in ("roce_error_counters", "device_lost"):
+            assert entry.kind in KIND_CAUSES, entry
+
+
+def test_the_config_keys_override_the_table() -> None:
+    default = CheckSettings.from_config(build_config({}))
+    assert default.flap_window_s == THRESHOLDS["link_flap"].window_s
+    assert default.max_isolated_pages == THRESHOLDS["hbm_pages_over"].threshold
+    assert default.flap_window_basis == "the thresholds table"
+    set_ = CheckSettings.from_config(build_config({"check": {"flap_window": "1h", "max_isolated_pages": 5}}))
+    assert (set_.flap_window_s, set_.max_isolated_pages) == (3600.0, 5)
+    assert set_.flap_window_basis == "config check.flap_window"
