@@ -16,8 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = ("agent", "collectors")
-PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.health", "agent.diagnose", "agent.triage",
-            "agent.check", "agent.daemon", "agent.k8s", "collectors.probes")
+PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.handling", "agent.health", "agent.diagnose",
+            "agent.triage", "agent.check", "agent.daemon", "agent.k8s", "collectors.probes")
 
 
 def module_files() -> dict[str, Path]:
