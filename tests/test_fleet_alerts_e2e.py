@@ -229,6 +229,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0", "severity": "warning"}),
                                       Expect("NPUUnhealthy", {"npu": "0", "severity": "critical"})),
              npu=0, params={"state": "Alarm", "codes": ["8C084E00"]}),
+    # A code whose handling level pages (FreeRestartNPU) under an Alarm health word: one page, by
+    # the level; NPUUnhealthy stays quiet for the chip.
+    Scenario("e2e-fault-level", "health", (Expect("NPUFaultResetWhenIdle", {"npu": "0",
+                                                                           "handling": "FreeRestartNPU"}),),
+             npu=0, params={"state": "Alarm", "codes": ["8C084E00"]}, config=collecting(["npu_smi_health"])),
     # One uncorrectable error that stays counted. The kill waits until the rule's increase window
     # ([15m], here [15s]) has passed it, so only the instant branch (current > 0) holds the alert:
     # the scrape gap would end it but for keep_firing_for.
