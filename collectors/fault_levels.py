@@ -21,6 +21,7 @@ __all__ = [
     "DurationRule",
     "FaultTable",
     "FrequencyRule",
+    "configured_table",
     "default_table",
     "judge_static",
     "load_table",
@@ -174,6 +175,18 @@ def load_table(codes_file: str | Path | None = None, escalation_file: str | Path
     except (ValueError, AttributeError, TypeError) as exc:
         raise ValueError(f"{escalation_file or ESCALATION_FILE}: {exc}") from None
     return FaultTable(levels, frequency, duration)
+
+
+def configured_table(codes_file: str | Path | None, escalation_file: str | Path | None) -> tuple[FaultTable,
+                                                                                                  str | None]:
+    """The table of the config's ``faults.codes_file`` and ``faults.escalation_file`` (None: the packaged file),
+    and, when one cannot be loaded, why the packaged table is used instead: a bad file must not stop the agent."""
+    if codes_file is None and escalation_file is None:
+        return default_table(), None
+    try:
+        return load_table(codes_file, escalation_file), None
+    except (OSError, ValueError) as exc:
+        return default_table(), f"fault table not loaded ({exc}); using the packaged table"
 
 
 _DEFAULT: list[FaultTable] = []

@@ -13,7 +13,7 @@ from typing import Any
 from agent.handling.escalation import ChipHistory, step
 from agent.handling.history import STATE_FILE, FaultHistory, chip_key
 from collectors.base import ChipRef
-from collectors.fault_levels import ChipLevels, FaultTable, default_table, load_table
+from collectors.fault_levels import ChipLevels, FaultTable, configured_table
 
 __all__ = ["FaultLevels", "history_of", "table_of"]
 
@@ -21,16 +21,11 @@ log = logging.getLogger(__name__)
 
 
 def table_of(config: Any) -> FaultTable:
-    """The table ``faults.codes_file`` and ``faults.escalation_file`` name; the packaged one for what is unset.
-    A file that cannot be loaded is logged and the packaged table used: a bad ConfigMap must not stop the agent."""
-    codes, escalation = config.faults.codes_file, config.faults.escalation_file
-    if codes is None and escalation is None:
-        return default_table()
-    try:
-        return load_table(codes, escalation)
-    except (OSError, ValueError) as exc:
-        log.error("fault table not loaded (%s); using the packaged table", exc)
-        return default_table()
+    """The table ``faults.codes_file`` and ``faults.escalation_file`` name (a file that cannot be loaded is logged)."""
+    table, problem = configured_table(config.faults.codes_file, config.faults.escalation_file)
+    if problem is not None:
+        log.error("%s", problem)
+    return table
 
 
 def history_of(config: Any) -> FaultHistory:

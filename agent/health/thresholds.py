@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.health.status import FAIL, WARN
+from collectors.fault_levels import FaultTable, configured_table
 
-__all__ = ["INCIDENT_LOOK_BACK_S", "THRESHOLDS", "AlertBound", "Threshold", "flap_window_s", "max_isolated_pages",
-           "threshold_of"]
+__all__ = ["INCIDENT_LOOK_BACK_S", "THRESHOLDS", "AlertBound", "Threshold", "fault_table", "flap_window_s",
+           "max_isolated_pages", "threshold_of"]
 
 
 @dataclass(frozen=True)
@@ -141,3 +142,9 @@ def max_isolated_pages(config: Any) -> int:
     """``check.max_isolated_pages`` when the config sets it, else the table's ``hbm_pages_over``."""
     value = config.check.max_isolated_pages
     return int(value) if value is not None else int(threshold_of("hbm_pages_over").threshold or 0)
+
+
+def fault_table(config: Any) -> FaultTable:
+    """The handling-level table of ``faults.codes_file`` and ``faults.escalation_file``; the packaged one when they
+    are unset or cannot be loaded (the agent logs why)."""
+    return configured_table(config.faults.codes_file, config.faults.escalation_file)[0]

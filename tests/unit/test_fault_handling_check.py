@@ -3,13 +3,18 @@ the level of an active code decides, the health word only without codes; diagnos
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from agent.check.settings import CheckSettings
+from agent.core.config import build_config
 from agent.diagnose.advice import RUNBOOKS
 from agent.diagnose.results import KIND_CAUSES
 from agent.health import faults
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
-from collectors.fault_levels import LEVELS, FaultTable
+from collectors.fault_levels import LEVELS, FaultTable, default_table
 
 EXPECTED = {
     "ManuallySeparateNPU": FAIL, "SeparateNPU": FAIL, "RestartNPU": FAIL, "FreeRestartNPU": FAIL,
@@ -56,3 +61,15 @@ def test_diagnose_advises_the_runbook_of_the_alert_that_pages_the_level(level: s
     kind = faults.LEVEL_KINDS[level]
     assert kind is not None
     assert RUNBOOKS[KIND_CAUSES[kind]] == f"{ALERT_OF_LEVEL[level]}.md"
+
+
+def test_the_configured_table_replaces_the_packaged_one_and_a_broken_one_does_not(tmp_path: Path) -> None:
+    newer = tmp_path / "faultCode.json"
+    newer.write_text(json.dumps({"SeparateNPUCodes": ["80E21007"]}), encoding="utf-8")
+    settings = CheckSettings.from_config(build_config({"faults": {"codes_file": str(newer)}}))
+    assert settings.fault_table.levels == {"80E21007": "SeparateNPU"}
+    assert faults.chip_health("OK", ["80E21007"], said="npu-smi", table=settings.fault_table).status == FAIL
+    broken = tmp_path / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    assert CheckSettings.from_config(build_config({"faults": {"codes_file": str(broken)}})).fault_table \
+        == default_table()
