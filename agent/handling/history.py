@@ -62,6 +62,8 @@ class FaultHistory:
 
     def read(self) -> Chips:
         """Every chip's history as the file holds it now."""
+        if self.path is not None and not self.path.exists():
+            return {}  # nothing recorded yet (and no lock file to leave behind)
         with self._lock, self._locked():
             return self._read()
 
