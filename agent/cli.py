@@ -42,6 +42,7 @@ examples:
   npuwatch bundle --since 2h           then, on any machine: npuwatch triage *.tar.gz
   npuwatch check --level quick --exit-codes npd
   npuwatch probe gemm --backend cpu
+  npuwatch faults clear --npu 3        after the repair of a chip held at ManuallySeparateNPU
 """
 
 
@@ -191,6 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.probes import cli as probe_cli
 
     probe_cli.add_arguments(probe)
+
+    faults = sub.add_parser("faults", help="held ManuallySeparateNPU levels and error-code history; clear one "
+                                           "after the repair (exit 0 done, 1 nothing to clear)",
+                            description="Show or clear the error-code history the agent keeps in "
+                                        "<state_dir>/fault_history.json (docs/fault-codes.md).")
+    faults.add_argument("--config", "--config.file", dest="config", metavar="FILE",
+                        help="YAML config file, for state_dir (default: built-in defaults)")
+    faults.add_argument("--demo-dir", type=Path, metavar="DIR",
+                        help="the --demo-dir of `npuwatch run --demo`: its state directory")
+    from agent.handling import cli as faults_cli
+
+    faults_cli.add_arguments(faults)
 
     demo = sub.add_parser("demo", help="switch faults on the demo node while `npuwatch run --demo` runs")
     from agent.demo import cli as demo_cli
@@ -421,6 +434,16 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return probe_cli.main(args)
 
 
+def cmd_faults(args: argparse.Namespace) -> int:
+    from agent.core.config import apply_overrides
+    from agent.handling import cli as faults_cli
+
+    config = load_config(args.config)
+    if args.demo_dir is not None:
+        config = apply_overrides(config, {"state_dir": str(args.demo_dir / "state")})
+    return faults_cli.main(args, config)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from agent.demo import cli as demo_cli
 
@@ -438,6 +461,7 @@ COMMANDS = {
     "check": cmd_check,
     "check-baseline": cmd_check_baseline,
     "probe": cmd_probe,
+    "faults": cmd_faults,
     "demo": cmd_demo,
 }
 

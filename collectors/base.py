@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from collectors.fault_levels import ChipLevels
+
 __all__ = [
     "ChipRef",
     "CollectContext",
@@ -90,12 +92,15 @@ class CollectContext:
     ``inventory`` maps (npu, chip) to extra ``npu_info`` labels gathered by
     other sources (logic id, serial, firmware, driver). ``process_owner``
     resolves a pid to (process name, user) via psutil; it is only set when
-    per-process metrics are enabled.
+    per-process metrics are enabled. ``fault_levels`` judges a chip's active
+    error codes (chip, health word, codes) with the agent's history of them
+    (``agent.faults``); None: the packaged table alone, without history.
     """
 
     inventory: Mapping[tuple[int, int], Mapping[str, str]] = field(default_factory=dict)
     per_process_metrics: bool = False
     process_owner: Callable[[int], tuple[str, str]] | None = None
+    fault_levels: Callable[[ChipRef, str | None, Sequence[str]], ChipLevels] | None = None
 
 
 @dataclass(frozen=True)

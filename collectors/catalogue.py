@@ -76,8 +76,11 @@ _SPECS: tuple[MetricSpec, ...] = (
                (*CHIP, "bit"), "npu_smi_ecc"),
     MetricSpec("npu_hbm_ecc_isolated_pages", "gauge", "HBM pages isolated after ECC errors.",
                (*CHIP, "bit"), "npu_smi_ecc"),
-    MetricSpec("npu_error_code_active", "gauge", "An error code npu-smi reports active (always 1).",
-               (*CHIP, "code"), "npu_smi_health"),
+    MetricSpec("npu_error_code_active", "gauge", "An error code npu-smi reports active (always 1); `handling` is "
+               "its handling level (docs/fault-codes.md).", (*CHIP, "code", "handling"), "npu_smi_health"),
+    MetricSpec("npu_fault_handling", "gauge", "The chip's most severe handling level of its active codes, or "
+               "a ManuallySeparateNPU held until `npuwatch faults clear` (always 1; none without a level).",
+               (*CHIP, "handling"), "npu_smi_health"),
     MetricSpec("npu_hbm_temperature_celsius", "gauge", "HBM temperature.", CHIP, "npu_smi_memory"),
     MetricSpec("npu_hccs_healthy", "gauge", "1 when the HCCS links report OK.", CHIP, "npu_smi_hccs"),
     MetricSpec("npu_hccs_errors_total", "counter", "HCCS link error count.", (*CHIP, "link"),

@@ -12,8 +12,11 @@ Sample output (910A, fault injected)::
 kept as printed (hex, no ``0x``); ``NA`` means none. Continuation lines (empty
 key) are joined to ``error_information`` with newlines.
 
-Exported: ``npu_error_code_active{code}`` = 1 per code. The health state itself
-is exported by the info table (``npu_healthy``/``npu_health_state``).
+Exported: ``npu_error_code_active{code,handling}`` = 1 per code, ``handling`` its
+level (``collectors.fault_levels``; the context's ``fault_levels`` adds the agent's
+history of the code), and ``npu_fault_handling{handling}`` = 1 for the chip's most
+severe level (none when the chip has no level). The health state itself is
+exported by the info table (``npu_healthy``/``npu_health_state``).
 
 Each code is a series, so only hex words become codes and at most
 ``LIMITS["error_codes"]`` (64) are kept; the rest are dropped and listed in
@@ -29,6 +32,7 @@ from typing import Any
 
 from collectors.base import ChipRef, CollectContext, Sample, Source
 from collectors.bounds import LIMITS, Rejection, Rejects
+from collectors.fault_levels import default_table, judge_static
 from collectors.npu_smi_kv import KvBlock, chip_argv, chip_sample, one_record, parse_blocks, require_block
 
 __all__ = ["SOURCE", "HealthRecord", "parse", "samples"]
@@ -84,7 +88,15 @@ def samples(records: Sequence[Any] | HealthRecord, chip: ChipRef | None,
     record = one_record(records, HealthRecord)
     if record is None or chip is None:
         return []
-    return [chip_sample("npu_error_code_active", chip, 1, code=code) for code in record.error_codes]
+    if ctx is not None and ctx.fault_levels is not None:
+        judged = ctx.fault_levels(chip, record.health, record.error_codes)
+    else:
+        judged = judge_static(default_table(), record.health, record.error_codes)
+    out = [chip_sample("npu_error_code_active", chip, 1, code=code, handling=judged.codes[code])
+           for code in record.error_codes]
+    if judged.chip is not None:
+        out.append(chip_sample("npu_fault_handling", chip, 1, handling=judged.chip))
+    return out
 
 
 SOURCE = Source(

@@ -80,6 +80,13 @@ def _chips_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             queries=[Query(
                 f"{healthy} and on(node, npu, chip) (min_over_time({healthy}[$__range]) == 0)",
                 CHIP_LEGEND)]))
+        .with_panel(table(
+            "Chips with a handling level",
+            "Each chip whose error codes ask for action, with its most severe handling level "
+            "(docs/fault-codes.md); click a row for the node.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=24, height=6, link_to_node=True,
+            queries=[Query(sel("npu_fault_handling", 'handling!="NotHandleFault"'))],
+            columns=[Column("Level", "short")]))
         .with_panel(heatmap_per_series(
             "AI Core utilization per node and chip",
             "One row per chip; filter $node for a large fleet.",

@@ -70,10 +70,17 @@ def _node_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             unit="short", thresholds=INFO, width=12, height=8,
             queries=[Query(chip("npu_info"))], columns=[Column("Listed", "short")]))
         .with_panel(table(
-            "Active error codes", "Error codes as npu-smi prints them (hex); look them up in the "
-            "Ascend health code list.",
+            "Active error codes", "Error codes as npu-smi prints them (hex), each with its handling level: "
+            "what to do about it (docs/fault-codes.md).",
             unit="short", thresholds=ZERO_IS_GOOD, width=12, height=8,
             queries=[Query(chip("npu_error_code_active"))], columns=[Column("Active", "short")]))
+        .with_panel(table(
+            "Handling level per chip", "Each chip's most severe handling level: SeparateNPU or "
+            "ManuallySeparateNPU isolate it now (a ManuallySeparateNPU stays until `npuwatch faults clear` after "
+            "the repair), RestartNPU or FreeRestartNPU reset it when idle, PreSeparateNPU isolate it after its "
+            "job. No row: no level.",
+            unit="short", thresholds=ZERO_IS_GOOD, width=24, height=6,
+            queries=[Query(chip("npu_fault_handling"))], columns=[Column("Level", "short")]))
     )
 
 

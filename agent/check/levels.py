@@ -37,7 +37,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     # quick: read-only, no device load, safe while jobs run
     CheckSpec("tools", "quick", "node", "npu-smi and hccn_tool answer (no hang, no error, readable output)"),
     CheckSpec("chip_count", "quick", "node", "npu-smi lists expected_chips chips"),
-    CheckSpec("chip_health", "quick", "chip", "health OK and no active error code"),
+    CheckSpec("chip_health", "quick", "chip", "no active error code of a level that needs handling; health OK"),
     CheckSpec("hbm_ecc", "quick", "chip", "no HBM double-bit error; isolated pages under the threshold"),
     CheckSpec("hccs", "quick", "chip", "HCCS health OK"),
     CheckSpec("temperature", "quick", "chip", "chip temperature under the thresholds table's warning degrees"),

@@ -9,6 +9,7 @@ from typing import Any
 from agent.check.references import Thresholds
 from agent.health import thresholds as table
 from agent.health.thresholds import threshold_of
+from collectors.fault_levels import FaultTable, default_table
 
 __all__ = ["CheckSettings"]
 
@@ -38,6 +39,7 @@ class CheckSettings:
     references: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    fault_table: FaultTable = field(default_factory=default_table)
     max_temperature: float = 95.0
     sustained_s: float | None = None  # None: the worker's default for the backend
     max_throttle_drop: float = 0.15
@@ -64,6 +66,7 @@ class CheckSettings:
             expected_firmware=check.expected_firmware,
             skip=tuple(check.skip),
             hccn_conf=str(config.collectors.hccn_tool.hccn_conf),
+            fault_table=table.fault_table(config),
             references=_plain(check.references),
             peaks=_plain(config.probes.peaks),
             thresholds=Thresholds(

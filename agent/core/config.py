@@ -108,6 +108,14 @@ SCHEMA: Schema = {
                        "chips this node should have; 0 = unknown (exported as `npuwatch_expected_chips`; "
                        "NPUChipMissing and the `chip_count` check need it)"),
     "state_dir": (string, "/var/lib/npuwatch", "log read positions and counters that survive restarts"),
+    "faults": {
+        "codes_file": (optional(string), None,
+                       "a newer `faultCode.json` (the Ascend device plugin's format: `<Level>Codes` lists) for the "
+                       "`handling` levels of error codes; none: the packaged table (docs/fault-codes.md)"),
+        "escalation_file": (optional(string), None,
+                            "a newer `faultCustomization.json` (`FaultFrequency`, `FaultDuration`) for escalation; "
+                            "none: the packaged rules"),
+    },
     "textfile": {
         "enabled": (boolean, False,
                     "write `npuwatch.prom` atomically for node_exporter's textfile collector"),

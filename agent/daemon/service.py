@@ -25,6 +25,7 @@ from agent.core.jobs import InternalJob
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
+from agent.handling.levels import FaultLevels, history_of, table_of
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
@@ -33,6 +34,7 @@ from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import npu_smi_info
 from collectors import sources as source_registry
 from collectors.base import ChipRef, CollectContext, NoData, Source
+from collectors.fault_levels import default_table
 
 __all__ = ["Agent", "JobsFactory"]
 
@@ -109,12 +111,14 @@ class Agent:
         with contextlib.suppress(OSError):  # unusable: ProbeMetrics says so once and counts in memory
             state_dir.mkdir(parents=True, exist_ok=True)
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
+        self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
         self.probe_controller = ProbeController(self, self.probe_metrics)
         self._configure(config)
 
     # --- configuration
     def _configure(self, config: Config) -> None:
         self.config = config
+        self.fault_levels.table = table_of(config)
         self.sources = enabled_sources(config)
         self._internal = [job for job in self._internal if job.name not in ("textfile", "probes")]
         if config.probes.enabled:
@@ -175,6 +179,7 @@ class Agent:
             process_owner=source_registry.process_owner
             if self.config.collectors.npu_smi.per_process_metrics
             else None,
+            fault_levels=self.fault_levels,
         )
 
     # --- collection

@@ -98,7 +98,8 @@ _TOOL_KINDS = {
 _TOOLS = {"npu_smi": "npu-smi", "hccn_tool": "hccn_tool", "ascend_dmi": "ascend-dmi"}
 
 _SPECS: list[FaultSpec] = [
-    _chip("health", "npu-smi health turns Alarm/Warning/Critical with error codes",
+    _chip("health", "npu-smi health turns Alarm/Warning/Critical with error codes (a code of each handling "
+                    "level: docs/fault-codes.md)",
           state=Param("str", "Alarm", "health word", ("Alarm", "Warning", "Critical")),
           codes=Param("list", ["8C084E00"], "comma-separated hex error codes")),
     _chip("hbm_dbe", "uncorrectable (double-bit) HBM ECC errors: one now, one more every interval_s",
@@ -222,7 +223,15 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUOpticalModuleDegraded": AlertTrigger("optics_no_light", note="signal_lost after 1 min"),
     "NPUChipMissing": AlertTrigger("vanish", note="with expected_chips: 8 in the config after 5 min, "
                                                   "else an hour after the chip was last listed"),
-    "NPUUnhealthy": AlertTrigger("health", {"state": "Alarm"}, note="critical after 1 min"),
+    "NPUUnhealthy": AlertTrigger("health", {"state": "Alarm", "codes": ["8C204E00"]},
+                                 note="a code whose level pages nothing of its own (RestartBusiness); critical "
+                                      "after 1 min"),
+    "NPUFaultIsolate": AlertTrigger("health", {"state": "Alarm", "codes": ["80E18402"]},
+                                    note="a SeparateNPU code; 1 min"),
+    "NPUFaultResetWhenIdle": AlertTrigger("health", {"state": "Alarm", "codes": ["8C084E00"]},
+                                          note="a FreeRestartNPU code (the `health` fault's default); 5 min"),
+    "NPUFaultDrainAfterJob": AlertTrigger("health", {"state": "Warning", "codes": ["8118043C"]},
+                                          note="a PreSeparateNPU code; 1 min"),
     "NPUHBMDoubleBitECC": AlertTrigger("hbm_dbe", note="at once"),
     "NPUHBMSingleBitECCRate": AlertTrigger("hbm_sbe_rate", note="more than 10 an hour, for 15 min"),
     "NPUTemperatureHigh": AlertTrigger("hot", note="97 C by default: critical after 2 min"),

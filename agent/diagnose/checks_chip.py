@@ -14,6 +14,7 @@ from agent.health import faults
 from agent.health.readings import NodeReadings, Reading
 from agent.health.thresholds import threshold_of
 from collectors.base import ChipRef
+from collectors.fault_levels import FaultTable
 from collectors.npu_smi_kv import chip_argv
 
 __all__ = ["check_chip_count", "check_chip_health", "check_ecc", "check_hccs", "check_temperature"]
@@ -29,8 +30,9 @@ def check_chip_count(readings: NodeReadings, expected_chips: int) -> Check:
                      "npu-smi no longer lists the chip: check dmesg and PCIe; a reboot or repair is needed")
 
 
-def check_chip_health(readings: NodeReadings) -> Check:
-    """Health word of each chip (``npu-smi info`` and ``-t health``) and its active error codes."""
+def check_chip_health(readings: NodeReadings, fault_table: FaultTable | None = None) -> Check:
+    """Health word of each chip (``npu-smi info`` and ``-t health``) and the handling level of its active error codes
+    (``fault_table``: the packaged one by default)."""
     name = "chip_health"
     if (missing := no_chips(name, readings)) is not None:
         return missing
@@ -42,7 +44,7 @@ def check_chip_health(readings: NodeReadings) -> Check:
         word = (record.health if record is not None else None) or table[(ref.npu, ref.chip)].health
         codes = list(record.error_codes) if record is not None else []
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
-        results.append(judged(faults.chip_health(word, codes, said=said, npu=ref.npu, chip=ref.chip),
+        results.append(judged(faults.chip_health(word, codes, said=said, table=fault_table, npu=ref.npu, chip=ref.chip),
                               readings.label(ref)))
     return aggregate(name, results, f"{plural(len(readings.chips), 'chip')} OK, no error codes")
 

@@ -71,7 +71,7 @@ from agent.health.node import read_cards, read_node
 from agent.health.reader import ToolReader
 from agent.health.readings import LogScan, NodeReadings
 from agent.health.results import Result
-from agent.health.thresholds import max_isolated_pages
+from agent.health.thresholds import fault_table, max_isolated_pages
 
 __all__ = [
     "EXIT_CODES",
@@ -234,7 +234,7 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     checks = [
         check_logs(readings.logs),
         *([check_chip_count(readings, expected)] if expected else []),
-        check_chip_health(readings),
+        check_chip_health(readings, fault_table(config)),
         check_ecc(readings, max_isolated_pages(config)),
         check_hccs(readings, hccs),
         check_temperature(readings),

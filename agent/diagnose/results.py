@@ -36,6 +36,9 @@ CAUSES: dict[str, tuple[str, str]] = {
                    "switch or VLAN path"),
     "ecc_double_bit": ("HBM double-bit ECC errors",
                        "uncorrectable HBM errors: drain the node, reset the chip, replace it if they return"),
+    "chip_isolate": ("chip fault that takes the chip out of service",
+                     "drain the chip now, collect `npuwatch bundle`, repair or replace it; after the repair of a "
+                     "ManuallySeparateNPU chip, `npuwatch faults clear --npu N`"),
     "chip_unhealthy": ("unhealthy chip",
                        "look up the error codes (npu-smi info -t health -i N) and dmesg; reset or replace "
                        "the chip"),
@@ -53,10 +56,15 @@ CAUSES: dict[str, tuple[str, str]] = {
     "hccs_unhealthy": ("HCCS link unhealthy",
                        "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset "
                        "or repair"),
+    "chip_reset": ("chip fault that a chip reset clears",
+                   "reset the chip once no job uses it (npu-smi set -t reset -i N -c C), then check the codes "
+                   "are gone"),
     "chip_too_hot": ("chip too hot",
                      "check the fans, the air flow and the inlet temperature; a chip this hot throttles or stops"),
     "ecc_pages_over": ("too many HBM pages isolated",
                        "the chip has retired more HBM pages than the threshold: drain the node and replace the chip"),
+    "chip_drain": ("chip fault: isolate the chip after its job",
+                   "give the chip no new job, let the running one finish, then reset or repair it"),
     "optics_weak": ("weak optical receive power",
                     "rx power is below the module's low threshold: clean the fibre ends, check the far end"),
     "optics_out_of_range": ("optical module reading outside its thresholds",
@@ -80,6 +88,9 @@ CAUSE_KINDS: dict[str, str] = {
     "optics_no_light": "optics_dark",
     "net_health": "net_health",
     "ecc_double_bit": "hbm_dbe",
+    "chip_isolate": "chip_fault_isolate",
+    "chip_reset": "chip_fault_reset",
+    "chip_drain": "chip_fault_drain",
     "chip_unhealthy": "chip_unhealthy",
     "chip_missing": "chip_missing",
     "heartbeat_lost": "device_lost",

@@ -18,6 +18,7 @@ from agent.health.results import Result
 from agent.health.status import PASS, UNKNOWN, WARN
 from agent.health.thresholds import threshold_of
 from collectors import hccn_ip, hccn_link_stat, hccn_stat, npu_smi_info
+from collectors.fault_levels import FaultTable, default_table, judge_static
 from collectors.hccn_ip import HccnConfEntry, IpRecord
 from collectors.hccn_link import LinkRecord
 from collectors.hccn_link_stat import LinkStatRecord
@@ -28,6 +29,7 @@ from collectors.npu_smi_ecc import EccRecord
 from collectors.npu_smi_hccs import HccsRecord
 
 __all__ = [
+    "LEVEL_KINDS",
     "chip_count",
     "chip_health",
     "epoch",
@@ -211,15 +213,41 @@ def roce_ip(live: IpRecord, entry: HccnConfEntry | None, device: int, *, conf_pa
     return Result(PASS, live.address, **fields)
 
 
-def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, **where: Any) -> Result:
-    """``said``: the command and what it printed. OK without codes is healthy; OK with codes or Warning warns;
-    anything else (Alarm, Critical, an unknown word) is unhealthy."""
+# What each handling level (collectors.fault_levels, docs/fault-codes.md) is judged as: a fault kind, whose status
+# is the thresholds table's, or None for a level that passes.
+LEVEL_KINDS: dict[str, str | None] = {
+    "ManuallySeparateNPU": "chip_fault_isolate",
+    "SeparateNPU": "chip_fault_isolate",
+    "PreSeparateNPU": "chip_fault_drain",
+    "RestartNPU": "chip_fault_reset",
+    "FreeRestartNPU": "chip_fault_reset",
+    "RestartBusiness": "chip_warning",
+    "RestartRequest": "chip_warning",
+    "SubHealthFault": "chip_warning",
+    "NotHandleFault": None,
+}
+
+
+def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, table: FaultTable | None = None,
+                **where: Any) -> Result:
+    """``said``: the command and what it printed. With active codes, the most severe handling level among them
+    decides (``LEVEL_KINDS``; ``table``: the packaged one by default), from this one reading, without the agent's
+    history of repeated codes. Without codes the health word decides: OK is healthy, Warning warns, anything else
+    (Alarm, Critical, an unknown word) is unhealthy."""
+    if codes:
+        judged = judge_static(table or default_table(), word, codes)
+        level = judged.chip or "NotHandleFault"
+        code = next(code for code in codes if judged.codes[code] == level)
+        kind = LEVEL_KINDS[level]
+        if kind is None:
+            return Result(PASS, f"{' '.join(codes)}: {level}", value=level, threshold="OK", **where)
+        return _fault(kind, f"{said}: {code} is {level}", value=level, **where)
     if not word:
         return Result(UNKNOWN, f"{said}: no health word", **where)
     state = npu_smi_info.health_state(word)
-    if state == "ok" and not codes:
+    if state == "ok":
         return Result(PASS, "OK", value=word, threshold="OK", **where)
-    kind = "chip_warning" if state in ("ok", "warning") else "chip_unhealthy"
+    kind = "chip_warning" if state == "warning" else "chip_unhealthy"
     return _fault(kind, said, value=word, **where)
 
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.health.status import FAIL, WARN
+from collectors.fault_levels import FaultTable, configured_table
 
-__all__ = ["INCIDENT_LOOK_BACK_S", "THRESHOLDS", "AlertBound", "Threshold", "flap_window_s", "max_isolated_pages",
-           "threshold_of"]
+__all__ = ["INCIDENT_LOOK_BACK_S", "THRESHOLDS", "AlertBound", "Threshold", "fault_table", "flap_window_s",
+           "max_isolated_pages", "threshold_of"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ _FLAP_WINDOW_S = 900.0
 # How far back an HCCL timeout's investigation looks (`diagnose --window`, triage of saved link_stat
 # output): a job hangs for up to its HCCL timeouts before it dies, and the cause comes before that.
 INCIDENT_LOOK_BACK_S = 7200.0
+# The handling-level alerts read npu_fault_handling, a label rather than a number the table could bound.
+_LEVEL_NOTE = ("the alert reads the chip's level from npu_fault_handling, which adds the agent's history "
+               "(repeated and lasting codes, held separations) to what one reading shows")
 THRESHOLDS: dict[str, Threshold] = {t.kind: t for t in (
     Threshold("link_down", "roce_link", FAIL, "UP", None, alert="NPURoCELinkDown", severity="critical",
               bounds=(AlertBound("npu_roce_link_up", "==", 0),)),
@@ -97,6 +101,13 @@ THRESHOLDS: dict[str, Threshold] = {t.kind: t for t in (
               bounds=(AlertBound("npu_health_state", "==", 1),)),
     Threshold("chip_warning", "chip_health", WARN, "OK", None, alert="NPUUnhealthy", severity="warning",
               bounds=(AlertBound("npu_healthy", "==", 0),)),
+    Threshold("chip_fault_isolate", "chip_health", FAIL, "OK", None, alert="NPUFaultIsolate", severity="critical",
+              alert_note=_LEVEL_NOTE),
+    Threshold("chip_fault_reset", "chip_health", FAIL, "OK", None, alert="NPUFaultResetWhenIdle", severity="warning",
+              alert_note=_LEVEL_NOTE + "; it pages as a warning: a reset when the chip is idle clears it, the job on "
+                                       "it has failed already or can finish"),
+    Threshold("chip_fault_drain", "chip_health", WARN, "OK", None, alert="NPUFaultDrainAfterJob",
+              severity="warning", alert_note=_LEVEL_NOTE),
     Threshold("hccs_unhealthy", "hccs", FAIL, "OK", None, alert="NPUHCCSLinkUnhealthy", severity="critical",
               bounds=(AlertBound("npu_hccs_healthy", "==", 0),)),
     Threshold("chip_hot", "temperature", WARN, 85.0, "celsius", alert="NPUTemperatureHigh", severity="warning",
@@ -131,3 +142,9 @@ def max_isolated_pages(config: Any) -> int:
     """``check.max_isolated_pages`` when the config sets it, else the table's ``hbm_pages_over``."""
     value = config.check.max_isolated_pages
     return int(value) if value is not None else int(threshold_of("hbm_pages_over").threshold or 0)
+
+
+def fault_table(config: Any) -> FaultTable:
+    """The handling-level table of ``faults.codes_file`` and ``faults.escalation_file``; the packaged one when they
+    are unset or cannot be loaded (the agent logs why)."""
+    return configured_table(config.faults.codes_file, config.faults.escalation_file)[0]

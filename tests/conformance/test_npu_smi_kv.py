@@ -112,7 +112,9 @@ def test_910a_health_alarm_codes(name: str) -> None:
     assert lines[0] == "ascend_monitor adda heart beat lost error"
     assert lines[-1].startswith("node type=adda, sensor type=Heartbeat Sensor")
     out = npu_smi_health.samples([record], ChipRef(0, 0), CollectContext())
-    assert [dict(s.labels)["code"] for s in out] == ["A4025021", "8C03A000", "8C084E00"]
+    assert [(s.metric, dict(s.labels).get("code"), dict(s.labels)["handling"]) for s in out] == [
+        ("npu_error_code_active", "A4025021", "NotHandleFault"), ("npu_error_code_active", "8C03A000", "RestartNPU"),
+        ("npu_error_code_active", "8C084E00", "FreeRestartNPU"), ("npu_fault_handling", None, "RestartNPU")]
 
 
 @pytest.mark.parametrize("name", [

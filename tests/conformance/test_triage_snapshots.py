@@ -81,7 +81,7 @@ def test_chips_optics_ecc_and_addresses() -> None:
     tools.add("hccn_conf", None, "address_6=29.1.6.99\naddress_7=29.1.7.17\n", T)
     faults, addresses = tools.judge()
     kinds = {(f.npu, f.kind) for f in faults}
-    assert kinds == {(4, "chip_unhealthy"), (5, "hbm_dbe"), (6, "optics_dark"), (7, "roce_error_counters"),
+    assert kinds == {(4, "chip_fault_reset"), (5, "hbm_dbe"), (6, "optics_dark"), (7, "roce_error_counters"),
                      (6, "ip_mismatch")}
     assert {(a.ip, a.npu) for a in addresses} == {("29.1.6.16", 6), ("29.1.6.99", 6), ("29.1.7.17", 7)}
 

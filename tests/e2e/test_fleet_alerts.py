@@ -237,7 +237,14 @@ SCENARIOS: tuple[Scenario, ...] = (
              config=merged(collecting(), {"expected_chips": 2})),
     Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0", "severity": "warning"}),
                                       Expect("NPUUnhealthy", {"npu": "0", "severity": "critical"})),
-             npu=0, params={"state": "Alarm", "codes": ["8C084E00"]}),
+             npu=0, params={"state": "Alarm", "codes": ["8C204E00"]}),
+    # A code whose handling level pages (FreeRestartNPU): one page, by the level; NPUUnhealthy stays
+    # quiet for the chip. Warning, not Alarm: the table sees the word a health read before the codes
+    # come, and NPUUnhealthy's warning rule (for: 5 s here) outlasts that gap where the critical
+    # one's 1 s might not on a loaded machine.
+    Scenario("e2e-fault-level", "health", (Expect("NPUFaultResetWhenIdle", {"npu": "0",
+                                                                           "handling": "FreeRestartNPU"}),),
+             npu=0, params={"state": "Warning", "codes": ["8C084E00"]}, config=collecting(["npu_smi_health"])),
     # One uncorrectable error that stays counted. The kill waits until the rule's increase window
     # ([15m], here [15s]) has passed it, so only the instant branch (current > 0) holds the alert:
     # the scrape gap would end it but for keep_firing_for.

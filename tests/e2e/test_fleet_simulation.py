@@ -358,7 +358,9 @@ def test_fleet_alerts_hit_only_faulty_nodes_and_fleet_panels_answer(fleet: Fleet
     fleet.driver.run_now(LINK_DOWN, "group:roce")
     fleet.demo(DOUBLE_BIT).set_fault("hbm_dbe", chip=0, interval_s=5)
     fleet.driver.run_now(DOUBLE_BIT, "group:health")
-    fleet.demo(ALARM).set_fault("health", chip=1, state="Alarm", codes=["80E18005"])
+    # RestartBusiness: a level that pages nothing of its own, so NPUUnhealthy pages (80E18005, RestartNPU,
+    # pages NPUFaultResetWhenIdle instead).
+    fleet.demo(ALARM).set_fault("health", chip=1, state="Alarm", codes=["8C204E00"])
     fleet.driver.run_now(ALARM, "group:info", "group:health")
     fleet.demo(CRASHED).set_fault("npu_smi_crash")
     fleet.driver.run_now(CRASHED, "group:info", "group:usages", "group:health")

@@ -140,7 +140,7 @@ def test_a_chip_leaving_ok_gets_its_error_codes_read_at_once(tmp_path: Path) -> 
     agent.collect_group("info")  # the table only; the health group does not run
     values = _values(agent.cache.render().body)
     assert _get(values, "npu_healthy", npu="5", chip="0") == 0
-    assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00") == 1
+    assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00", handling="FreeRestartNPU") == 1
     agent.stop()
 
 
@@ -234,7 +234,7 @@ def test_faults_show_in_metrics(tmp_path: Path) -> None:
     assert _get(values, "npu_chips") == 7
     assert _get(values, "npu_healthy", npu="5", chip="0") == 0
     assert _get(values, "npu_health_state", npu="5", chip="0", state="alarm") == 1
-    assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00") == 1
+    assert _get(values, "npu_error_code_active", npu="5", chip="0", code="8C084E00", handling="FreeRestartNPU") == 1
     assert _get(values, "npu_roce_link_up", npu="3", chip="0") == 0
     assert _get(values, "npu_roce_link_up", npu="2", chip="0") == 1
     assert _get(values, "npu_optical_signal_lost", npu="4", chip="0") == 1

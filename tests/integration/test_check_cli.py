@@ -56,7 +56,7 @@ def test_a_failing_check_changes_the_verdict_and_the_exit_code(tmp_path: Path, c
     base = ["check", "--demo", "--demo-dir", str(demo.directory), "--demo-chips", "2", "--config",
             str(config_file), "--exit-codes", style, "--only", "chip_health,roce_link"]
     assert npuwatch(*base).returncode == ok
-    demo.set_fault("health", chip=1, state="Warning")
+    demo.set_fault("health", chip=1, state="Warning", codes=["80CB8002"])  # RestartRequest: a level that warns
     assert npuwatch(*base).returncode == warn
     demo.set_fault("link_down", chip=0)
     failed = npuwatch(*base)

@@ -82,7 +82,7 @@ def test_chip_count_without_expected_chips_is_unknown_not_a_pass(node: DemoNode)
 
 
 def test_a_warning_health_state_warns(node: DemoNode) -> None:
-    node.set_fault("health", chip=0, state="Warning", codes="80E18005")
+    node.set_fault("health", chip=0, state="Warning", codes="80CB8002")  # RestartRequest: a level that warns
     for style, expected in (("nagios", 1), ("npd", 0)):
         code, report = run_check(node.directory, check_config(), only=("chip_health",), exit_codes=style)
         assert by_name(report)["chip_health"]["status"] == "WARN"

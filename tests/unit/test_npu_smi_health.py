@@ -40,8 +40,11 @@ def test_health_codes_drop_junk_and_duplicates() -> None:
 def test_health_samples_one_series_per_code_and_none_when_ok() -> None:
     out = samples([parse(read("health_warning_continuations.txt"))], CHIP, CollectContext())
     assert [(s.metric, s.labels, s.value) for s in out] == [
-        ("npu_error_code_active", (("npu", "2"), ("chip", "0"), ("code", "80E18402")), 1.0),
-        ("npu_error_code_active", (("npu", "2"), ("chip", "0"), ("code", "80CB8009")), 1.0),
+        ("npu_error_code_active", (("npu", "2"), ("chip", "0"), ("code", "80E18402"), ("handling", "SeparateNPU")),
+         1.0),
+        ("npu_error_code_active", (("npu", "2"), ("chip", "0"), ("code", "80CB8009"), ("handling", "RestartRequest")),
+         1.0),
+        ("npu_fault_handling", (("npu", "2"), ("chip", "0"), ("handling", "SeparateNPU")), 1.0),
     ]
     assert samples(parse(read("health_ok_na.txt")), CHIP, CollectContext()) == []
 

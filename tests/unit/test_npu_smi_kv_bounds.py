@@ -154,7 +154,9 @@ def test_health_keeps_at_most_64_error_codes() -> None:
     assert len(record.error_codes) == LIMITS["error_codes"] == 64
     assert record.error_codes[0] == "00000000"
     assert "100 error codes, more than 64" in record.rejected[0].reason
-    assert len(npu_smi_health.samples(record, CHIP, CTX)) == 64
+    out = npu_smi_health.samples(record, CHIP, CTX)
+    assert len([s for s in out if s.metric == "npu_error_code_active"]) == 64
+    assert [s.metric for s in out].count("npu_fault_handling") == 1  # the chip's one level, on top
 
 
 def test_health_error_codes_from_continuation_lines_are_capped_too() -> None:

@@ -1,0 +1,53 @@
+"""The agent's judge of error codes (``CollectContext.fault_levels``): the configured table, each chip's
+history in the state file, the clock."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.handling.escalation import ChipHistory, step
+from agent.handling.history import STATE_FILE, FaultHistory, chip_key
+from collectors.base import ChipRef
+from collectors.fault_levels import ChipLevels, FaultTable, configured_table
+
+__all__ = ["FaultLevels", "history_of", "table_of"]
+
+log = logging.getLogger(__name__)
+
+
+def table_of(config: Any) -> FaultTable:
+    """The table ``faults.codes_file`` and ``faults.escalation_file`` name (a file that cannot be loaded is logged)."""
+    table, problem = configured_table(config.faults.codes_file, config.faults.escalation_file)
+    if problem is not None:
+        log.error("%s", problem)
+    return table
+
+
+def history_of(config: Any) -> FaultHistory:
+    return FaultHistory(Path(os.path.expanduser(config.state_dir)) / STATE_FILE)
+
+
+class FaultLevels:
+    def __init__(self, table: FaultTable, history: FaultHistory, clock: Callable[[], float] = time.time) -> None:
+        self.table = table
+        self.history = history
+        self._clock = clock
+
+    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str]) -> ChipLevels:
+        key = chip_key(chip.npu, chip.chip)
+        now = self._clock()
+        judged: list[ChipLevels] = []
+
+        def change(chips: dict[str, ChipHistory]) -> dict[str, ChipHistory]:
+            after, levels = step(self.table, chips.get(key, ChipHistory()), health, codes, now)
+            judged.append(levels)
+            chips[key] = after
+            return chips
+
+        self.history.update(change)
+        return judged[0]

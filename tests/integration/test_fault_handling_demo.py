@@ -1,0 +1,60 @@
+"""The demo's `health` fault gives a chip a code of each paging level, the agent exports the level, keeps the
+history in its state directory, and `npuwatch faults clear` releases a held chip of a running demo node."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.demo.faults import ALERT_FAULTS
+from tests.support.agent_harness import demo_bundle
+
+LEVEL_ALERTS = {"NPUFaultIsolate": "SeparateNPU", "NPUFaultResetWhenIdle": "FreeRestartNPU",
+                "NPUFaultDrainAfterJob": "PreSeparateNPU", "NPUUnhealthy": "RestartBusiness"}
+
+
+def handling(body: bytes) -> dict[str, str]:
+    return {sample.labels["npu"]: sample.labels["handling"]
+            for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples if sample.name == "npu_fault_handling"}
+
+
+def test_each_alerts_demo_trigger_puts_its_chip_at_the_level_the_alert_reads(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, chips=len(LEVEL_ALERTS) + 1)
+    assert bundle.demo is not None
+    for chip, alert in enumerate(sorted(LEVEL_ALERTS)):
+        trigger = ALERT_FAULTS[alert]
+        assert trigger.fault is not None
+        bundle.demo.set_fault(trigger.fault, chip=chip, **dict(trigger.params))
+    try:
+        bundle.agent.collect_once()
+        levels = handling(bundle.agent.cache.render().body)
+    finally:
+        bundle.agent.stop()
+    assert levels == {str(chip): LEVEL_ALERTS[alert] for chip, alert in enumerate(sorted(LEVEL_ALERTS))}
+    assert (tmp_path / "demo" / "state" / "fault_history.json").is_file()
+
+
+def test_a_repeated_code_holds_the_chip_until_faults_clear(tmp_path: Path) -> None:
+    bundle = demo_bundle(tmp_path, chips=2)
+    assert bundle.demo is not None
+    agent = bundle.agent
+    try:
+        agent.collect_once()  # the chip list first
+        for _ in range(2):  # 80E01801 becomes active twice within 24 h: ManuallySeparateNPU
+            bundle.demo.set_fault("health", chip=1, state="Alarm", codes=["80E01801"])
+            agent.collect_group("health")
+            bundle.demo.clear_fault("health", chip=1)
+            agent.collect_group("health")
+        assert handling(agent.cache.render().body) == {"1": "ManuallySeparateNPU"}
+        clear = subprocess.run([sys.executable, "-m", "agent", "faults", "--demo-dir", str(tmp_path / "demo"),
+                                "clear", "--npu", "1"], capture_output=True, text=True, timeout=60, check=False)
+        assert clear.returncode == 0, clear.stderr
+        assert "80E01801" in clear.stdout
+        agent.collect_group("health")
+        assert handling(agent.cache.render().body) == {}
+    finally:
+        agent.stop()

@@ -1,0 +1,75 @@
+"""`npuwatch check`'s and `diagnose`'s chip-health judgement by handling level (agent.health.faults.chip_health):
+the level of an active code decides, the health word only without codes; diagnose's advice follows the level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.check.settings import CheckSettings
+from agent.core.config import build_config
+from agent.diagnose.advice import RUNBOOKS
+from agent.diagnose.results import KIND_CAUSES
+from agent.health import faults
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN
+from collectors.fault_levels import LEVELS, FaultTable, default_table
+
+EXPECTED = {
+    "ManuallySeparateNPU": FAIL, "SeparateNPU": FAIL, "RestartNPU": FAIL, "FreeRestartNPU": FAIL,
+    "PreSeparateNPU": WARN, "SubHealthFault": WARN, "RestartBusiness": WARN, "RestartRequest": WARN,
+    "NotHandleFault": PASS,
+}
+ALERT_OF_LEVEL = {
+    "ManuallySeparateNPU": "NPUFaultIsolate", "SeparateNPU": "NPUFaultIsolate", "RestartNPU": "NPUFaultResetWhenIdle",
+    "FreeRestartNPU": "NPUFaultResetWhenIdle", "PreSeparateNPU": "NPUFaultDrainAfterJob",
+}
+TABLE = FaultTable({f"C{rank}": level for rank, level in enumerate(LEVELS)})
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("word", ["OK", "Warning", "Alarm", "Critical"])
+def test_an_active_codes_level_decides_whatever_the_health_word(level: str, word: str) -> None:
+    code = f"C{LEVELS.index(level)}"
+    result = faults.chip_health(word, [code], said=f"npu-smi says {word} {code}", table=TABLE)
+    assert result.status == EXPECTED[level]
+    if result.status != PASS:
+        assert code in result.evidence and level in result.evidence
+
+
+def test_the_most_severe_code_decides_and_is_named() -> None:
+    codes = ["C8", "C6", "C3"]  # NotHandleFault, RestartRequest, RestartNPU
+    result = faults.chip_health("Warning", codes, said="npu-smi says Warning", table=TABLE)
+    assert (result.status, result.kind) == (FAIL, "chip_fault_reset")
+    assert result.evidence.endswith("C3 is RestartNPU")
+
+
+@pytest.mark.parametrize(("word", "status"), [("OK", PASS), ("Warning", WARN), ("Alarm", FAIL), ("Critical", FAIL),
+                                              ("Bogus", FAIL), (None, UNKNOWN)])
+def test_without_codes_the_health_word_decides(word: str | None, status: str) -> None:
+    assert faults.chip_health(word, [], said="npu-smi", table=TABLE).status == status
+
+
+def test_a_code_in_no_list_fails_an_alarm_chip_and_warns_otherwise() -> None:
+    assert faults.chip_health("Alarm", ["DEADBEEF"], said="npu-smi", table=TABLE).status == FAIL
+    assert faults.chip_health("Warning", ["DEADBEEF"], said="npu-smi", table=TABLE).status == WARN
+
+
+@pytest.mark.parametrize("level", sorted(ALERT_OF_LEVEL))
+def test_diagnose_advises_the_runbook_of_the_alert_that_pages_the_level(level: str) -> None:
+    kind = faults.LEVEL_KINDS[level]
+    assert kind is not None
+    assert RUNBOOKS[KIND_CAUSES[kind]] == f"{ALERT_OF_LEVEL[level]}.md"
+
+
+def test_the_configured_table_replaces_the_packaged_one_and_a_broken_one_does_not(tmp_path: Path) -> None:
+    newer = tmp_path / "faultCode.json"
+    newer.write_text(json.dumps({"SeparateNPUCodes": ["80E21007"]}), encoding="utf-8")
+    settings = CheckSettings.from_config(build_config({"faults": {"codes_file": str(newer)}}))
+    assert settings.fault_table.levels == {"80E21007": "SeparateNPU"}
+    assert faults.chip_health("OK", ["80E21007"], said="npu-smi", table=settings.fault_table).status == FAIL
+    broken = tmp_path / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    assert CheckSettings.from_config(build_config({"faults": {"codes_file": str(broken)}})).fault_table \
+        == default_table()

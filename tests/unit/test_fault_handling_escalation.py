@@ -1,0 +1,137 @@
+"""Escalation from the agent's own history (agent.handling): occurrences, durations, held manual separations,
+their release and clearing, the state file across restarts, and the samples the health collector exports."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from agent.handling import cli as faults_cli
+from agent.handling.escalation import ChipHistory, Held, step
+from agent.handling.history import FaultHistory
+from agent.handling.levels import FaultLevels
+from collectors import npu_smi_health
+from collectors.base import ChipRef, CollectContext
+from collectors.fault_levels import DurationRule, FaultTable, FrequencyRule, default_table
+
+TWICE_A_DAY = "80E01801"  # RestartBusiness; twice in 24 h -> ManuallySeparateNPU
+LINK_DOWN = "81078603"  # NotHandleFault; 20 s -> PreSeparateNPU; 5 times in 24 h -> ManuallySeparateNPU (48 h release)
+CHIP = ChipRef(3, 0)
+
+
+def polls(table: FaultTable, seen: list[tuple[float, list[str]]], health: str = "Warning") -> list[tuple[ChipHistory,
+                                                                                                         dict[str, str],
+                                                                                                         str | None]]:
+    history, out = ChipHistory(), []
+    for now, codes in seen:
+        history, levels = step(table, history, health, codes, now)
+        out.append((history, dict(levels.codes), levels.chip))
+    return out
+
+
+def test_a_code_seen_by_consecutive_polls_is_one_occurrence() -> None:
+    result = polls(default_table(), [(0, [TWICE_A_DAY]), (60, [TWICE_A_DAY]), (120, [TWICE_A_DAY])])
+    assert [levels for _, levels, _ in result] == [{TWICE_A_DAY: "RestartBusiness"}] * 3
+    assert result[-1][0].seen == {TWICE_A_DAY: (0.0,)}
+
+
+def test_a_code_that_becomes_active_twice_in_its_window_is_manually_separated_and_held() -> None:
+    result = polls(default_table(), [(0, [TWICE_A_DAY]), (60, []), (120, [TWICE_A_DAY]), (180, [])])
+    assert [levels for _, levels, _ in result] == [{TWICE_A_DAY: "RestartBusiness"}, {},
+                                                   {TWICE_A_DAY: "ManuallySeparateNPU"}, {}]
+    assert [chip for _, _, chip in result] == ["RestartBusiness", None, "ManuallySeparateNPU", "ManuallySeparateNPU"]
+    assert result[-1][0].held == {TWICE_A_DAY: Held(120.0, None)}
+
+
+def test_two_occurrences_further_apart_than_the_window_do_not_escalate() -> None:
+    day = 86400.0
+    result = polls(default_table(), [(0, [TWICE_A_DAY]), (60, []), (day + 1, [TWICE_A_DAY])])
+    assert result[-1][1] == {TWICE_A_DAY: "RestartBusiness"}
+    result = polls(default_table(), [(0, [TWICE_A_DAY]), (60, []), (day, [TWICE_A_DAY])])
+    assert result[-1][1] == {TWICE_A_DAY: "ManuallySeparateNPU"}
+
+
+def test_a_lasting_code_escalates_once_it_has_lasted_its_timeout_by_the_polls() -> None:
+    result = polls(default_table(), [(0, [LINK_DOWN]), (19, [LINK_DOWN]), (20, [LINK_DOWN]), (80, [])])
+    assert [levels for _, levels, _ in result] == [{LINK_DOWN: "NotHandleFault"}, {LINK_DOWN: "NotHandleFault"},
+                                                   {LINK_DOWN: "PreSeparateNPU"}, {}]
+    assert result[-1][2] is None  # a duration level is not held
+
+
+def test_a_release_window_frees_a_held_separation_when_the_code_stays_away() -> None:
+    table = FaultTable({}, (FrequencyRule(frozenset({"AB"}), 100.0, 2, "ManuallySeparateNPU", release_s=1000.0),))
+    seen = [(0, ["AB"]), (10, []), (20, ["AB"]), (30, []), (1019, []), (1020, [])]
+    chips = [chip for _, _, chip in polls(table, seen)]
+    assert chips == ["SubHealthFault", None, "ManuallySeparateNPU", "ManuallySeparateNPU", "ManuallySeparateNPU",
+                     None]
+
+
+def test_the_most_severe_level_of_a_chip_is_its_level() -> None:
+    table = FaultTable({"A": "RestartRequest", "B": "RestartNPU"}, (), (DurationRule(frozenset({"A"}), 5.0,
+                                                                                   "SeparateNPU"),))
+    result = polls(table, [(0, ["A", "B"]), (5, ["A", "B"])])
+    assert [chip for _, _, chip in result] == ["RestartNPU", "SeparateNPU"]
+
+
+def test_history_survives_a_restart_and_a_clear_releases_the_chip(tmp_path: Path) -> None:
+    path = tmp_path / "fault_history.json"
+    clock = iter([0.0, 60.0, 120.0, 180.0, 240.0])
+    first = FaultLevels(default_table(), FaultHistory(path), lambda: next(clock))
+    first(CHIP, "Warning", [TWICE_A_DAY])
+    first(CHIP, "Warning", [])
+    restarted = FaultLevels(default_table(), FaultHistory(path), lambda: next(clock))
+    assert restarted(CHIP, "Warning", [TWICE_A_DAY]).chip == "ManuallySeparateNPU"
+    assert restarted(CHIP, "OK", []).chip == "ManuallySeparateNPU"
+    args = argparse.Namespace(faults_command="clear", npu=3, chip=None, json=False)
+    config = argparse.Namespace(state_dir=str(tmp_path))
+    assert faults_cli.main(args, config) == faults_cli.EXIT_OK
+    assert faults_cli.main(args, config) == faults_cli.EXIT_NOTHING
+    assert restarted(CHIP, "OK", []).chip is None
+
+
+def test_a_clear_of_another_npu_leaves_the_chip_held(tmp_path: Path) -> None:
+    history = FaultHistory(tmp_path / "fault_history.json")
+    history.update(lambda chips: {**chips, "3:0": ChipHistory({}, {}, {TWICE_A_DAY: Held(0.0)}),
+                                  "13:0": ChipHistory({}, {}, {TWICE_A_DAY: Held(0.0)})})
+    config = argparse.Namespace(state_dir=str(tmp_path))
+    assert faults_cli.main(argparse.Namespace(faults_command="clear", npu=1, chip=None), config) == 1
+    assert faults_cli.main(argparse.Namespace(faults_command="clear", npu=3, chip=1), config) == 1
+    assert faults_cli.main(argparse.Namespace(faults_command="clear", npu=3, chip=0), config) == 0
+    assert set(history.read()) == {"13:0"}
+
+
+def test_an_unwritable_state_directory_keeps_the_history_in_memory(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")
+    clock = iter([0.0, 60.0, 120.0])
+    levels = FaultLevels(default_table(), FaultHistory(blocked / "fault_history.json"), lambda: next(clock))
+    levels(CHIP, "Warning", [TWICE_A_DAY])
+    levels(CHIP, "Warning", [])
+    assert levels(CHIP, "Warning", [TWICE_A_DAY]).chip == "ManuallySeparateNPU"
+
+
+@pytest.mark.parametrize(("health", "codes", "expected"), [
+    ("Alarm", "8C084E00 DEADBEEF", {"8C084E00": "FreeRestartNPU", "DEADBEEF": "SeparateNPU"}),
+    ("Warning", "DEADBEEF", {"DEADBEEF": "SubHealthFault"}),
+])
+def test_each_code_carries_its_level_and_the_chip_its_most_severe(health: str, codes: str,
+                                                                  expected: dict[str, str]) -> None:
+    record = npu_smi_health.parse(f"Health Status : {health}\nError Code : {codes}\n")
+    samples = npu_smi_health.samples([record], CHIP, CollectContext())
+    labels = {dict(s.labels)["code"]: dict(s.labels)["handling"]
+              for s in samples if s.metric == "npu_error_code_active"}
+    assert labels == expected
+    chip = [dict(s.labels)["handling"] for s in samples if s.metric == "npu_fault_handling"]
+    assert chip == [min(expected.values(), key=["SeparateNPU", "FreeRestartNPU", "SubHealthFault"].index)]
+
+
+def test_a_healthy_chip_has_no_handling_series_unless_one_is_held() -> None:
+    record = npu_smi_health.parse("Health Status : OK\nError Code : NA\n")
+    assert npu_smi_health.samples([record], CHIP, CollectContext()) == []
+    held = FaultLevels(default_table(), FaultHistory(None), lambda: 0.0)
+    held.history.update(lambda chips: {"3:0": ChipHistory({}, {}, {TWICE_A_DAY: Held(0.0)})})
+    samples = npu_smi_health.samples([record], CHIP, CollectContext(fault_levels=held))
+    assert [(s.metric, dict(s.labels)["handling"]) for s in samples] == [("npu_fault_handling",
+                                                                            "ManuallySeparateNPU")]
