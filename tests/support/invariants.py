@@ -92,6 +92,10 @@ def assert_values_within_bounds(records: Any) -> None:
             assert bound.contains(number), (name, number, f"{bound.low:g}..{bound.high:g}")
 
 
+def _folded(text: str) -> str:
+    return " ".join(text.split())
+
+
 def assert_rejections_come_from(records: Any, text: str) -> None:
     """Every rejection ``records`` carry names a line of ``text`` (clipped, escaped) by a real line number."""
     found = rejections(records)
@@ -100,6 +104,7 @@ def assert_rejections_come_from(records: Any, text: str) -> None:
     line_count = max(len(text.splitlines()), text.count("\n") + 1)
     for rejection in found:
         core = rejection.line[:-3] if rejection.line.endswith("...") else rejection.line
-        # A value continued on the next line (npu-smi board's wrapped fields) is rejected as one, joined by "\n".
-        assert all(piece in escaped for piece in core.split("\\n")), rejection
+        # A value continued on the next line (npu-smi board's wrapped fields) is rejected as one, joined by "\n";
+        # a key-value line is quoted as "key : value", its runs of blanks folded to one.
+        assert all(_folded(piece) in _folded(escaped) for piece in core.split("\\n")), rejection
         assert rejection.line_no is None or 0 <= rejection.line_no <= line_count, (rejection, line_count)
