@@ -48,10 +48,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, tier))
 
 
-@pytest.fixture(autouse=True)
-def _fast_tiers_start_nothing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In tests/unit and tests/conformance, starting a subprocess, forking or listening on a socket fails the test."""
+@pytest.fixture(autouse=True, scope="module")
+def _fast_tiers_start_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In tests/unit and tests/conformance, starting a subprocess, forking or listening on a socket fails the test.
+
+    Module-scoped and autouse, so it is in place before the module's other module-scoped fixtures too.
+    """
     if tier_of(Path(str(request.node.path))) not in FAST_TIERS:
+        yield
         return
 
     def refuse(what: str) -> Callable[..., Any]:
@@ -59,9 +63,11 @@ def _fast_tiers_start_nothing(request: pytest.FixtureRequest, monkeypatch: pytes
             raise StartsSomething(f"a {'/'.join(FAST_TIERS)} test must not {what}: move it to tests/integration")
         return refused
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("start a subprocess"))
-    monkeypatch.setattr(socket.socket, "listen", refuse("listen on a socket"))
-    monkeypatch.setattr(os, "fork", refuse("fork"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", refuse("start a subprocess"))
+        patch.setattr(socket.socket, "listen", refuse("listen on a socket"))
+        patch.setattr(os, "fork", refuse("fork"))
+        yield
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,3 +51,35 @@ def test_gloo_hang_names_the_rank_that_never_entered(runs: dict[str, fr_harness.
     assert culprit["evidence"][0] == (f"flight recorder: rank 3 last entered collective {run.collectives - 1}; "
                                       f"ranks 0-2 entered all_reduce collective {run.collectives}")
     assert len(incident["culprits"]) == 1
+
+
+def test_gloo_desync_names_the_rank_that_called_another_collective(
+        runs: dict[str, fr_harness.ScenarioRun]) -> None:
+    run = runs["desync"]
+    code, report = triage(str(run.out_dir))
+    assert code == 1, report
+    (incident,) = report["incidents"]
+    culprit = incident["culprits"][0]
+    assert (culprit["rank"], culprit["cause"]) == (run.faulty_rank, "desync")
+    assert culprit["evidence"][0] == (f"flight recorder: at collective {run.collectives} rank 3 called broadcast, "
+                                      "ranks 0-2 called all_reduce")
+    assert "called different collectives" in report["verdict"]
+
+
+def test_gloo_complete_run_is_no_incident(runs: dict[str, fr_harness.ScenarioRun]) -> None:
+    code, report = triage(str(runs["complete"].out_dir))
+    assert code == 0
+    assert report["incidents"] == []
+
+
+def test_dumps_of_one_job_split_over_nodes(runs: dict[str, fr_harness.ScenarioRun], tmp_path: Path) -> None:
+    """Each rank's dump on its own node: the culprit is named with the node it ran on."""
+    run = runs["hang"]
+    for rank in range(run.world_size):
+        node = tmp_path / f"node-{rank}"
+        node.mkdir()
+        shutil.copy(run.pickle_dump(rank), node / f"nccl_trace_rank_{rank}")
+    code, report = triage(*(str(tmp_path / f"node-{rank}") for rank in range(run.world_size)))
+    assert code == 1
+    culprit = report["incidents"][0]["culprits"][0]
+    assert (culprit["node"], culprit["rank"], culprit["cause"]) == ("node-3", 3, "process_hang")

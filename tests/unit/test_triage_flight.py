@@ -1,24 +1,21 @@
 """Triage over flight-recorder dumps in torch_npu's format (fixtures).
 
-A real 4-rank gloo job (``tests/support/fr_harness.py``): tests/integration/test_triage_flight.py.
+The real 4-rank gloo jobs (``tests/support/fr_harness.py``), desync, complete and split over nodes:
+tests/integration/test_triage_flight.py.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import shutil
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agent.cli import build_parser
 from agent.triage import command
 from agent.triage.engine import analyze
 from agent.triage.evidence import Evidence, FlightEntry, FlightRecord, RankFailure
 from agent.triage.flight import analyze_flights
-from tests.support import fr_harness, paths
+from tests.support import paths
 
 FIXTURES = paths.FIXTURES / "flight_recorder"
 
@@ -28,46 +25,6 @@ def triage(*paths: str) -> tuple[int, dict[str, Any]]:
     out = io.StringIO()
     code = command.main(args, out=out, err=io.StringIO())
     return code, json.loads(out.getvalue())
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, fr_harness.ScenarioRun]:
-    pytest.importorskip("torch")
-    root = tmp_path_factory.mktemp("fr")
-    return {scenario: fr_harness.run_scenario(scenario, root / f"gloo-{scenario}")
-            for scenario in fr_harness.SCENARIOS}
-
-
-def test_gloo_desync_names_the_rank_that_called_another_collective(
-        runs: dict[str, fr_harness.ScenarioRun]) -> None:
-    run = runs["desync"]
-    code, report = triage(str(run.out_dir))
-    assert code == 1, report
-    (incident,) = report["incidents"]
-    culprit = incident["culprits"][0]
-    assert (culprit["rank"], culprit["cause"]) == (run.faulty_rank, "desync")
-    assert culprit["evidence"][0] == (f"flight recorder: at collective {run.collectives} rank 3 called broadcast, "
-                                      "ranks 0-2 called all_reduce")
-    assert "called different collectives" in report["verdict"]
-
-
-def test_gloo_complete_run_is_no_incident(runs: dict[str, fr_harness.ScenarioRun]) -> None:
-    code, report = triage(str(runs["complete"].out_dir))
-    assert code == 0
-    assert report["incidents"] == []
-
-
-def test_dumps_of_one_job_split_over_nodes(runs: dict[str, fr_harness.ScenarioRun], tmp_path: Path) -> None:
-    """Each rank's dump on its own node: the culprit is named with the node it ran on."""
-    run = runs["hang"]
-    for rank in range(run.world_size):
-        node = tmp_path / f"node-{rank}"
-        node.mkdir()
-        shutil.copy(run.pickle_dump(rank), node / f"nccl_trace_rank_{rank}")
-    code, report = triage(*(str(tmp_path / f"node-{rank}") for rank in range(run.world_size)))
-    assert code == 1
-    culprit = report["incidents"][0]["culprits"][0]
-    assert (culprit["node"], culprit["rank"], culprit["cause"]) == ("node-3", 3, "process_hang")
 
 
 def test_torch_npu_dumps() -> None:
