@@ -18,6 +18,7 @@ a socket fails (``StartsSomething``): such a test belongs in tests/integration.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
@@ -68,6 +69,15 @@ def _fast_tiers_start_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
         patch.setattr(socket.socket, "listen", refuse("listen on a socket"))
         patch.setattr(os, "fork", refuse("fork"))
         yield
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """The promtool binary (Debian package prometheus); the test fails, not skips, without it."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool not found on PATH: install it (Debian/Ubuntu: apt-get install prometheus)")
+    return found
 
 
 @pytest.fixture

@@ -29,13 +29,6 @@ ALERTMANAGER_EXAMPLE = ALERTS_DIR / "alertmanager.example.yml"
 README = REPO / "README.md"
 
 
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool not found on PATH: install it (Debian/Ubuntu: apt-get install prometheus)")
-    return found
-
 
 # ----------------------------------------------------------------------------- stable annotations
 

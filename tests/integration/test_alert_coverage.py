@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -439,13 +438,6 @@ def surviving_mutants(promtool: str, all_mutants: list[Mutant], root: Path) -> l
             attempt += 1
     return [all_mutants[number] for number in sorted(alive)]
 
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool not found on PATH: install it (Debian/Ubuntu: apt-get install prometheus)")
-    return found
 
 
 # ----------------------------------------------------------------------------- tests

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from tests.support.paths import REPO
+from tests.support.rule_files import alert_rules, load_yaml
 
 ALERTS_DIR = REPO / "alerts"
 RULE_FILES = sorted(ALERTS_DIR.glob("*.rules.yml"))
@@ -25,30 +25,8 @@ ALERTMANAGER_EXAMPLE = ALERTS_DIR / "alertmanager.example.yml"
 README = REPO / "README.md"
 
 
-def _load(path: Path) -> dict[str, Any]:
-    with path.open(encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    assert isinstance(data, dict), f"{path} is not a YAML mapping"
-    return data
 
 
-def _rules() -> Iterator[tuple[Path, dict[str, Any]]]:
-    for path in RULE_FILES:
-        for group in _load(path)["groups"]:
-            for rule in group["rules"]:
-                yield path, rule
-
-
-def _alert_rules() -> list[tuple[Path, dict[str, Any]]]:
-    return [(path, rule) for path, rule in _rules() if "alert" in rule]
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool not found on PATH: install it (Debian/Ubuntu: apt-get install prometheus)")
-    return found
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -71,12 +49,12 @@ def test_promtool_unit_tests(promtool: str) -> None:
 def test_template_lists_come_out_in_the_same_order_every_time(promtool: str, tmp_path: Path) -> None:
     """The cases of alerts whose annotations list query results (error codes, collectors,
     states), run many times: query order is not stable, so an unsorted list fails some runs."""
-    listing = {rule["alert"] for _, rule in _alert_rules()
+    listing = {rule["alert"] for _, rule in alert_rules()
                if any("range" in text and "query" in text for text in rule.get("annotations", {}).values())}
     assert {"NPUUnhealthy", "NPUCollectorFailing"} <= listing, listing
     files = []
     for path in TEST_FILES:
-        document = _load(path)
+        document = load_yaml(path)
         cases = [case for case in document["tests"]
                  if any(check["alertname"] in listing for check in case.get("alert_rule_test", []))]
         if not cases:

@@ -20,42 +20,15 @@ from typing import Any
 
 import pytest
 
-from agent.core.config import build_config
 from agent.demo.node import DemoNode
 from agent.diagnose import engine as diagnose
+from tests.support.diagnose_harness import GAP_S, by_name, make_config, run
 from tests.support.paths import REPO
-
-GAP_S = 0.2
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> DemoNode:
     return DemoNode(tmp_path / "demo").create(chips=4)
-
-
-def make_config(tmp_path: Path, timeout: str = "3s", log_paths: list[str] | None = None, **extra: Any) -> Any:
-    raw: dict[str, Any] = {
-        "collectors": {
-            "npu_smi": {"timeout": timeout},
-            "hccn_tool": {"timeout": timeout, "hccn_conf": str(tmp_path / "hccn.conf")},
-        },
-    }
-    if log_paths is not None:
-        raw["collectors"]["hccl_logs"] = {"paths": log_paths}
-    raw.update(extra)
-    return build_config(raw)
-
-
-def run(node: DemoNode, capsys: pytest.CaptureFixture[str], config: Any, *, as_json: bool = True,
-        probes: bool = False) -> tuple[int, Any]:
-    args = argparse.Namespace(json=as_json, probes=probes, verbose=False, sample_gap=GAP_S)
-    code = diagnose.main(args, config, node.directory)
-    out = capsys.readouterr().out
-    return code, json.loads(out) if as_json else out
-
-
-def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {check["name"]: check for check in report["checks"]}
 
 
 def write_clean_plog(node: DemoNode) -> Path:

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from collectors.catalogue import CATALOGUE
 from tests.support.paths import REPO
+from tests.support.rule_files import alert_rules, alert_tests, rules
 
 ALERTS_DIR = REPO / "alerts"
 RULE_FILES = sorted(ALERTS_DIR.glob("*.rules.yml"))
@@ -84,37 +83,9 @@ def template_queries(annotation: str) -> list[str]:
     return [m.encode().decode("unicode_escape") for m in _TEMPLATE_QUERY.findall(annotation)]
 
 
-def _load(path: Path) -> dict[str, Any]:
-    with path.open(encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    assert isinstance(data, dict), f"{path} is not a YAML mapping"
-    return data
 
 
-def _rules() -> Iterator[tuple[Path, dict[str, Any]]]:
-    for path in RULE_FILES:
-        for group in _load(path)["groups"]:
-            for rule in group["rules"]:
-                yield path, rule
 
-
-def _alert_rules() -> list[tuple[Path, dict[str, Any]]]:
-    return [(path, rule) for path, rule in _rules() if "alert" in rule]
-
-
-def _alert_tests() -> Iterator[tuple[Path, dict[str, Any]]]:
-    for path in TEST_FILES:
-        for case in _load(path)["tests"]:
-            for check in case.get("alert_rule_test", []):
-                yield path, check
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool not found on PATH: install it (Debian/Ubuntu: apt-get install prometheus)")
-    return found
 
 
 def test_rule_and_test_files_exist() -> None:
@@ -125,7 +96,7 @@ def test_rule_and_test_files_exist() -> None:
 
 
 def test_required_alerts_exist() -> None:
-    names = {rule["alert"] for _, rule in _alert_rules()}
+    names = {rule["alert"] for _, rule in alert_rules()}
     assert names >= REQUIRED_ALERTS, f"missing alerts: {sorted(REQUIRED_ALERTS - names)}"
 
 
@@ -134,7 +105,7 @@ def _rule_id(path: Path, rule: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize(("path", "rule"), [
-    pytest.param(path, rule, id=_rule_id(path, rule)) for path, rule in _alert_rules()
+    pytest.param(path, rule, id=_rule_id(path, rule)) for path, rule in alert_rules()
 ])
 def test_alert_has_severity_annotations_and_runbook(path: Path, rule: dict[str, Any]) -> None:
     name = rule["alert"]
@@ -153,7 +124,7 @@ def test_alert_has_severity_annotations_and_runbook(path: Path, rule: dict[str, 
 
 
 def test_no_orphan_runbooks() -> None:
-    names = {rule["alert"] for _, rule in _alert_rules()}
+    names = {rule["alert"] for _, rule in alert_rules()}
     orphans = {p.stem for p in RUNBOOK_DIR.glob("*.md")} - names
     assert not orphans, f"runbooks without an alert: {sorted(orphans)}"
 
@@ -172,7 +143,7 @@ def test_metric_name_parser() -> None:
 
 def test_every_metric_in_rules_is_in_the_catalogue() -> None:
     unknown: dict[str, set[str]] = {}
-    for path, rule in _rules():
+    for path, rule in rules():
         name = rule.get("alert") or rule["record"]
         used = metric_names(rule["expr"])
         for text in rule.get("annotations", {}).values():
@@ -185,10 +156,10 @@ def test_every_metric_in_rules_is_in_the_catalogue() -> None:
 
 
 def test_every_alert_has_a_firing_and_a_silent_test_case() -> None:
-    names = {rule["alert"] for _, rule in _alert_rules()}
+    names = {rule["alert"] for _, rule in alert_rules()}
     fired: set[str] = set()
     silent: set[str] = set()
-    for path, check in _alert_tests():
+    for path, check in alert_tests():
         alerts = check.get("exp_alerts") or []
         (fired if alerts else silent).add(check["alertname"])
         for alert in alerts:
@@ -210,11 +181,11 @@ def test_every_alert_rule_has_its_own_firing_case() -> None:
     """Per rule, not only per alert name: each variant (its static labels, e.g. severity or
     reason) fires in some case whose expected labels include all of them."""
     fired: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    for _path, check in _alert_tests():
+    for _path, check in alert_tests():
         for alert in check.get("exp_alerts") or []:
             fired.add((check["alertname"], tuple(sorted((k, str(v)) for k, v in alert["exp_labels"].items()))))
     missing = []
-    for _path, rule in _alert_rules():
+    for _path, rule in alert_rules():
         name, labels = _rule_variant(rule)
         if not any(n == name and set(labels) <= set(got) for n, got in fired):
             missing.append(f"{name}{dict(labels)}")
@@ -228,7 +199,7 @@ _QUERY_PIPE = re.compile(r"\|\s*query\b(?P<rest>[^}]*)\}\}")
 
 
 @pytest.mark.parametrize(("path", "rule"), [
-    pytest.param(path, rule, id=_rule_id(path, rule)) for path, rule in _alert_rules()
+    pytest.param(path, rule, id=_rule_id(path, rule)) for path, rule in alert_rules()
 ])
 def test_annotations_are_stable_for_the_life_of_an_alert(path: Path, rule: dict[str, Any]) -> None:
     """No annotation prints the alert's value (it changes at every evaluation for counts, rates,
@@ -258,11 +229,11 @@ def _duration_s(text: str) -> int:
 def test_node_alerts_keep_firing_through_a_scrape_gap_until_npuwatchdown_takes_over() -> None:
     """A killed or restarting agent makes its series stale; its node's alerts must not resolve
     (and page again on return) before NPUWatchDown fires and inhibits them."""
-    down = next(rule for _, rule in _alert_rules()
+    down = next(rule for _, rule in alert_rules()
                 if rule["alert"] == "NPUWatchDown" and rule["labels"]["severity"] == "warning")
     handover_s = _duration_s(down["for"]) + 60  # + the first failed scrape and one evaluation
     short = [
-        rule["alert"] for _, rule in _alert_rules()
+        rule["alert"] for _, rule in alert_rules()
         if rule["alert"] != "NPUWatchDown" and rule["labels"].get("node") != "all"
         and _duration_s(rule.get("keep_firing_for", "0s")) < handover_s
     ]

@@ -6,7 +6,6 @@ Against the demo node's fake tools, run as real subprocesses: tests/integration/
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -20,39 +19,13 @@ from agent.diagnose import engine as diagnose
 from agent.diagnose.evidence import remote_culprit
 from agent.triage.engine import analyze
 from agent.triage.evidence import Address, Blame, Evidence, NodeCoverage, RankFailure
+from tests.support.diagnose_harness import GAP_S, by_name, make_config
 from tests.support.paths import REPO
-
-GAP_S = 0.2
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> DemoNode:
     return DemoNode(tmp_path / "demo").create(chips=4)
-
-
-def make_config(tmp_path: Path, timeout: str = "3s", log_paths: list[str] | None = None, **extra: Any) -> Any:
-    raw: dict[str, Any] = {
-        "collectors": {
-            "npu_smi": {"timeout": timeout},
-            "hccn_tool": {"timeout": timeout, "hccn_conf": str(tmp_path / "hccn.conf")},
-        },
-    }
-    if log_paths is not None:
-        raw["collectors"]["hccl_logs"] = {"paths": log_paths}
-    raw.update(extra)
-    return build_config(raw)
-
-
-def run(node: DemoNode, capsys: pytest.CaptureFixture[str], config: Any, *, as_json: bool = True,
-        probes: bool = False) -> tuple[int, Any]:
-    args = argparse.Namespace(json=as_json, probes=probes, verbose=False, sample_gap=GAP_S)
-    code = diagnose.main(args, config, node.directory)
-    out = capsys.readouterr().out
-    return code, json.loads(out) if as_json else out
-
-
-def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {check["name"]: check for check in report["checks"]}
 
 
 def test_only_old_logs_pass_as_in_check(tmp_path: Path) -> None:
