@@ -25,13 +25,7 @@ from agent.core.tool_runner import (
     resolve_tool,
     run_tool,
 )
-
-
-def _script(tmp_path: Path, name: str, body: str) -> str:
-    path = tmp_path / name
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
+from tests.support.scripts import shell_script as _script
 
 
 def _descendants_with(marker: str) -> list[psutil.Process]:
