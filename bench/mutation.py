@@ -121,7 +121,7 @@ TARGETS: tuple[Target, ...] = (
     _kv("npu_smi_usages", "test_npu_smi_usages.py"),
     _kv("npu_smi_common", "test_npu_smi_usages.py"),
     _kv("npu_smi_ecc", "test_npu_smi_health.py"),
-    _kv("npu_smi_health", "test_npu_smi_health.py"),
+    _kv("npu_smi_health", "test_npu_smi_health.py", "test_fault_handling_escalation.py"),
     _kv("npu_smi_memory", "test_npu_smi_memory.py"),
     _kv("npu_smi_power", "test_npu_smi_temp.py"),
     _kv("npu_smi_temp", "test_npu_smi_temp.py"),
@@ -359,10 +359,11 @@ def prepare(target: Target, workdir: Path) -> None:
         pyproject.write(mutmut_section(target))
 
 
-def _corpus_env() -> dict[str, str]:
+def _mutmut_env() -> dict[str, str]:
     env = dict(os.environ)
     corpus = env.get("NPUWATCH_CORPUS") or str(ROOT.parent / "shared" / "corpus")
     env["NPUWATCH_CORPUS"] = corpus
+    env["NPUWATCH_HYPOTHESIS"] = "derandomized"  # tests/conftest.py: the same examples for every mutant
     env.pop("PYTHONPATH", None)  # mutmut puts its mutants/ copy first on the path itself
     return env
 
@@ -393,7 +394,7 @@ def run_module(target: Target, jobs: int, timeout: float) -> ModuleResult:
         try:
             proc = subprocess.run([*pid_namespace(target), sys.executable, "-m", "mutmut", "run",
                                    "--max-children", str(jobs), *names],
-                                  cwd=workdir, env=_corpus_env(), stdout=log, stderr=subprocess.STDOUT,
+                                  cwd=workdir, env=_mutmut_env(), stdout=log, stderr=subprocess.STDOUT,
                                   timeout=timeout, start_new_session=True, check=False)
         except subprocess.TimeoutExpired:
             result.error = f"mutmut ran past {timeout:.0f} s"

@@ -11,6 +11,10 @@ well as by path. The fixtures here build on tests/support (docs/development.md, 
   harness functions of tests.support.prom_harness and stop every one they started at teardown.
 - ``webhook``: a started WebhookReceiver (Alertmanager's notifications), stopped at teardown.
 
+``NPUWATCH_HYPOTHESIS=derandomized`` (set by bench/mutation.py) makes every hypothesis test draw the
+same examples each run, from no example database: a mutant is then judged on the inputs its clean run
+passed, not on whatever a fresh random draw finds.
+
 In the fast tiers (tests/unit, tests/conformance) a test that starts a subprocess, forks or listens on
 a socket fails (``StartsSomething``): such a test belongs in tests/integration.
 """
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.support.agent_harness import ServedAgent, demo_bundle, get, serving, wait_for
 from tests.support.daemon import BASE_CONFIG, Daemon
@@ -40,6 +45,10 @@ from tests.support.prom_harness import (
     start_prometheus,
 )
 from tests.support.tiers import FAST_TIERS, StartsSomething, tier_of
+
+settings.register_profile("derandomized", derandomize=True, database=None)
+if os.environ.get("NPUWATCH_HYPOTHESIS"):
+    settings.load_profile(os.environ["NPUWATCH_HYPOTHESIS"])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

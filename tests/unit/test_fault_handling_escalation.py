@@ -135,3 +135,15 @@ def test_a_healthy_chip_has_no_handling_series_unless_one_is_held() -> None:
     samples = npu_smi_health.samples([record], CHIP, CollectContext(fault_levels=held))
     assert [(s.metric, dict(s.labels)["handling"]) for s in samples] == [("npu_fault_handling",
                                                                             "ManuallySeparateNPU")]
+
+
+@pytest.mark.parametrize(("health", "expected"), [("Alarm", "SeparateNPU"), ("Warning", "SubHealthFault")])
+def test_the_agent_judges_with_its_history_the_chip_the_health_and_the_codes_it_read(health: str,
+                                                                                     expected: str) -> None:
+    # An unknown code takes its level from the chip's health, so a health lost on the way changes the level.
+    record = npu_smi_health.parse(f"Health Status : {health}\nError Code : DEADBEEF\n")
+    levels = FaultLevels(default_table(), FaultHistory(None), lambda: 0.0)
+    samples = npu_smi_health.samples([record], CHIP, CollectContext(fault_levels=levels))
+    assert [(s.metric, dict(s.labels)["handling"]) for s in samples] == [("npu_error_code_active", expected),
+                                                                          ("npu_fault_handling", expected)]
+    assert set(levels.history.read()) == {"3:0"}
