@@ -31,10 +31,13 @@ class Candidate:
     behind: list[str] = field(default_factory=list)
     faults: list[LocalFault] = field(default_factory=list)
     member: bool = False  # pointed at only because it runs a rank of the communicator
+    # the other ends of the links with errors that this endpoint shares, and how many such links there are
+    shared_with: tuple[str, ...] = ()
+    erroring_links: int = 0
 
     @property
     def pointed(self) -> bool:
-        return bool(self.blamers or self.silent or self.flights or self.desync or self.behind)
+        return bool(self.blamers or self.silent or self.flights or self.desync or self.behind or self.shared_with)
 
 
 class Candidates:
@@ -132,3 +135,5 @@ def _absorb(target: Candidate, old: Candidate) -> None:
     target.behind.extend(old.behind)
     target.faults.extend(f for f in old.faults if f not in target.faults)
     target.member = target.member and old.member
+    if len(old.shared_with) > len(target.shared_with):
+        target.shared_with, target.erroring_links = old.shared_with, old.erroring_links

@@ -10,9 +10,11 @@ roce_errors, chip_fault, hbm_ecc, slow_chip); else desync (flight recorder or HC
 (flight recorder behind, heartbeat "stuck", entry log behind, silent while its node's logs
 continue); else process_exit (heartbeat lost); else a weaker fault's cause; else unknown.
 
-A culprit is *named* when its score reaches ``named_score`` and something identifies it (a node,
-a rank or an address). Exit status: 0 no incident, 1 every incident has a named culprit, 2 an
-incident without one, 3 nothing could be read.
+A culprit is *named* when its score reaches ``named_score``, something identifies it (a node,
+a rank or an address) and no other culprit scores the same (``agent.triage.ties``: a tie is
+reported with the evidence that would break it, never broken by name or order). Exit status:
+0 no incident, 1 every incident has a named culprit, 2 an incident without one (a tie included),
+3 nothing could be read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from agent.triage.flight import analyze_flights
 from agent.triage.locate import Locator
 from agent.triage.report import Incident, TriageReport
 from agent.triage.scoring import Scorer
+from agent.triage.ties import find_tie
 from agent.triage.weights import WEIGHTS
 from agent.triage.wording import Wording
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
@@ -37,7 +40,8 @@ def _incident(draft: Draft, evidence: Evidence, blames: Sequence[Blame], locator
     wording = Wording(scope, evidence, locator)
     culprits = Scorer(scope, evidence, blames, locator, wording).culprits()
     top = culprits[0] if culprits else None
-    named = top is not None and top.score >= WEIGHTS["named_score"] and (
+    tie = find_tie(culprits, scope, evidence)
+    named = tie is None and top is not None and top.score >= WEIGHTS["named_score"] and (
         top.node != "unknown" or top.rank is not None or top.ip is not None)
     comm = draft.comm or (draft.finding.label if draft.finding is not None else "")
     if draft.comm:
@@ -49,8 +53,8 @@ def _incident(draft: Draft, evidence: Evidence, blames: Sequence[Blame], locator
     return Incident(comm=comm, start=scope.start, end=scope.end, codes=tuple(scope.codes), rank_size=scope.rank_size,
                     reporting_ranks=scope.reporting, silent_ranks=scope.silent, culprits=tuple(culprits),
                     op=scope.op, reporters=scope.reporters, nodes=tuple(sorted(scope.nodes)),
-                    notes=tuple(wording.notes(named)), named=named,
-                    verdict=wording.verdict(top if named else None, comm), title=title)
+                    notes=tuple(wording.notes(named, tie)), named=named,
+                    verdict=wording.verdict(top if named else None, comm, tie), title=title, tie=tie)
 
 
 def analyze(evidence: Evidence, window: Window | None = None) -> TriageReport:

@@ -36,6 +36,7 @@ __all__ = [
     "FlightEntry",
     "FlightRecord",
     "LocalFault",
+    "LoggedFault",
     "NodeCoverage",
     "OpProgress",
     "RankFailure",
@@ -136,6 +137,7 @@ class LocalFault:
     happened when that is known (a link_stat change, a log line), ``seen_at`` when it was observed
     (a tool snapshot); a fault with neither time is a state with no date (an ECC count).
     ``until`` is when it was last seen still going on (None: still on when observed, or a moment).
+    ``peers`` are the addresses at the other end of a link fault (RoCE CQE errors towards them).
     """
 
     node: str
@@ -146,10 +148,23 @@ class LocalFault:
     seen_at: float | None = None
     until: float | None = None
     source: str = ""
+    peers: tuple[str, ...] = ()
 
     @property
     def dated(self) -> bool:
         return self.at is not None
+
+
+@dataclass(frozen=True)
+class LoggedFault:
+    """An HCCL fault of the knowledge graph that a log line shows (``entity``: ``AISW_CANN_HCCL_014``), the
+    first line of it in one log stream, whether or not it reports a collective's failure."""
+
+    node: str
+    entity: str
+    at: float | None
+    npu: int | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -242,7 +257,7 @@ class NodeCoverage:
         self.problems.extend(other.problems)
 
 
-_LISTS = ("ranks", "failures", "blames", "faults", "addresses", "flights", "progress")
+_LISTS = ("ranks", "failures", "blames", "faults", "logged", "addresses", "flights", "progress")
 
 
 @dataclass
@@ -253,6 +268,7 @@ class Evidence:
     failures: list[RankFailure] = field(default_factory=list)
     blames: list[Blame] = field(default_factory=list)
     faults: list[LocalFault] = field(default_factory=list)
+    logged: list[LoggedFault] = field(default_factory=list)
     addresses: list[Address] = field(default_factory=list)
     flights: list[FlightRecord] = field(default_factory=list)
     progress: list[OpProgress] = field(default_factory=list)

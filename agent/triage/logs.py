@@ -29,7 +29,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress, RankFailure, RankSeen
+from agent.triage.evidence import Blame, Evidence, LocalFault, LoggedFault, OpProgress, RankFailure, RankSeen
+from agent.triage.fault_chain import logged_entity
 from collectors.hccl.classify import Event, StreamClassifier
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
 from collectors.hccl.comm import CommFactParser
@@ -340,8 +341,14 @@ class LogReader:
         codes = _EventIndex(self.events)
         for failure in failures:
             evidence.failures.append(self._failure(failure, by_pid, used, codes))
+        logged: dict[tuple[str, int | None], LoggedFault] = {}
         for index, event in enumerate(self.events):
             self.saw(event.timestamp)
+            entity = logged_entity(event.text, event.category)
+            if entity is not None:
+                device = self._identity(codes.pids[index], by_pid, event.timestamp)[3]
+                logged.setdefault((entity, device), LoggedFault(self.node, entity, event.timestamp, device,
+                                                                f"{self.source}:{event.line_no}"))
             if index in used or event.category not in TRIAGE_FAILURE_CATEGORIES:
                 continue
             pid = codes.pids[index]
@@ -355,6 +362,7 @@ class LogReader:
                 evidence.failures.append(RankFailure(self.node, fact.timestamp, "watchdog", "watchdog_timeout", None,
                                                      fact.rank, None, None, fact.op, fact.seq,
                                                      source=f"{self.source}:{fact.line_no}"))
+        evidence.logged.extend(logged.values())
         reports = _Reports(evidence.failures)
         for seen in self.hints:
             comm, reporter = reports.nearest(seen.pid, seen.hint.timestamp) or self._identity(
@@ -448,5 +456,5 @@ class LogReader:
             where = self.source.rsplit("/", 1)[-1]
             faults.append(LocalFault(self.node, device, "roce_cqe", f"{count}{towards} ({where})",
                                      at=min(times) if times else None, until=max(times) if times else None,
-                                     source=f"{self.source}:{items[0].line_no}"))
+                                     source=f"{self.source}:{items[0].line_no}", peers=tuple(peers)))
         return faults

@@ -6,9 +6,12 @@ The JSON form (``TriageReport.to_dict``) is a contract other tools read::
      "incidents": [{"comm": str, "start": epoch, "codes": [...], "rank_size": int,
                     "reporting_ranks": [...], "silent_ranks": [...],
                     "culprits": [{"node": str, "npu": int|null, "rank": int|null, "cause": str,
-                                  "score": float, "evidence": [str, ...]}]}]}
+                                  "score": float, "evidence": [str, ...]}],
+                    "tie": null | {"culprits": [{"node", "npu", "rank"}], "score": float,
+                                   "would_break_it": [str, ...]}}]}
 
-with culprits best first. Extra keys may be added; these never change meaning.
+with culprits best first; culprits that share the top score are a ``tie`` and none of them is named
+(the order among them is only for display). Extra keys may be added; these never change meaning.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from agent.triage.evidence import Window
 
-__all__ = ["EXIT_CODES", "Culprit", "Incident", "TriageReport"]
+__all__ = ["EXIT_CODES", "Culprit", "Incident", "Tie", "TriageReport"]
 
 # none: no incident; culprit: every incident has a named culprit; unknown: an incident without one;
 # unreadable: no input could be read.
@@ -51,6 +54,26 @@ class Culprit:
 
 
 @dataclass(frozen=True)
+class Tie:
+    """Culprits that share the top score: none of them is named (agent.triage.ties)."""
+
+    culprits: tuple[Culprit, ...]
+    score: float
+    would_break_it: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """``node-a NPU 1 (rank 1) and node-c NPU 1 (rank 5) score 4.25 each``."""
+        names = [c.where for c in self.culprits]
+        joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        return f"{joined} score {self.score:g} each"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"culprits": [{"node": c.node, "npu": c.npu, "rank": c.rank} for c in self.culprits],
+                "score": self.score, "would_break_it": list(self.would_break_it)}
+
+
+@dataclass(frozen=True)
 class Incident:
     comm: str  # "" when the logs do not say which communicator
     start: float | None
@@ -67,12 +90,13 @@ class Incident:
     named: bool = False  # a culprit is named with enough evidence
     verdict: str = ""
     title: str = ""  # "communicator <tag>", "process group 0 (default_pg)"
+    tie: Tie | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"comm": self.comm, "start": self.start, "end": self.end, "codes": list(self.codes),
                 "rank_size": self.rank_size, "reporting_ranks": list(self.reporting_ranks),
                 "silent_ranks": list(self.silent_ranks), "culprits": [c.to_dict() for c in self.culprits],
-                "verdict": self.verdict}
+                "tie": self.tie.to_dict() if self.tie is not None else None, "verdict": self.verdict}
 
 
 @dataclass(frozen=True)

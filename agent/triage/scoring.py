@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from agent.triage.candidates import Candidate, Candidates
 from agent.triage.drafts import Scope
 from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress
+from agent.triage.fault_chain import Chain, failure_entity, fault_chain
 from agent.triage.faults import FAULT_KINDS, fault_weight, rank_faults
 from agent.triage.flight import rank_ranges
+from agent.triage.links import shared_endpoint
 from agent.triage.locate import Locator
 from agent.triage.report import Culprit
 from agent.triage.timefmt import clock
@@ -52,6 +54,19 @@ class Scorer:
         self.wording = wording
         self.cands = Candidates(locator, scope.draft.comm, scope.size)
         self.blames = [b for b in blames if self._mine(b)]
+        self.low = scope.start - LOOKBACK_S if scope.start is not None else None
+        self.high = scope.end + AFTER_S if scope.end is not None else None
+        self.entities = self._incident_entities()
+
+    def _incident_entities(self) -> set[str]:
+        """The HCCL faults of the knowledge graph the incident shows: its failure reports, and what the logs of
+        any node printed in its span."""
+        found = {failure_entity(f.code, f.category) for f in self.scope.draft.failures}
+        for logged in self.evidence.logged:
+            if logged.at is None or ((self.low is None or logged.at >= self.low)
+                                     and (self.high is None or logged.at <= self.high)):
+                found.add(logged.entity)
+        return {entity for entity in found if entity is not None}
 
     def _mine(self, blame: Blame) -> bool:
         comm = self.scope.draft.comm
@@ -159,10 +174,20 @@ class Scorer:
             npu = place.npu if place is not None and place.node == last.node else None
             self.cands.get(node=last.node, npu=npu, rank=rank).behind.append(text)
 
+    def shared_link(self) -> None:
+        """The endpoint that the links with errors share (agent.triage.links)."""
+        shared = shared_endpoint((f for f in self.evidence.faults if _relevant(f, self.low, self.high)),
+                                 self.locator)
+        if shared is None:
+            return
+        node, npu = shared.endpoint
+        candidate = self.cands.get(node=node, npu=npu)
+        candidate.shared_with = tuple(f"{peer}{'' if peer_npu is None else f' NPU {peer_npu}'}"
+                                      for peer, peer_npu in shared.peers)
+        candidate.erroring_links = shared.links
+
     def local_faults(self) -> None:
-        low = self.scope.start - LOOKBACK_S if self.scope.start is not None else None
-        high = self.scope.end + AFTER_S if self.scope.end is not None else None
-        relevant = [f for f in self.evidence.faults if _relevant(f, low, high)]
+        relevant = [f for f in self.evidence.faults if _relevant(f, self.low, self.high)]
         if not relevant:
             return
         members = self._member_places()
@@ -206,6 +231,7 @@ class Scorer:
         self.flight()
         self.hccl_desync()
         self.entry_progress()
+        self.shared_link()
         self.local_faults()
         judged = [self._judge(c) for c in self.cands.settle()]
         judged = [c for c in judged if c.score > 0]
@@ -213,9 +239,10 @@ class Scorer:
                                    -1 if c.rank is None else c.rank))
         return judged[:MAX_CULPRITS]
 
-    def _fault_score(self, candidate: Candidate) -> tuple[float, LocalFault | None]:
+    def _fault_score(self, candidate: Candidate) -> tuple[float, list[LocalFault]]:
+        """The score of the candidate's faults and the faults of its NPU, most convincing first."""
         if not candidate.faults:
-            return 0.0, None
+            return 0.0, []
         if candidate.npu is None:  # a node-level candidate takes its NPU when only one has faults
             npus = {f.npu for f in candidate.faults if f.npu is not None}
             if len(npus) == 1:
@@ -223,13 +250,13 @@ class Scorer:
         here = [f for f in candidate.faults if candidate.npu is None or f.npu in (None, candidate.npu)]
         ranked = rank_faults(here)
         if not ranked:
-            return 0.0, None
+            return 0.0, []
         kinds = {f.kind for f in ranked}
         corroboration = WEIGHTS["fault_corroboration"] * (len(kinds) - 1)
         score = fault_weight(ranked[0]) + min(WEIGHTS["fault_corroboration_max"], corroboration)
         if candidate.member and not candidate.pointed:
             score *= WEIGHTS["member_factor"]
-        return score, ranked[0]
+        return score, ranked
 
     def _judge(self, candidate: Candidate) -> Culprit:
         parts: dict[str, float] = {}
@@ -244,13 +271,19 @@ class Scorer:
             parts["desync"] = WEIGHTS["hccl_desync"]
         if candidate.behind:
             parts["behind"] = WEIGHTS["entry_behind"]
-        fault_score, best = self._fault_score(candidate)
+        if candidate.shared_with:
+            parts["shared_link"] = WEIGHTS["shared_endpoint"]
+        fault_score, ranked = self._fault_score(candidate)
+        best = ranked[0] if ranked else None
         if fault_score:
             parts["fault"] = fault_score
+        # Explanation only, no weight: the graph lacks edges (a link down during a collective leads to
+        # its timeout, yet the graph has 0x81078603 lead only to RDMA init failures).
+        chain: Chain | None = fault_chain(ranked, self.entities)
         cause = self._cause(candidate, fault_score, best)
         return Culprit(node=candidate.node or "unknown", npu=candidate.npu, rank=candidate.rank, cause=cause,
-                       score=round(sum(parts.values()), 2), evidence=tuple(self.wording.explain(candidate, best)),
-                       ip=candidate.ip)
+                       score=round(sum(parts.values()), 2),
+                       evidence=tuple(self.wording.explain(candidate, best, chain)), ip=candidate.ip)
 
     @staticmethod
     def _cause(candidate: Candidate, fault_score: float, best: LocalFault | None) -> str:

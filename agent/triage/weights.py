@@ -30,6 +30,8 @@ WEIGHTS: dict[str, float] = {
     # each other kind of local fault in the incident's span adds this to the best fault, up to the max
     "fault_corroboration": 0.2,
     "fault_corroboration_max": 0.6,
+    # the endpoint that the links with RoCE errors share (agent.triage.links), over each of its peers
+    "shared_endpoint": 1.5,
     # a fault on an NPU or node nothing else points at, that runs a rank of the communicator
     "member_factor": 0.5,
     # a fault at least this heavy names the cause; a culprit scoring this is named

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from agent.triage.candidates import Candidate
 from agent.triage.drafts import Scope
 from agent.triage.evidence import Evidence, LocalFault
+from agent.triage.fault_chain import Chain
 from agent.triage.faults import FAULT_KINDS, rank_faults
 from agent.triage.flight import rank_ranges
 from agent.triage.locate import Locator
-from agent.triage.report import Culprit
+from agent.triage.report import Culprit, Tie
 from agent.triage.timefmt import clock, stamp
 
 __all__ = ["Wording", "ranks_phrase"]
@@ -45,7 +46,7 @@ class Wording:
             text += f" NPU {candidate.npu}"
         return text
 
-    def explain(self, candidate: Candidate, best: LocalFault | None) -> list[str]:
+    def explain(self, candidate: Candidate, best: LocalFault | None, graph: Chain | None = None) -> list[str]:
         lines: list[str] = []
         chain: list[str] = []
         ref = self.scope.start
@@ -69,6 +70,14 @@ class Wording:
             lines.append(" -> ".join(chain))
         elif chain and best is None:
             lines.append(chain[0])
+        if candidate.shared_with:
+            links = candidate.erroring_links
+            share = "every one" if len(candidate.shared_with) == links else f"{len(candidate.shared_with)}"
+            lines.append(f"shared endpoint: {share} of the {links} links with RoCE errors ends at "
+                         f"{self.where(candidate)} (the other ends: {', '.join(candidate.shared_with)}); "
+                         "a fault of each peer would show on one link only")
+        if graph is not None:
+            lines.append(graph.text())
         if best is not None:
             for fault in rank_faults(candidate.faults)[:3]:
                 if candidate.npu is None or fault.npu in (None, candidate.npu):
@@ -94,9 +103,12 @@ class Wording:
             lines.append("no bundle, rank table or address maps it to a node")
         return lines
 
-    def notes(self, named: bool) -> list[str]:
+    def notes(self, named: bool, tie: Tie | None = None) -> list[str]:
         notes = []
-        if not named and self.scope.draft.failures:
+        if tie is not None:
+            notes.append(f"tie: {tie.text}: nothing in these inputs tells them apart; what would: "
+                         + "; ".join(tie.would_break_it))
+        elif not named and self.scope.draft.failures:
             if not self.scope.silent and self.scope.rank_size:
                 notes.append("every rank reported: what stopped first is not in these inputs (a rank of another "
                              "communicator, the fabric); flight-recorder dumps or HCCL_ENTRY_LOG_ENABLE=1 entry logs "
@@ -114,7 +126,7 @@ class Wording:
             notes.append("the communicator's size is unknown: no rank list")
         return notes
 
-    def verdict(self, top: Culprit | None, comm: str) -> str:
+    def verdict(self, top: Culprit | None, comm: str, tie: Tie | None = None) -> str:
         what = f"communicator {comm}" if self.scope.draft.comm else (comm or "an unknown communicator")
         size = f" of {self.scope.rank_size}" if self.scope.rank_size else ""
         codes = f" ({', '.join(self.scope.codes[:3])})" if self.scope.codes else ""
@@ -130,6 +142,9 @@ class Wording:
                         "never did")
         else:
             reported = f"ranks of {what} called different collectives at #{finding.seq} ({when})"
+        if tie is not None:
+            causes = sorted({_CAUSE_PHRASES.get(c.cause) or _CAUSE_LABELS.get(c.cause, c.cause) for c in tie.culprits})
+            return f"undecided: {tie.text} ({', '.join(causes)}); {reported}"
         if top is None:
             return f"{reported}; culprit unknown"
         cause = _CAUSE_PHRASES.get(top.cause) or _CAUSE_LABELS.get(top.cause, top.cause)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agent.cli import build_parser
+from agent.demo.plog import plog_timestamp
 from agent.triage import command
 from tests.support.triage_scenarios import T0, Cluster
 
@@ -94,6 +95,8 @@ def test_flapping_optic(cluster: Cluster) -> None:
     assert "3 link-down events" in text
     assert "rx power below" in text
     assert "2 peers got RoCE CQE errors from it (29.2.2.12)" in text
+    assert ("fault graph: the NPU port's link flapped (Comp_Network_Custom_01) -> a notify wait task timed out on "
+            "the device (AISW_CANN_HCCL_027) (in the incident's logs)") in culprit["evidence"]
 
 
 def test_process_that_exited(cluster: Cluster) -> None:
@@ -205,3 +208,49 @@ def test_unreadable_inputs_exit_3(tmp_path: Path) -> None:
     assert report["incidents"] == []
     assert any("unreadable bundle" in problem for problem in report["problems"])
     assert any("no such file or directory" in problem for problem in report["problems"])
+
+
+def test_one_ports_errors_reported_from_both_ends_of_three_links(tmp_path: Path) -> None:
+    # node-c NPU 1's port is bad: it logs CQE errors towards its three peers, and each of them towards it.
+    # Its peers' names sort before it, so an order-broken tie would name node-a.
+    cluster = Cluster(tmp_path, nodes=4, npus=2).write()
+    bad = cluster.rank(2, 1)
+    for node in (0, 1, 3):
+        cluster.cqe(bad, T0 - 60, cluster.device_ip(node, 1))
+        cluster.cqe(cluster.rank(node, 1), T0 - 59, cluster.device_ip(2, 1))
+    cluster.timeouts(list(range(cluster.size)), T0)
+    code, report = triage(*cluster.paths())
+    assert code == 1
+    (incident,) = report["incidents"]
+    assert incident["tie"] is None
+    culprit = top(report)
+    assert where(culprit) == ("node-c", 1, bad, "roce_errors")
+    assert ("shared endpoint: every one of the 3 links with RoCE errors ends at node-c NPU 1 (the other ends: "
+            "node-a NPU 1, node-b NPU 1, node-d NPU 1); a fault of each peer would show on one link only"
+            in culprit["evidence"])
+    assert all(c["score"] < culprit["score"] for c in incident["culprits"][1:])
+
+
+def test_the_knowledge_graph_chain_from_a_link_down_to_the_hccl_error(cluster: Cluster) -> None:
+    dead = cluster.rank(2, 1)
+    cluster.link_down(2, 1, T0 - 330)
+    pid = cluster.pid(dead)
+    stamp = plog_timestamp(T0 - 300)
+    cluster.debug_plog(dead).parent.mkdir(parents=True, exist_ok=True)
+    with cluster.debug_plog(dead).open("a", encoding="utf-8") as plog:
+        plog.write(f"[ERROR] HCCL({pid},python3):{stamp} [network_manager.cc:210] [{pid}]rdma init fail, ret[-1]\n")
+    cluster.timeouts(others(cluster, dead), T0, peers=[(cluster.device_ip(2, 1), dead)], state="lost")
+    code, report = triage(*cluster.paths())
+    assert code == 1
+    culprit = top(report)
+    assert where(culprit) == ("node-c", 1, dead, "link_down")
+    assert ("fault graph: the port's link went from up to down (0x81078603) -> the RDMA NIC could not be "
+            "initialised (AISW_CANN_HCCL_014) (in the incident's logs)") in culprit["evidence"]
+
+
+def test_a_fault_the_graph_does_not_lead_to_the_incidents_error_shows_no_chain(cluster: Cluster) -> None:
+    dead = cluster.rank(2, 1)
+    cluster.link_down(2, 1, T0 - 330)
+    cluster.timeouts(others(cluster, dead), T0, peers=[(cluster.device_ip(2, 1), dead)], state="lost")
+    _, report = triage(*cluster.paths())
+    assert not any(line.startswith("fault graph:") for line in top(report)["evidence"])

@@ -7,6 +7,7 @@ import pytest
 
 from agent.triage.engine import analyze
 from agent.triage.evidence import (
+    Address,
     Blame,
     Evidence,
     FlightEntry,
@@ -137,3 +138,38 @@ def test_one_other_kind_of_fault_adds_fault_corroboration() -> None:
                             LocalFault("node-1", 0, "optics_weak", "weak", at=T0 - 60)])
     top = culprit(incident(evidence), 1)
     assert top.score == pytest.approx(1.0 + 2.0 * (1 / 2) + fault_weight(evidence.faults[0]) + 0.2)
+
+
+def _four_ports_one_link_each_way(evidence: Evidence, shared: int, peers: list[int]) -> None:
+    """Rank r on node-r NPU 0 at 29.0.0.r; CQE errors logged at both ends of each link shared <-> peer."""
+    evidence.addresses.extend(Address(f"29.0.0.{rank}", f"node-{rank}", 0) for rank in range(4))
+    evidence.faults.append(LocalFault(f"node-{shared}", 0, "roce_cqe", "cqe", at=T0 - 60,
+                                      peers=tuple(f"29.0.0.{peer}" for peer in peers)))
+    evidence.faults.extend(LocalFault(f"node-{peer}", 0, "roce_cqe", "cqe", at=T0 - 60, peers=(f"29.0.0.{shared}",))
+                           for peer in peers)
+
+
+def test_the_endpoint_every_erroring_link_shares_weighs_shared_endpoint_over_its_peers() -> None:
+    evidence = Evidence()
+    evidence.failures.extend(failures(0, 1, 2, 3, size=4))
+    _placed(evidence, 4)
+    _four_ports_one_link_each_way(evidence, shared=2, peers=[0, 1, 3])
+    found = incident(evidence)
+    top = found.culprits[0]
+    # Every port has the same fault; only the links tell the shared one apart (its peers sort before it).
+    assert (top.node, top.score) == ("node-2", 1.5 + fault_weight(evidence.faults[0]))
+    assert all(c.score == fault_weight(evidence.faults[0]) * 0.5 for c in found.culprits[1:])
+    assert any(line.startswith("shared endpoint: every one of the 3 links with RoCE errors ends at node-2 NPU 0 "
+                               "(the other ends: node-0 NPU 0, node-1 NPU 0, node-3 NPU 0)") for line in top.evidence)
+    assert found.named and found.tie is None
+
+
+def test_an_endpoint_on_as_many_erroring_links_as_another_shares_nothing() -> None:
+    evidence = Evidence()
+    evidence.failures.extend(failures(0, 1, 2, 3, size=4))
+    _placed(evidence, 4)
+    _four_ports_one_link_each_way(evidence, shared=0, peers=[1])
+    _four_ports_one_link_each_way(evidence, shared=2, peers=[3])
+    found = incident(evidence)
+    assert {c.score for c in found.culprits} == {fault_weight(evidence.faults[0]) * 0.5}
+    assert not any("shared endpoint" in line for c in found.culprits for line in c.evidence)
