@@ -64,8 +64,8 @@ def check_chip_health(readings: QuickReadings, settings: CheckSettings) -> Check
         word = (record.health if record is not None else None) or table[(ref.npu, ref.chip)].health
         codes = list(record.error_codes) if record is not None else []
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
-        results.append(faults.chip_health(word, codes, said=said, table=settings.fault_table, npu=ref.npu,
-                                          chip=ref.chip)
+        results.append(faults.chip_health(word, codes, said=said, table=settings.fault_table,
+                                          held=readings.node.held.get(ref), npu=ref.npu, chip=ref.chip)
                        .where(label(readings, ref)))
     return fold(name, results, f"{len(results)} chips OK, no error code that needs handling",
                 "follow the handling level of the code (docs/fault-codes.md): SeparateNPU isolate the chip, "

@@ -23,6 +23,7 @@ from agent.check.readings import read_quick
 from agent.check.report import LevelReport
 from agent.check.settings import CheckSettings
 from agent.health.logscan import scan_logs
+from agent.health.node import read_held
 from agent.health.reader import ToolReader
 from agent.health.readings import LogScan, QuickReadings
 from agent.health.results import CheckResult
@@ -129,6 +130,7 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
     roce = any(name in _ROCE for name in names)
     readings = read_quick(tools, want_hccs="hccs" in names, want_boards="versions" in names, want_roce=roce,
                           scan=scan if "hccl_errors" in names else None, agent=agent if "agent" in names else None)
+    readings.node.held = read_held(settings.fault_history, readings.node.chips)
     checks: list[CheckResult] = []
     for name in names:
         if spec(name).level != "quick":

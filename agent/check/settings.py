@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.check.references import Thresholds
+from agent.handling.levels import history_of
 from agent.health import thresholds as table
 from agent.health.thresholds import threshold_of
 from collectors.fault_levels import FaultTable, default_table
@@ -40,6 +41,7 @@ class CheckSettings:
     peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
     fault_table: FaultTable = field(default_factory=default_table)
+    fault_history: str | None = None  # the agent's <state_dir>/fault_history.json: its held separations
     max_temperature: float = 95.0
     sustained_s: float | None = None  # None: the worker's default for the backend
     max_throttle_drop: float = 0.15
@@ -67,6 +69,7 @@ class CheckSettings:
             skip=tuple(check.skip),
             hccn_conf=str(config.collectors.hccn_tool.hccn_conf),
             fault_table=table.fault_table(config),
+            fault_history=str(history_of(config).path),
             references=_plain(check.references),
             peaks=_plain(config.probes.peaks),
             thresholds=Thresholds(

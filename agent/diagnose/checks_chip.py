@@ -44,8 +44,8 @@ def check_chip_health(readings: NodeReadings, fault_table: FaultTable | None = N
         word = (record.health if record is not None else None) or table[(ref.npu, ref.chip)].health
         codes = list(record.error_codes) if record is not None else []
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
-        results.append(judged(faults.chip_health(word, codes, said=said, table=fault_table, npu=ref.npu, chip=ref.chip),
-                              readings.label(ref)))
+        results.append(judged(faults.chip_health(word, codes, said=said, table=fault_table, held=readings.held.get(ref),
+                                                 npu=ref.npu, chip=ref.chip), readings.label(ref)))
     return aggregate(name, results, f"{plural(len(readings.chips), 'chip')} OK, no error codes")
 
 

@@ -67,7 +67,8 @@ from agent.diagnose.results import (
     Finding,
 )
 from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
-from agent.health.node import read_cards, read_node
+from agent.handling.levels import history_of
+from agent.health.node import read_cards, read_held, read_node
 from agent.health.reader import ToolReader
 from agent.health.readings import LogScan, NodeReadings
 from agent.health.results import Result
@@ -228,6 +229,7 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
 
     readings: NodeReadings = read_node(tools, options.sample_gap_s, scan, say)
     readings.node = node
+    readings.held = read_held(history_of(config).path, readings.chips)
     assert readings.logs is not None
     _, hccs = read_cards(tools, want_hccs=readings.table.ok, want_boards=False)
     expected = int(config.expected_chips)

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.handling.escalation import ChipHistory, Held
 
-__all__ = ["STATE_FILE", "FaultHistory", "chip_key"]
+__all__ = ["STATE_FILE", "FaultHistory", "chip_key", "held_separations"]
 
 log = logging.getLogger(__name__)
 
@@ -135,3 +135,10 @@ class FaultHistory:
         if not self._warned:
             log.warning("fault history %s %s; escalation history is kept in memory only", self.path, what)
             self._warned = True
+
+
+def held_separations(path: str | os.PathLike[str]) -> dict[str, dict[str, float]]:
+    """``{"npu:chip": {code: since}}``: the ManuallySeparateNPU levels the agent holds in ``path`` until
+    ``npuwatch faults clear`` (empty when there is no file, or it cannot be read: that is warned about)."""
+    return {key: {code: mark.since for code, mark in chip.held.items()}
+            for key, chip in FaultHistory(path).read().items() if chip.held}

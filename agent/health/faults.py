@@ -9,11 +9,12 @@ the fault's detail. ``device`` is the id ``hccn_tool -i`` takes.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from agent.core.humanize import duration, plural
+from agent.handling.escalation import HELD_LEVEL
 from agent.health.results import Result
 from agent.health.status import PASS, UNKNOWN, WARN
 from agent.health.thresholds import threshold_of
@@ -229,11 +230,20 @@ LEVEL_KINDS: dict[str, str | None] = {
 
 
 def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, table: FaultTable | None = None,
-                **where: Any) -> Result:
-    """``said``: the command and what it printed. With active codes, the most severe handling level among them
-    decides (``LEVEL_KINDS``; ``table``: the packaged one by default), from this one reading, without the agent's
-    history of repeated codes. Without codes the health word decides: OK is healthy, Warning warns, anything else
-    (Alarm, Critical, an unknown word) is unhealthy."""
+                held: Mapping[str, float] | None = None, **where: Any) -> Result:
+    """``said``: the command and what it printed. A ManuallySeparateNPU the agent's history holds for the chip
+    (``held``: code -> since) decides first: it stays until ``npuwatch faults clear``, whatever the chip says now.
+    Else, with active codes, the most severe handling level among them decides (``LEVEL_KINDS``; ``table``: the
+    packaged one by default) from this one reading. Without codes the health word decides: OK is healthy, Warning
+    warns, anything else (Alarm, Critical, an unknown word) is unhealthy."""
+    if held:
+        code, since = min(held.items(), key=lambda item: (item[1], item[0]))
+        npu = where.get("npu")
+        clear = f"npuwatch faults clear --npu {npu}" if npu is not None else "npuwatch faults clear"
+        return _fault(LEVEL_KINDS[HELD_LEVEL] or "chip_fault_isolate",
+                      f"{said}; the agent holds {code} as {HELD_LEVEL} since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))} (it repeated): repair the chip, "
+                      f"then `{clear}`", value=HELD_LEVEL, **where)
     if codes:
         judged = judge_static(table or default_table(), word, codes)
         level = judged.chip or "NotHandleFault"

@@ -10,9 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from agent.core.humanize import duration
+from agent.handling.history import chip_key, held_separations
 from agent.health.reader import NodeReader
 from agent.health.readings import LogScan, NodeReadings, Reading, RoceReadings
 from collectors import (
@@ -31,7 +33,7 @@ from collectors import (
 )
 from collectors.base import ChipRef, Source
 
-__all__ = ["read_cards", "read_chip_list", "read_chips", "read_node"]
+__all__ = ["read_cards", "read_chip_list", "read_chips", "read_held", "read_node"]
 
 ChipParse = Callable[[str, "int | None"], Any]
 
@@ -52,6 +54,14 @@ def read_chip_list(reader: NodeReader) -> tuple[Reading, list[ChipRef]]:
         return table, []
     mapping = reader.read(npu_smi_mapping.SOURCE)
     return table, npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
+
+
+def read_held(history_file: str | Path | None, chips: list[ChipRef]) -> dict[ChipRef, dict[str, float]]:
+    """The held manual separations of ``chips`` in the agent's fault history (agent.handling.history)."""
+    if history_file is None:
+        return {}
+    held = held_separations(history_file)
+    return {ref: held[chip_key(ref.npu, ref.chip)] for ref in chips if chip_key(ref.npu, ref.chip) in held}
 
 
 def read_node(reader: NodeReader, gap_s: float, scan_logs: Callable[[], LogScan] | None = None,

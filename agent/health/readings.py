@@ -75,6 +75,8 @@ class NodeReadings:
     roce: dict[ChipRef, RoceReadings] = field(default_factory=dict)
     logs: LogScan | None = None
     node: str = "this node"  # how the shared fault records name this node
+    # code -> since, per chip: the ManuallySeparateNPU levels the agent's history holds (agent.handling)
+    held: dict[ChipRef, dict[str, float]] = field(default_factory=dict)
 
     def multi_chip(self) -> bool:
         return any(ref.chip != 0 for ref in self.chips)

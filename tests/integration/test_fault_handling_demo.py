@@ -3,9 +3,11 @@ history in its state directory, and `npuwatch faults clear` releases a held chip
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -20,6 +22,16 @@ def handling(body: bytes) -> dict[str, str]:
     return {sample.labels["npu"]: sample.labels["handling"]
             for family in text_string_to_metric_families(body.decode())
             for sample in family.samples if sample.name == "npu_fault_handling"}
+
+
+def check_chip_health(tmp_path: Path) -> dict[str, Any]:
+    """`npuwatch check --only chip_health --json` on the demo node (its state directory is the agent's)."""
+    run = subprocess.run([sys.executable, "-m", "agent", "check", "--demo", "--demo-dir", str(tmp_path / "demo"),
+                          "--demo-chips", "2", "--only", "chip_health", "--json"], capture_output=True, text=True,
+                         timeout=120, check=False)
+    report = json.loads(run.stdout)
+    (check,) = [c for c in report["checks"] if c["name"] == "chip_health"]
+    return check  # type: ignore[no-any-return]
 
 
 def test_each_alerts_demo_trigger_puts_its_chip_at_the_level_the_alert_reads(tmp_path: Path) -> None:
@@ -50,11 +62,16 @@ def test_a_repeated_code_holds_the_chip_until_faults_clear(tmp_path: Path) -> No
             bundle.demo.clear_fault("health", chip=1)
             agent.collect_group("health")
         assert handling(agent.cache.render().body) == {"1": "ManuallySeparateNPU"}
+        held = check_chip_health(tmp_path)  # the chip says OK now; the agent's history still holds it
+        assert held["status"] == "FAIL"
+        assert "the agent holds 80E01801 as ManuallySeparateNPU since" in held["evidence"]
+        assert "`npuwatch faults clear --npu 1`" in held["evidence"]
         clear = subprocess.run([sys.executable, "-m", "agent", "faults", "--demo-dir", str(tmp_path / "demo"),
                                 "clear", "--npu", "1"], capture_output=True, text=True, timeout=60, check=False)
         assert clear.returncode == 0, clear.stderr
         assert "80E01801" in clear.stdout
         agent.collect_group("health")
         assert handling(agent.cache.render().body) == {}
+        assert check_chip_health(tmp_path)["status"] == "PASS"
     finally:
         agent.stop()

@@ -73,3 +73,12 @@ def test_the_configured_table_replaces_the_packaged_one_and_a_broken_one_does_no
     broken.write_text("{", encoding="utf-8")
     assert CheckSettings.from_config(build_config({"faults": {"codes_file": str(broken)}})).fault_table \
         == default_table()
+
+
+def test_a_separation_the_agent_holds_fails_the_chip_whatever_it_says_now() -> None:
+    held = {"80E01801": 1_740_000_000.0, "80E01802": 1_730_000_000.0}
+    result = faults.chip_health("OK", [], said="npu-smi says OK", table=TABLE, held=held, npu=3, chip=0)
+    assert (result.status, result.kind, result.value) == (FAIL, "chip_fault_isolate", "ManuallySeparateNPU")
+    assert "the agent holds 80E01802 as ManuallySeparateNPU since" in result.evidence  # the earliest hold
+    assert result.evidence.endswith("then `npuwatch faults clear --npu 3`")
+    assert faults.chip_health("OK", [], said="npu-smi says OK", table=TABLE, held={}).status == PASS

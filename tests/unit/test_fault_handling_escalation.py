@@ -147,3 +147,14 @@ def test_the_agent_judges_with_its_history_the_chip_the_health_and_the_codes_it_
     assert [(s.metric, dict(s.labels)["handling"]) for s in samples] == [("npu_error_code_active", expected),
                                                                           ("npu_fault_handling", expected)]
     assert set(levels.history.read()) == {"3:0"}
+
+
+def test_check_and_diagnose_read_the_held_separations_of_their_chips(tmp_path: Path) -> None:
+    from agent.health.node import read_held
+
+    path = tmp_path / "fault_history.json"
+    assert read_held(path, [CHIP]) == {}
+    FaultHistory(path).update(lambda chips: {"3:0": ChipHistory({}, {}, {TWICE_A_DAY: Held(5.0)}),
+                                             "4:0": ChipHistory({LINK_DOWN: 1.0}, {}, {})})
+    assert read_held(path, [CHIP, ChipRef(4, 0), ChipRef(5, 0)]) == {CHIP: {TWICE_A_DAY: 5.0}}
+    assert read_held(None, [CHIP]) == {}
