@@ -74,6 +74,7 @@ FAULT_QUERIES: tuple[tuple[str, str], ...] = (
     ("npu_optical_signal_lost", "{sel} == 1"),
     ("npu_roce_net_health_state", '{sel_state_not_success} == 1'),
     ("npu_health_state", '{sel_state_not_ok} == 1'),
+    ("npu_fault_handling", "{sel} == 1"),
     ("npu_hbm_ecc_current_errors", '{sel_double} > 0'),
     ("npu_probe_gemm_correct", "{sel} == 0"),
     ("npu_probe_gemm_efficiency_ratio", "{sel} < " + repr(PROBE_SLOW_RATIO)),

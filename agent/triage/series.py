@@ -11,6 +11,8 @@ series                                                 fault
 ``npu_optical_signal_lost == 1``                       optics_dark
 ``npu_roce_net_health_state{state!="success"} == 1``   net_health (``init``: net_health_init)
 ``npu_health_state{state}`` / ``npu_healthy == 0``     chip_unhealthy (warning: chip_warning)
+``npu_fault_handling{handling} == 1``                  the level's kind (``agent.health.faults.LEVEL_KINDS``:
+                                                       chip_fault_isolate, _reset, _drain, chip_warning)
 ``npu_hbm_ecc_current_errors{bit="double"} > 0``       hbm_dbe
 ``npu_probe_gemm_correct == 0``                        probe_failed
 ``npu_probe_gemm_efficiency_ratio < 0.8``              probe_slow
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from agent.health.faults import LEVEL_KINDS
 from agent.triage.evidence import LocalFault
 
 __all__ = ["PROBE_SLOW_RATIO", "Sample", "faults_from_samples", "parse_exposition"]
@@ -62,6 +65,9 @@ def faults_from_samples(node: str, samples: Iterable[Sample], seen_at: float | N
         elif metric == "npu_health_state" and value == 1 and labels.get("state", "ok") != "ok":
             state = labels.get("state", "")
             add(npu, "chip_warning" if state == "warning" else "chip_unhealthy", f"npu-smi health {state}")
+        elif metric == "npu_fault_handling" and value == 1 and LEVEL_KINDS.get(labels.get("handling", "")):
+            handling = labels.get("handling", "")
+            add(npu, LEVEL_KINDS[handling] or "", f"npu_fault_handling {handling} (the agent's handling level)")
         elif metric == "npu_hbm_ecc_current_errors" and labels.get("bit") == "double" and value > 0:
             add(npu, "hbm_dbe", f"{int(value)} HBM double-bit errors (npu_hbm_ecc_current_errors)")
         elif metric == "npu_probe_gemm_correct" and value == 0:

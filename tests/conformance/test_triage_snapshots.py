@@ -95,11 +95,14 @@ def test_metric_series_as_faults() -> None:
         '# TYPE npu_roce_net_health_state gauge\nnpu_roce_net_health_state{npu="4",chip="0",state="init"} 1\n'
         '# TYPE npu_health_state gauge\nnpu_health_state{npu="5",chip="0",state="alarm"} 1\n'
         'npu_health_state{npu="6",chip="0",state="ok"} 1\n'
+        '# TYPE npu_fault_handling gauge\nnpu_fault_handling{npu="2",chip="0",handling="PreSeparateNPU"} 1\n'
+        'npu_fault_handling{npu="6",chip="0",handling="NotHandleFault"} 1\n'
         '# TYPE npu_hbm_ecc_current_errors gauge\nnpu_hbm_ecc_current_errors{npu="7",chip="0",bit="double"} 1\n'
         '# TYPE npu_probe_gemm_efficiency_ratio gauge\n'
         'npu_probe_gemm_efficiency_ratio{npu="0",chip="0",dtype="fp16"} 0.5\n')
     faults = faults_from_samples("n", parse_exposition(exposition), T)
     assert {(f.npu, f.kind) for f in faults} == {(1, "link_down"), (3, "optics_dark"), (4, "net_health_init"),
-                                                  (5, "chip_unhealthy"), (7, "hbm_dbe"), (0, "probe_slow")}
+                                                  (5, "chip_unhealthy"), (7, "hbm_dbe"), (0, "probe_slow"),
+                                                  (2, "chip_fault_drain")}
     assert next(f for f in faults if f.kind == "link_down").at == T - 60
     assert parse_exposition("not { an exposition") == []
