@@ -107,7 +107,8 @@ SCHEMA: Schema = {
     "expected_chips": (integer(0, 4096), 0,
                        "chips this node should have; 0 = unknown (exported as `npuwatch_expected_chips`; "
                        "NPUChipMissing and the `chip_count` check need it)"),
-    "state_dir": (string, "/var/lib/npuwatch", "log read positions and counters that survive restarts"),
+    "state_dir": (string, "/var/lib/npuwatch", "log read positions, counters and the fault history that survive "
+                                               "restarts (a change takes effect at the next restart)"),
     "faults": {
         "codes_file": (optional(string), None,
                        "a newer `faultCode.json` (the Ascend device plugin's format: `<Level>Codes` lists) for the "

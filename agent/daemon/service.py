@@ -358,6 +358,9 @@ class Agent:
             self.config.web.listen_address, self.config.web.port
         ):
             log.warning("web.listen_address/web.port changes take effect at the next restart")
+        if config.state_dir != self.config.state_dir:
+            log.warning("state_dir changes take effect at the next restart (probe counters and the fault history "
+                        "stay in %s)", self.config.state_dir)
         self._internal = list(self._jobs_factory(config))
         self._configure(config)
         if self._http is not None:  # a broken web config is logged there and the running one kept

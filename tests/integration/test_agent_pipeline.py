@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import threading
@@ -404,3 +405,17 @@ def test_refused_values_are_counted_and_the_rest_exported(tmp_path: Path) -> Non
     assert (_get(values, "npuwatch_parse_rejections_total", collector="npu_smi_info") or 0) >= 1
     assert _get(values, "npuwatch_collector_up", collector="npu_smi_info") == 1
     bundle.agent.stop()
+
+
+def test_a_reload_that_moves_state_dir_says_it_waits_for_a_restart(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    config = build_config(fast_config({"state_dir": str(tmp_path / "a")}))
+    agent = build_agent(config).agent
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent.daemon.service"):
+            agent.reload(apply_overrides(agent.config, {"state_dir": str(tmp_path / "b")}))
+        assert f"state_dir changes take effect at the next restart (probe counters and the fault history stay in " \
+               f"{tmp_path / 'a'})" in caplog.text
+        assert agent.fault_levels.history.path == tmp_path / "a" / "fault_history.json"
+    finally:
+        agent.stop()
