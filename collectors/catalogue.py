@@ -200,6 +200,7 @@ _SPECS: tuple[MetricSpec, ...] = (
                "agent"),
     MetricSpec("npuwatch_expected_chips", "gauge", "Chips this node should have (config; 0 = unknown).",
                (), "agent"),
+    MetricSpec("npuwatch_start_time_seconds", "gauge", "Unix time the agent's process started.", (), "agent"),
     MetricSpec("npuwatch_collector_up", "gauge", "1 when the collector's last run succeeded.",
                ("collector",), "agent"),
     MetricSpec("npuwatch_collector_down_reason", "gauge",

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+import psutil
 from prometheus_client.utils import floatToGoString
 
 from agent import __version__
@@ -100,11 +101,16 @@ def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[st
     return FamilyBlock(family, text, openmetrics)
 
 
+STARTED_AT = psutil.Process().create_time()  # this process's start (the agent's uptime, `npuwatch top`)
+
+
 def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int) -> list[Sample]:
-    """npuwatch_build_info, npuwatch_expected_chips and the npuwatch_collector_* series."""
+    """npuwatch_build_info, npuwatch_expected_chips, npuwatch_start_time_seconds and the npuwatch_collector_*
+    series."""
     out = [
         Sample("npuwatch_build_info", (("version", __version__), ("python", platform.python_version())), 1.0),
         Sample("npuwatch_expected_chips", (), float(expected_chips)),
+        Sample("npuwatch_start_time_seconds", (), STARTED_AT),
     ]
     for snap in snapshots:
         collector = (("collector", snap.source),)
@@ -136,6 +142,7 @@ class SnapshotRenderer:
     SELF_METRICS = (
         "npuwatch_build_info",
         "npuwatch_expected_chips",
+        "npuwatch_start_time_seconds",
         "npuwatch_collector_up",
         "npuwatch_collector_down_reason",
         "npuwatch_collector_duration_seconds",

@@ -14,6 +14,7 @@ from prometheus_client.utils import floatToGoString
 from agent import __version__
 from agent.core.exporter import ExpositionCache, NpuwatchCollector
 from agent.core.exposition import (
+    STARTED_AT,
     SnapshotRenderer,
     _escape_help,
     _escape_value,
@@ -259,6 +260,7 @@ def test_self_metric_samples_of_an_up_and_a_down_collector() -> None:
     assert samples == [
         Sample("npuwatch_build_info", (("version", __version__), ("python", platform.python_version())), 1.0),
         Sample("npuwatch_expected_chips", (), 16.0),
+        Sample("npuwatch_start_time_seconds", (), STARTED_AT),
         Sample("npuwatch_collector_up", (("collector", "temp"),), 1.0),
         Sample("npuwatch_collector_duration_seconds", (("collector", "temp"),), 0.5),
         Sample("npuwatch_collector_last_success_timestamp_seconds", (("collector", "temp"),), 100.0),
