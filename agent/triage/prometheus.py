@@ -33,11 +33,8 @@ agent since the incident still counts; faults come from a range query with a ste
 
 from __future__ import annotations
 
-import base64
 import json
 import math
-import os
-import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -45,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.core.http_client import ClientTls, basic_auth_header, build_opener, check_url, read_password
 from agent.triage.evidence import Address, Blame, Evidence, LocalFault, RankFailure, RankSeen, Window
 from agent.triage.series import PROBE_SLOW_RATIO, faults_from_samples
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
@@ -98,9 +96,7 @@ class PrometheusSource:
     job: str = "npuwatch"
 
     def __post_init__(self) -> None:
-        parsed = urllib.parse.urlparse(self.url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"--prometheus wants an http:// or https:// URL, got {self.url!r}")
+        check_url(self.url, "--prometheus")
         if self.timeout_s <= 0:
             raise ValueError(f"the Prometheus timeout must be positive, got {self.timeout_s}")
         if (self.password is not None) and self.username is None:
@@ -113,18 +109,9 @@ class PrometheusClient:
     def __init__(self, source: PrometheusSource) -> None:
         self.source = source
         self.base = source.url.rstrip("/")
-        handlers: list[urllib.request.BaseHandler] = []
-        if self.base.startswith("https://"):
-            context = ssl.create_default_context(cafile=source.ca_file)
-            if source.insecure:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            handlers.append(urllib.request.HTTPSHandler(context=context))
-        self._opener = urllib.request.build_opener(*handlers)
-        self._headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
-        if source.username is not None:
-            token = base64.b64encode(f"{source.username}:{source.password or ''}".encode()).decode("ascii")
-            self._headers["Authorization"] = f"Basic {token}"
+        self._opener = build_opener(self.base, ClientTls(ca_file=source.ca_file, insecure=source.insecure))
+        self._headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json",
+                         **basic_auth_header(source.username, source.password)}
         self.warnings: list[str] = []
 
     def _call(self, endpoint: str, params: Mapping[str, str]) -> Any:
@@ -374,17 +361,8 @@ def source_from_args(args: Any, environ: Mapping[str, str] | None = None) -> Pro
     """The ``PrometheusSource`` the options describe; ValueError names a bad one."""
     from agent.core.config_values import parse_duration
 
-    environ = environ if environ is not None else os.environ
-    password: str | None = None
-    if getattr(args, "prometheus_password_file", None):
-        try:
-            with open(args.prometheus_password_file, encoding="utf-8") as handle:
-                password = handle.readline().rstrip("\r\n")
-        except OSError as exc:
-            raise ValueError(f"--prometheus-password-file: {exc.strerror or exc}: {args.prometheus_password_file}") \
-                from None
-    elif getattr(args, "prometheus_user", None) and environ.get(PASSWORD_ENV) is not None:
-        password = environ[PASSWORD_ENV]
+    password = read_password(getattr(args, "prometheus_password_file", None), "--prometheus-password-file",
+                             PASSWORD_ENV, getattr(args, "prometheus_user", None), environ)
     try:
         timeout = parse_duration(getattr(args, "prometheus_timeout", "30s"))
     except ValueError:
