@@ -243,14 +243,14 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
                                           note="a PreSeparateNPU code; 1 min"),
     "NPUHBMDoubleBitECC": AlertTrigger("hbm_dbe", note="at once"),
     "NPUHBMSingleBitECCRate": AlertTrigger("hbm_sbe_rate", note="more than 10 an hour, for 15 min"),
-    "NPUHBMSingleBitECCRising": AlertTrigger("hbm_sbe_rising", note="after ~45 min at the defaults (the errors "
-                                                                  "start ~20 min in), ~30 min before "
-                                                                  "NPUHBMSingleBitECCRate"),
-    "NPUOpticalRxPowerFalling": AlertTrigger("optics_degrading", note="after ~20 min at the defaults, ~20 min "
-                                                                    "before NPUOpticalModuleDegraded "
-                                                                    "(rx_power_low)"),
-    "NPURoCEErrorsRising": AlertTrigger("optics_degrading", note="after ~25 min at the defaults, ~40 min before "
-                                                               "NPURoCELinkDown"),
+    "NPUHBMSingleBitECCRising": AlertTrigger("hbm_sbe_rising", note="~65 min in at the defaults (the first error "
+                                                                  "comes ~22 min in), ~23 min before "
+                                                                  "NPUHBMSingleBitECCRate (~88 min)"),
+    "NPUOpticalRxPowerFalling": AlertTrigger("optics_degrading", note="~23 min in at the defaults, ~18 min before "
+                                                                    "NPUOpticalModuleDegraded rx_power_low (~41 "
+                                                                    "min) and ~38 min before the LOS (60 min)"),
+    "NPURoCEErrorsRising": AlertTrigger("optics_degrading", note="~33 min in at the defaults, ~32 min before "
+                                                               "NPURoCELinkDown (65 min)"),
     "NPUTemperatureHigh": AlertTrigger("hot", note="97 C by default: critical after 2 min"),
     "NPUGEMMProbeSlow": AlertTrigger("probe_slow", note="on one node of a demo fleet (the fleet median stays "
                                                          "healthy); 90 min"),

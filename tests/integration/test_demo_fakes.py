@@ -636,7 +636,11 @@ def test_the_history_survives_a_restart_of_the_agent(node: DemoNode) -> None:
     assert kv(hccs)["hccs health status"] == "OK"
 
 
-COUNTER_FAULTS = ("hbm_dbe", "hbm_sbe_rate", "hccs_error", "link_down", "link_flap", "optics_no_light")
+COUNTER_FAULTS = ("hbm_dbe", "hbm_sbe_rate", "hbm_sbe_rising", "hccs_error", "link_down", "link_flap",
+                  "optics_no_light", "optics_degrading")
+# Parameters that make a fault count (or go dark) within the steps' seconds
+FAST_PARAMS: dict[str, dict[str, float]] = {"link_flap": {"period_s": 4.0}, "optics_degrading": {"duration_s": 30.0},
+                                            "hbm_sbe_rising": {"per_h": 36000.0, "ramp_s": 20.0}}
 
 
 def counters_of(state: DemoState, now: float) -> dict[str, float]:
@@ -671,7 +675,7 @@ def test_every_printed_counter_is_monotonic_across_set_and_clear(
         now += gap
         node.freeze_time(now)  # the demo clock that set_fault / clear_fault stamp with
         if action == "set":
-            node.set_fault(fault, chip=0, **({"period_s": 4.0} if fault == "link_flap" else {}))
+            node.set_fault(fault, chip=0, **FAST_PARAMS.get(fault, {}))
         elif action == "clear":
             node.clear_fault(fault, chip=0)
         else:
