@@ -665,7 +665,7 @@ def counters_of(state: DemoState, now: float) -> dict[str, float]:
 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.lists(st.tuples(st.sampled_from(("set", "clear", "clear_all")), st.sampled_from(COUNTER_FAULTS),
-                          st.integers(1, 40)), min_size=1, max_size=12))
+                          st.integers(2, 40)), min_size=1, max_size=12))
 def test_every_printed_counter_is_monotonic_across_set_and_clear(
         tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, str, int]]) -> None:
     node = DemoNode(tmp_path_factory.mktemp("demo")).create(chips=1)
@@ -680,7 +680,7 @@ def test_every_printed_counter_is_monotonic_across_set_and_clear(
             node.clear_fault(fault, chip=0)
         else:
             node.clear_all()
-        for at in (now, now + 1.5):
+        for at in (now, now + 1.5):  # the next step comes 2 s or more later: the clock never runs back
             current = counters_of(node.read(), at)
             went_down = {key: (previous[key], value) for key, value in current.items() if value < previous[key]}
             assert not went_down, (action, fault, went_down)
