@@ -12,7 +12,7 @@ import sys
 import time
 
 from agent.demo.render_common import ToolOutput, run_fake
-from agent.demo.render_model import device_ip, flap_state, optical_reading, roce_counters
+from agent.demo.render_model import device_ip, flap_state, optical_reading, optics_dark, roce_counters
 from agent.demo.state import DemoState
 
 __all__ = ["main", "render"]
@@ -45,7 +45,7 @@ def _net_health(state: DemoState, dev: int, now: float) -> str:
     fault = state.chip_fault(dev, "net_health_fail")
     if fault is not None:
         status = str(fault.get("status", "Fault"))
-    elif state.chip_fault(dev, "link_down") or state.chip_fault(dev, "optics_no_light"):
+    elif state.chip_fault(dev, "link_down") or optics_dark(state, dev, now):
         status = "Fault"  # the health probe cannot reach its peer over a dead link
     else:
         status = "Success"
@@ -54,7 +54,7 @@ def _net_health(state: DemoState, dev: int, now: float) -> str:
 
 def _optical(state: DemoState, dev: int, now: float) -> str:
     values = optical_reading(state, dev, now)
-    dark = state.chip_fault(dev, "optics_no_light") is not None
+    dark = optics_dark(state, dev, now)
     rows: list[tuple[str, str]] = [
         ("present", "present"),
         ("temperature", f"{int(values['temperature'])} C"),

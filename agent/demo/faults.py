@@ -106,6 +106,11 @@ _SPECS: list[FaultSpec] = [
           interval_s=Param("float", 30.0, "seconds between two double-bit errors")),
     _chip("hbm_sbe_rate", "corrected (single-bit) HBM ECC errors at a steady rate",
           per_s=Param("float", 0.5, "single-bit errors per second")),
+    _chip("hbm_sbe_rising", "corrected (single-bit) HBM ECC errors at a rate that rises steadily from 0 to per_h "
+                            "over ramp_s, then stays there (HBM wearing out: NPUHBMSingleBitECCRising before "
+                            "NPUHBMSingleBitECCRate)",
+          per_h=Param("float", 30.0, "single-bit errors per hour at the end of the ramp"),
+          ramp_s=Param("float", 7200.0, "seconds the rate takes to rise from 0 to per_h")),
     _chip("hccs_error", "HCCS health NOK and CRC errors counting on link 0",
           per_s=Param("float", 2.0, "errors per second")),
     _chip("hot", "chip temperature at `celsius` (table, -t temp, -t common; HBM 3 degrees above)",
@@ -119,6 +124,10 @@ _SPECS: list[FaultSpec] = [
     _chip("link_flap", "the RoCE port goes DOWN and UP once every period_s",
           period_s=Param("float", 6.0, "seconds of one DOWN+UP cycle")),
     _chip("optics_no_light", "the optical module receives no light: LOS/LoL flags, link DOWN, RoCE errors"),
+    _chip("optics_degrading", "the optical module's received light fades: Rx power falls in a straight line "
+                              "(in dBm) from healthy (~0 dBm) to -20 dBm over duration_s while RoCE CRC/error and "
+                              "retransmission counts rise; then it is `optics_no_light` (LOS/LoL, link DOWN)",
+          duration_s=Param("float", 3600.0, "seconds from healthy light to loss of signal")),
     _chip("firmware_mismatch", "the card reports another firmware version (npu-smi info -t board)",
           version=Param("str", "7.5.0.1.120", "the firmware version the card prints")),
     _chip("net_health_fail", "hccn_tool net_health reports a failure while the link stays UP",
@@ -234,6 +243,14 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
                                           note="a PreSeparateNPU code; 1 min"),
     "NPUHBMDoubleBitECC": AlertTrigger("hbm_dbe", note="at once"),
     "NPUHBMSingleBitECCRate": AlertTrigger("hbm_sbe_rate", note="more than 10 an hour, for 15 min"),
+    "NPUHBMSingleBitECCRising": AlertTrigger("hbm_sbe_rising", note="~65 min in at the defaults (the first error "
+                                                                  "comes ~22 min in), ~23 min before "
+                                                                  "NPUHBMSingleBitECCRate (~88 min)"),
+    "NPUOpticalRxPowerFalling": AlertTrigger("optics_degrading", note="~23 min in at the defaults, ~18 min before "
+                                                                    "NPUOpticalModuleDegraded rx_power_low (~41 "
+                                                                    "min) and ~38 min before the LOS (60 min)"),
+    "NPURoCEErrorsRising": AlertTrigger("optics_degrading", note="~33 min in at the defaults, ~32 min before "
+                                                               "NPURoCELinkDown (65 min)"),
     "NPUTemperatureHigh": AlertTrigger("hot", note="97 C by default: critical after 2 min"),
     "NPUGEMMProbeSlow": AlertTrigger("probe_slow", note="on one node of a demo fleet (the fleet median stays "
                                                          "healthy); 90 min"),

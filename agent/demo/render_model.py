@@ -34,6 +34,7 @@ __all__ = [
     "link_episode",
     "link_is_up",
     "optical_reading",
+    "optics_dark",
     "roce_counters",
     "total_count",
     "uptime_start",
@@ -195,6 +196,18 @@ def episode_counts(name: str, params: dict[str, Any], now: float) -> dict[str, f
     spent = max(0.0, now - float(params["since"]))
     if name == "hbm_sbe_rate":
         return {"hbm_sbe": int(spent * float(params.get("per_s", 0.5)))}
+    if name == "hbm_sbe_rising":
+        return {"hbm_sbe": int(_ramp_integral(spent, float(params.get("ramp_s", 7200.0)),
+                                              float(params.get("per_h", 30.0)) / 3600.0))}
+    if name == "optics_degrading":
+        duration = _degrade_s(params)
+        errors, retries = _ROCE_RATES["optics_no_light"]
+        # the error rate grows with the square of the progress towards loss of signal, reaching the
+        # no-light rate then: integral of rate * (t / duration)^2 is rate * duration * progress^3 / 3
+        progress = min(1.0, spent / duration)
+        fading = duration * progress**3 / 3
+        dark = max(0.0, spent - duration)
+        return {"roce_errors": errors * (fading + dark), "roce_retries": retries * (fading + dark)}
     if name == "hbm_dbe":
         interval = max(0.001, float(params.get("interval_s", 30.0)))
         return {"hbm_dbe": 1 + int(spent / interval)}
@@ -207,6 +220,26 @@ def episode_counts(name: str, params: dict[str, Any], now: float) -> dict[str, f
 
 
 _ROCE_RATES = {"optics_no_light": (40.0, 25.0), "link_flap": (6.0, 15.0)}  # errors/s, retries/s
+
+
+def _ramp_integral(spent: float, ramp_s: float, peak_per_s: float) -> float:
+    """Events by ``spent`` seconds at a rate rising linearly from 0 to ``peak_per_s`` over ``ramp_s``, then flat."""
+    ramp = max(0.001, ramp_s)
+    if spent <= ramp:
+        return peak_per_s * spent * spent / (2 * ramp)
+    return peak_per_s * (ramp / 2 + spent - ramp)
+
+
+def _degrade_s(params: dict[str, Any]) -> float:
+    return max(1.0, float(params.get("duration_s", 3600.0)))
+
+
+def optics_dark(state: DemoState, chip: int, now: float) -> bool:
+    """True when the module receives no usable light: ``optics_no_light``, or ``optics_degrading`` run its course."""
+    if state.chip_fault(chip, "optics_no_light") is not None:
+        return True
+    fading = state.chip_fault(chip, "optics_degrading")
+    return fading is not None and now >= float(fading["since"]) + _degrade_s(fading)
 
 
 def active_count(state: DemoState, chip: int, key: str, now: float) -> float:
@@ -263,6 +296,9 @@ def link_episode(name: str, params: dict[str, Any], now: float) -> tuple[list[tu
     since = float(params["since"])
     if name in ("link_down", "optics_no_light"):
         return [(since, LINK_DOWN)], 0, False
+    if name == "optics_degrading":  # the link holds until the light is lost
+        lost = since + _degrade_s(params)
+        return ([(lost, LINK_DOWN)], 0, False) if now >= lost else ([], 0, True)
     if name != "link_flap":
         return None
     half = max(0.5, float(params.get("period_s", 6.0)) / 2)
@@ -343,16 +379,29 @@ def roce_counters(state: DemoState, chip: int, now: float) -> dict[str, int]:
     return counters
 
 
+_LOS_MW = 0.01  # -20 dBm: where optics_degrading ends in loss of signal
+
+
 def optical_reading(state: DemoState, chip: int, now: float) -> dict[str, float]:
-    """Module temperature (C), Vcc (mV), per-lane tx/rx power (mW) and bias (mA)."""
+    """Module temperature (C), Vcc (mV), per-lane tx/rx power (mW) and bias (mA).
+
+    ``optics_degrading`` (a fibre end getting dirtier, a module ageing) attenuates every lane linearly
+    in dB, from its healthy level at ``since`` to ``_LOS_MW`` after ``duration_s``; then it is dark.
+    """
     rng = _rng(state, chip, salt=3000)
-    dark = state.chip_fault(chip, "optics_no_light") is not None
+    dark = optics_dark(state, chip, now)
+    fading = state.chip_fault(chip, "optics_degrading")
+    progress = 0.0 if fading is None else min(1.0, max(0.0, now - float(fading["since"])) / _degrade_s(fading))
     values: dict[str, float] = {
         "temperature": 44 + rng.randint(0, 6) + round(2 * _wave(now, 600.0, rng.uniform(0, 6))),
         "vcc": 3262.9 + rng.uniform(-20, 20),
     }
     for lane in range(4):
         values[f"tx{lane}"] = rng.uniform(1.20, 1.55)
-        values[f"rx{lane}"] = rng.uniform(0.0, 0.0003) if dark else rng.uniform(0.85, 1.10)
+        if dark:
+            values[f"rx{lane}"] = rng.uniform(0.0, 0.0003)
+        else:  # healthy * (LOS / healthy) ** progress: a straight line in dBm from healthy to the LOS level
+            healthy = rng.uniform(0.85, 1.10)
+            values[f"rx{lane}"] = healthy * (_LOS_MW / healthy) ** progress
         values[f"bias{lane}"] = rng.uniform(7.85, 7.95)
     return values
