@@ -190,6 +190,9 @@ class Scenario:
     kill: KillCheck | None = None
     probes_with_fault: Mapping[str, Any] | None = None  # probe config switched on (SIGHUP) with the fault
     reference_for: str | None = None  # a reference node: its probes stop once that scenario's node recovered
+    # Alerts the fault also explains without being sure to raise them on the test clock: a link that flaps
+    # every 2 s is down past NPURoCELinkDown's scaled for: (5 s) whenever a busy agent polls it late.
+    may_also: tuple[str, ...] = ()
     # PromQL ({node} filled in) that answers once this node's probes measure healthy again after the clear.
     # Its reference node's probes stop then, before the two healthy nodes are compared for a whole for:
     # two CPU timings beside ~20 busy agents can differ by more than the fleet-median threshold.
@@ -225,7 +228,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     # A 2 s flap read every 1.3 s: the samples alternate (never 5 s of DOWN), the driver's link-up
     # counter climbs by one per period.
     Scenario("e2e-flap", "link_flap", (Expect("NPURoCELinkFlapping", {"npu": "0"}),), npu=0,
-             params={"period_s": 2.0},
+             params={"period_s": 2.0}, may_also=("NPURoCELinkDown",),
              config=collecting(hccn=["hccn_link", "hccn_link_stat"], hccn_interval="1300ms")),
     Scenario("e2e-nethealth", "net_health_fail", (Expect("NPURoCENetHealthFailed", {"npu": "0"}),), npu=0,
              config=collecting(hccn=["hccn_net_health"])),
@@ -650,7 +653,7 @@ def _label_problems(received: Sequence[ReceivedAlert], down_allowed: set[str]) -
             problems.append(f"no node: {show(labels)}")
         elif scenario is None:
             problems.append(f"alert on a node without a scenario: {show(labels)}")
-        elif alert.name not in {e.alert for e in scenario.expect} and not (
+        elif alert.name not in {e.alert for e in scenario.expect} | set(scenario.may_also) and not (
                 alert.name == "NPUWatchDown" and scenario.node in down_allowed):
             problems.append(f"{show(labels)}: not an alert that {scenario.fault or 'no fault'} explains")
         if alert.name in PER_CHIP and not labels.get("npu"):
@@ -710,11 +713,14 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
     """The shipped rules on the test clock: every for/keep_firing_for/range/offset divided by 60,
     the GEMM for: overridden, label regexes and numbers untouched, and promtool accepts the copy."""
     expr, changes = scale_promql_durations(
-        'increase(x{size=~"[1-9][0-9]{7,}",a="[5m]"}[15m]) > 3 * 3600 unless y offset 5m or rate(z[1h:30s])', CLOCK)
+        'increase(x{size=~"[1-9][0-9]{7,}",a="[5m]"}[15m]) > 3 * 3600 unless y offset 5m or rate(z[1h:30s]) '
+        'or predict_linear(rate(w{p="predict_linear(a, 1)"}[10m])[1h:1m], 2 * 3600) < 1', CLOCK)
     assert expr == ('increase(x{size=~"[1-9][0-9]{7,}",a="[5m]"}[15s]) > 3 * 3600 unless y offset 5s '
-                    'or rate(z[60s:500ms])')
+                    'or rate(z[60s:500ms]) or predict_linear(rate(w{p="predict_linear(a, 1)"}[10s])[60s:1s], '
+                    '(2 * 3600) / 60) < 1')
     assert changes == [("range", "15m", "15s"), ("offset", "5m", "5s"), ("range", "1h", "60s"),
-                       ("range", "30s", "500ms")]
+                       ("range", "30s", "500ms"), ("range", "10m", "10s"), ("range", "1h", "60s"),
+                       ("range", "1m", "1s"), ("horizon", "2 * 3600", "(2 * 3600) / 60")]
 
     paths, scaled = time_scaled_rules(RULE_FILES, tmp_path, CLOCK, FOR_OVERRIDES)
     copies = {path.name: path for path in paths}
@@ -737,9 +743,12 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
             # Durations are the only difference: blank them out and the expressions are equal.
             assert _blank_durations(after["expr"]) == _blank_durations(before["expr"]), name
     wheres = {s.where for s in scaled}
-    assert wheres == {"for", "keep_firing_for", "range", "offset"}, wheres
+    assert wheres == {"for", "keep_firing_for", "range", "offset", "horizon"}, wheres
     assert all(duration_ms(s.new) * CLOCK == duration_ms(s.old) for s in scaled
-               if not (s.where == "for" and s.rule in FOR_OVERRIDES)), scaled
+               if not (s.where == "for" and s.rule in FOR_OVERRIDES) and s.where != "horizon"), scaled
+    assert {(s.rule, s.new) for s in scaled if s.where == "horizon"} == {
+        ("NPUOpticalRxPowerFalling", f"(4 * 3600) / {CLOCK}"), ("NPURoCEErrorsRising", f"(2 * 3600) / {CLOCK}"),
+        ("NPUHBMSingleBitECCRising", f"(4 * 3600) / {CLOCK}")}
     # Production's ratios hold: keep_firing_for 10m -> 10 s, the HCCL windows 5m -> 5 s, and the
     # double-bit ECC window is the [15s] that the e2e-dbe kill waits out.
     assert {(s.where, s.new) for s in scaled if s.rule == "NPUHBMDoubleBitECC"} == {("keep_firing_for", "10s"),
@@ -762,4 +771,5 @@ def _rules_of(path: Path) -> list[dict[str, Any]]:
 
 
 def _blank_durations(expr: str) -> str:
-    return re.sub(r"\[[0-9a-z:]+\]|offset [0-9a-z]+", "<duration>", expr)
+    blanked = re.sub(r"\[[0-9a-z:]+\]|offset [0-9a-z]+", "<duration>", expr)
+    return re.sub(r",\s*\(?([0-9 *]+?)\)?(?: / \d+)?\)", r", <horizon>)", blanked)  # predict_linear(v, h)

@@ -132,15 +132,19 @@ class Page:
 
 def _optics(series: Series) -> tuple[Page, Page]:
     rule = _rule("NPUOpticalRxPowerFalling")
-    window, horizon, level, guard = _grab(
+    window, horizon, level, guard, average = _grab(
         r"predict_linear\(npu_optical_rx_power_watts\{[^}]*\}\[(\w+)\], ([\d *]+)\) < ([\d.e-]+) and "
-        r"npu_optical_rx_power_watts\{[^}]*\} >= ([\d.e-]+)$", rule["expr"])
+        r"npu_optical_rx_power_watts\{[^}]*\} >= ([\d.e-]+) and "
+        r"npu_optical_rx_power_watts\{[^}]*\} < avg_over_time\(npu_optical_rx_power_watts\{[^}]*\}\[(\w+)\]\)$",
+        rule["expr"])
     rx = _one(series, "npu_optical_rx_power_watts", lane="0")
 
     def falling(t: float) -> bool:
         forecast = pe.predict_linear(pe.window(rx, t, _seconds(window)), t, _number(horizon))
         now = pe.instant(rx, t)
-        return forecast is not None and now is not None and forecast < float(level) and now >= float(guard)
+        recent = [value for _, value in pe.window(rx, t, _seconds(average))]
+        return (forecast is not None and now is not None and forecast < float(level) and now >= float(guard)
+                and bool(recent) and now < sum(recent) / len(recent))
 
     hard = _rule("NPUOpticalModuleDegraded", condition="rx_power_low")
     (low,) = _grab(r"npu_optical_rx_power_watts\{[^}]*\} < ([\d.e-]+)$", hard["expr"])

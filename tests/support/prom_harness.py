@@ -511,7 +511,7 @@ class ScaledDuration:
 
     file: str
     rule: str  # the alert or recording rule's name
-    where: str  # "for", "keep_firing_for", "range" or "offset"
+    where: str  # "for", "keep_firing_for", "range", "offset" or "horizon" (predict_linear's seconds ahead)
     old: str
     new: str
 
@@ -546,10 +546,11 @@ def scale_duration(text: str, divide_by: int) -> str:
 
 
 def scale_promql_durations(expr: str, divide_by: int) -> tuple[str, list[tuple[str, str, str]]]:
-    """``expr`` with every range selector (``[15m]``, subquery ``[1h:5m]``) and ``offset`` divided.
+    """``expr`` with every range selector (``[15m]``, subquery ``[1h:5m]``), ``offset`` and ``predict_linear``
+    horizon (its second argument, seconds ahead: ``4 * 3600`` -> ``(4 * 3600) / 60``) divided.
 
     Text inside string literals (label matchers such as ``=~"[1-9][0-9]{7,}"``) is never touched,
-    nor are plain numbers (``3 * 3600``). Returns the new expression and (where, old, new) per change.
+    nor are other plain numbers (``3 * 3600``). Returns the new expression and (where, old, new) per change.
     """
     changes: list[tuple[str, str, str]] = []
 
@@ -577,7 +578,46 @@ def scale_promql_durations(expr: str, divide_by: int) -> tuple[str, list[tuple[s
         pieces.append(literal.group(0))
         last = literal.end()
     pieces.append(_RANGE_OR_OFFSET.sub(rewrite, expr[last:]))
-    return "".join(pieces), changes
+    return _scale_horizons("".join(pieces), divide_by, changes), changes
+
+
+def _scale_horizons(expr: str, divide_by: int, changes: list[tuple[str, str, str]]) -> str:
+    """Each ``predict_linear(v, h)`` as ``predict_linear(v, (h) / divide_by)``: a horizon is a time, and a window
+    60 times shorter extrapolated as far would turn noise into a forecast."""
+    strings = [(m.start(), m.end()) for m in _PROMQL_STRING.finditer(expr)]
+
+    def in_string(at: int) -> bool:
+        return any(start <= at < end for start, end in strings)
+
+    out: list[str] = []
+    last = 0
+    for call in re.finditer(r"\bpredict_linear\s*\(", expr):
+        if in_string(call.start()) or call.start() < last:
+            continue
+        depth, comma, close = 1, -1, -1
+        at = call.end()
+        while at < len(expr):
+            char = expr[at]
+            if not in_string(at):
+                if char in "([{":
+                    depth += 1
+                elif char in ")]}":
+                    depth -= 1
+                    if depth == 0:
+                        close = at
+                        break
+                elif char == "," and depth == 1:
+                    comma = at
+            at += 1
+        if comma < 0 or close < 0:
+            raise HarnessError(f"predict_linear without two arguments in {expr!r}")
+        old = expr[comma + 1:close].strip()
+        new = f"({old}) / {divide_by}"
+        changes.append(("horizon", old, new))
+        out.append(expr[last:comma + 1] + " " + new)
+        last = close
+    out.append(expr[last:])
+    return "".join(out)
 
 
 def time_scaled_rules(
