@@ -43,6 +43,7 @@ examples:
   npuwatch check --level quick --exit-codes npd
   npuwatch probe gemm --backend cpu
   npuwatch faults clear --npu 3        after the repair of a chip held at ManuallySeparateNPU
+  npuwatch top                         the live view of this node (q quits, ? for the keys)
 """
 
 
@@ -204,6 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.handling import cli as faults_cli
 
     faults_cli.add_arguments(faults)
+
+    top = sub.add_parser("top", help="a live view of this node from its agent (or --url another node's): "
+                                     "utilization, HBM, temperature, power, codes, links, the HCCL incident",
+                         description="A full-screen view of one node, refreshed every 2 s; it reads the agent's "
+                                     "/metrics and runs no tool.\nExit status: 0 after q (or --once), 2 when no "
+                                     "agent answers.")
+    _common(top)
+    from agent.top import cli as top_cli
+
+    top_cli.add_arguments(top)
 
     demo = sub.add_parser("demo", help="switch faults on the demo node while `npuwatch run --demo` runs")
     from agent.demo import cli as demo_cli
@@ -422,6 +433,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check_cli.main(args, _load(args), _demo_dir(args))
 
 
+def cmd_top(args: argparse.Namespace) -> int:
+    from agent.top import cli as top_cli
+
+    config = _load(args)
+    demo_dir = _demo_dir(args)
+    if demo_dir is None:
+        return top_cli.main(args, config)
+    from agent.daemon.assemble import build_agent
+
+    bundle = build_agent(config, demo_dir, args.demo_chips)  # a demo agent in this process, serving no port
+    agent = bundle.agent
+    agent.collect_once()
+    agent.start(serve_http=False)
+    try:
+        return top_cli.main(args, config, render=lambda: agent.cache.render().body)
+    finally:
+        agent.stop()
+
+
 def cmd_check_baseline(args: argparse.Namespace) -> int:
     from agent.check import cli as check_cli
 
@@ -462,6 +492,7 @@ COMMANDS = {
     "check-baseline": cmd_check_baseline,
     "probe": cmd_probe,
     "faults": cmd_faults,
+    "top": cmd_top,
     "demo": cmd_demo,
 }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FAULT_REASONS", "AgentReading", "read_agent"]
+__all__ = ["FAULT_REASONS", "AgentEndpoint", "AgentReading", "agent_endpoint", "read_agent"]
 
 # npuwatch_collector_down_reason values that are faults (the others: no_data, no_inventory, not_run)
 FAULT_REASONS = frozenset({"timeout", "exit", "parse", "missing_tool"})
@@ -55,17 +55,41 @@ def _web_settings(path: str | None) -> tuple[bool, bool]:
     return bool(raw.get("tls_server_config")), bool(raw.get("basic_auth_users"))
 
 
-def read_agent(config: Any, timeout_s: float = 3.0) -> AgentReading:
+@dataclass(frozen=True)
+class AgentEndpoint:
+    """Where the local agent's exposition is: its ``/metrics`` URL, or the textfile it writes (``url`` None)."""
+
+    url: str | None = None
+    tls: bool = False  # https: our own node, so its certificate is not verified
+    auth: bool = False  # it asks for a password
+    textfile: Path | None = None
+    textfile_interval_s: float = 0.0
+
+
+def agent_endpoint(config: Any) -> AgentEndpoint | None:
+    """The local agent's endpoint from its config; None when it serves nothing to read."""
     web = config.web
     if web.enabled:
         tls, auth = _web_settings(web.config_file)
-        url = f"{'https' if tls else 'http'}://{_host(web.listen_address)}:{web.port}/metrics"
-        if auth:
-            return AgentReading(url, error="the agent asks for a password (basic_auth_users in its web config)")
-        return _from_http(url, tls, timeout_s)
+        scheme = "https" if tls else "http"
+        return AgentEndpoint(f"{scheme}://{_host(web.listen_address)}:{web.port}/metrics", tls, auth)
     if config.textfile.enabled:
-        return _from_textfile(Path(config.textfile.directory) / _TEXTFILE, float(config.textfile.interval))
-    return AgentReading("-", error="the agent serves nothing to read: web.enabled and textfile.enabled are false")
+        return AgentEndpoint(textfile=Path(config.textfile.directory) / _TEXTFILE,
+                             textfile_interval_s=float(config.textfile.interval))
+    return None
+
+
+def read_agent(config: Any, timeout_s: float = 3.0) -> AgentReading:
+    endpoint = agent_endpoint(config)
+    if endpoint is None:
+        return AgentReading("-", error="the agent serves nothing to read: web.enabled and textfile.enabled are false")
+    if endpoint.url is not None:
+        if endpoint.auth:
+            return AgentReading(endpoint.url,
+                                error="the agent asks for a password (basic_auth_users in its web config)")
+        return _from_http(endpoint.url, endpoint.tls, timeout_s)
+    assert endpoint.textfile is not None
+    return _from_textfile(endpoint.textfile, endpoint.textfile_interval_s)
 
 
 def _from_http(url: str, tls: bool, timeout_s: float) -> AgentReading:

@@ -23,15 +23,16 @@ BASE_CONFIG = {
 
 
 class Daemon:
-    def __init__(self, tmp_path: Path, config: dict, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, config: dict, env: dict[str, str] | None = None, chips: int = 4) -> None:
         self.config_path = tmp_path / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.port = free_port()
         self.log = tmp_path / "agent.log"
         self.url = f"http://127.0.0.1:{self.port}"
+        self.demo_dir = tmp_path / "demo"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent", "run", "--config", str(self.config_path), "--demo",
-             "--demo-dir", str(tmp_path / "demo"), "--demo-chips", "4", "--web.port", str(self.port)],
+             "--demo-dir", str(tmp_path / "demo"), "--demo-chips", str(chips), "--web.port", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), env={**os.environ, **(env or {})},
             start_new_session=True,
         )

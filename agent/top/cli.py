@@ -1,0 +1,96 @@
+"""``npuwatch top``: its options and its run (the live screen, or ``--once`` for one plain frame)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import urllib.parse
+from collections.abc import Callable
+from typing import IO, Any
+
+from agent.top.fetch import PASSWORD_ENV, Reader, source_from_args
+from agent.top.history import History
+from agent.top.model import Fetched, parse_view, samples_of
+from agent.top.render import SORT_KEYS, TopState, frame, plain
+
+__all__ = ["EXIT_NO_AGENT", "add_arguments", "main"]
+
+EXIT_OK = 0
+EXIT_NO_AGENT = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", metavar="URL",
+                        help="another node's agent, e.g. http://node-7:9611 (default: the local agent of --config)")
+    parser.add_argument("--interval", default="2s", metavar="DURATION", help="refresh period (default 2s)")
+    parser.add_argument("--once", action="store_true", help="print one frame as plain text and exit")
+    parser.add_argument("--sort", choices=tuple(SORT_KEYS), default="npu", help="the column rows are sorted by")
+    parser.add_argument("--no-color", dest="no_color", action="store_true", help="no colour (also: $NO_COLOR)")
+    client = parser.add_argument_group("client (for --url, or a local agent that asks for them)")
+    client.add_argument("--user", metavar="USER", help="basic auth user")
+    client.add_argument("--password-file", dest="password_file", metavar="FILE",
+                        help=f"basic auth password, first line of FILE (default: ${PASSWORD_ENV})")
+    client.add_argument("--ca-file", dest="ca_file", metavar="FILE", help="CA bundle for an https:// URL")
+    client.add_argument("--cert-file", dest="cert_file", metavar="FILE", help="client certificate (PEM)")
+    client.add_argument("--key-file", dest="key_file", metavar="FILE", help="its key, when not in --cert-file")
+    client.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
+    client.add_argument("--timeout", default="5s", metavar="DURATION", help="per read (default 5s)")
+
+
+def _node_name(args: Any, config: Any) -> str:
+    if getattr(args, "url", None):
+        return urllib.parse.urlparse(args.url).hostname or args.url
+    labels = getattr(config, "labels", None) or {}
+    return str(labels.get("node") or socket.gethostname())
+
+
+def main(args: Any, config: Any, *, render: Callable[[], bytes] | None = None, out: IO[str] | None = None,
+         err: IO[str] | None = None) -> int:
+    """``render``: the exposition of an agent in this process (``--demo``), instead of reading one."""
+    from agent.core.config_values import parse_duration
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        interval = parse_duration(args.interval)
+        args.timeout = parse_duration(args.timeout)
+        if interval <= 0:
+            raise ValueError(f"--interval must be positive, got {args.interval!r}")
+        read = _in_process(render) if render is not None else Reader(source_from_args(args, config)).read
+    except ValueError as exc:
+        print(f"npuwatch top: {exc}", file=err)
+        return EXIT_NO_AGENT
+    first = read()
+    if first.view is None:
+        print(f"npuwatch top: no agent to read at {first.where}: {first.error}", file=err)
+        return EXIT_NO_AGENT
+    state = TopState(sort=args.sort, ascii_only=not _utf8(out))
+    node = _node_name(args, config)
+    if args.once:
+        history = History()
+        history.add(first.view)
+        width = shutil.get_terminal_size((120, 40)).columns
+        height = len(first.view.rows) + 30  # every NPU and every panel: a ticket wants them all
+        out.write(plain(frame(first, history, state, width=width, height=height, node=node)))
+        return EXIT_OK
+    from agent.top.screen import run_screen
+
+    color = not (args.no_color or os.environ.get("NO_COLOR"))
+    return run_screen(read, interval_s=interval, node=node, state=state, color=color)
+
+
+def _in_process(render: Callable[[], bytes]) -> Callable[[], Fetched]:
+    import time
+
+    def read() -> Fetched:
+        view = parse_view(samples_of(render().decode("utf-8", "replace")))
+        return Fetched(view, time.time(), None, "the demo agent in this process")
+    return read
+
+
+def _utf8(stream: IO[str]) -> bool:
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return encoding.lower().replace("-", "") in ("utf8", "utf8mb4")

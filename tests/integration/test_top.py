@@ -1,0 +1,137 @@
+"""``npuwatch top`` as a person uses it: in tmux against a running demo agent (rows appear, a fault set on the demo
+shows within two refreshes of the agent having it, a resize to 80x24 keeps it drawn, q quits 0), ``--once``, and
+no agent to read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.agent_harness import wait_for
+from tests.support.daemon import BASE_CONFIG, Daemon
+from tests.support.ports import free_port
+
+CHIPS = 8
+REFRESH_S = 1.0
+TMUX = shutil.which("tmux")
+
+
+def npuwatch(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", *argv], capture_output=True, text=True, timeout=timeout,
+                          check=False, env={**os.environ, "LANG": "C.UTF-8"})
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[Daemon]:
+    daemon = Daemon(tmp_path, BASE_CONFIG, chips=CHIPS)
+    try:
+        assert wait_for(lambda: _value(daemon, "npu_temperature_celsius", "7") is not None, timeout=60), \
+            daemon.log_text()
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def _value(daemon: Daemon, metric: str, npu: str) -> float | None:
+    try:
+        text = daemon.metrics()
+    except OSError:
+        return None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == metric and sample.labels.get("npu") == npu:
+                return float(sample.value)
+    return None
+
+
+def test_once_prints_every_npu_and_exits_0(agent: Daemon) -> None:
+    run = npuwatch("top", "--once", "--url", agent.url)
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line[:5].strip().isdigit()]
+    assert [int(line.split()[0]) for line in rows] == list(range(CHIPS))
+    assert run.stdout.startswith("npuwatch top  127.0.0.1  data ")
+
+
+def test_without_an_agent_it_says_so_in_one_line_and_exits_2() -> None:
+    run = npuwatch("top", "--once", "--url", f"http://127.0.0.1:{free_port()}")
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert run.stderr.startswith("npuwatch top: no agent to read at http://127.0.0.1:")
+
+
+class Tmux:
+    def __init__(self, tmp_path: Path) -> None:
+        assert TMUX, "tmux missing (Debian package tmux; scripts/test installs it)"
+        self.base = [TMUX, "-L", f"npuwatch-top-{os.getpid()}", "-f", os.devnull]
+        self.rc = tmp_path / "top.rc"
+
+    def run(self, *argv: str) -> str:
+        return subprocess.run([*self.base, *argv], capture_output=True, text=True, timeout=30, check=True).stdout
+
+    def start(self, command: str, width: int, height: int) -> None:
+        # tmux runs the pane's command through the shell itself; the exit status is written for the test.
+        self.run("new-session", "-d", "-s", "top", "-x", str(width), "-y", str(height),
+                 f"env LANG=C.UTF-8 TERM=xterm-256color {command}; echo $? > {self.rc}")
+
+    def screen(self) -> str:
+        try:
+            return self.run("capture-pane", "-p", "-t", "top")
+        except subprocess.CalledProcessError:
+            return ""
+
+    def until(self, check: Callable[[str], bool], timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if check(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"the screen never showed it in {timeout:.0f} s:\n{text}")
+
+    def kill(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30, check=False)
+
+
+def _row(screen: str, npu: int) -> str:
+    return next((line for line in screen.splitlines() if line[:5].strip() == str(npu)), "")
+
+
+def test_top_in_tmux_shows_faults_within_two_refreshes_fits_80x24_and_quits(agent: Daemon, tmp_path: Path) -> None:
+    tmux = Tmux(tmp_path)
+    command = f"{sys.executable} -m agent top --url {agent.url} --interval {REFRESH_S:g}s"
+    try:
+        tmux.start(command, 120, 40)
+        tmux.until(lambda s: all(_row(s, npu) for npu in range(CHIPS)), timeout=30)
+
+        assert npuwatch("demo", "--demo-dir", str(agent.demo_dir), "set", "hot", "--npu", "4").returncode == 0
+        assert npuwatch("demo", "--demo-dir", str(agent.demo_dir), "set", "link_down", "--npu", "6").returncode == 0
+        assert wait_for(lambda: (_value(agent, "npu_temperature_celsius", "4") or 0) >= 95, timeout=60)
+        had_heat = time.monotonic()
+        tmux.until(lambda s: "97°C" in _row(s, 4), timeout=2 * REFRESH_S + 1.5)
+        assert time.monotonic() - had_heat <= 2 * REFRESH_S + 1.5
+        assert wait_for(lambda: _value(agent, "npu_roce_link_up", "6") == 0, timeout=90)  # hccn_tool every 5 s
+        had_link = time.monotonic()
+        tmux.until(lambda s: " DOWN" in _row(s, 6), timeout=2 * REFRESH_S + 1.5)
+        assert time.monotonic() - had_link <= 2 * REFRESH_S + 1.5
+
+        tmux.run("resize-window", "-t", "top", "-x", "80", "-y", "24")
+        small = tmux.until(lambda s: s.startswith("npuwatch top") and "DOWN" in _row(s, 6), timeout=10)
+        lines = small.rstrip("\n").splitlines()
+        assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+        assert all(_row(small, npu) for npu in range(CHIPS))
+
+        tmux.run("send-keys", "-t", "top", "q")
+        assert wait_for(lambda: tmux.rc.exists() and tmux.rc.read_text().strip() != "", timeout=10)
+        assert tmux.rc.read_text().strip() == "0"
+    finally:
+        tmux.kill()

@@ -1,0 +1,129 @@
+"""``npuwatch top``'s frames: the golden frames of a demo node at 80x24 and 200x60, every terminal size without a
+traceback or an overlong line, what is left out when the agent does not export it, and the keys."""
+
+from __future__ import annotations
+
+import curses
+
+import pytest
+
+from agent.top.history import History, sparkline
+from agent.top.model import Fetched, parse_view, samples_of
+from agent.top.render import TopState, frame, plain, sorted_rows
+from agent.top.screen import apply_key
+from tests.support import top_golden
+
+TEXT = top_golden.EXPOSITION.read_text(encoding="utf-8")
+FETCHED = top_golden.fetched(TEXT)
+
+
+@pytest.mark.parametrize(("width", "height"), top_golden.SIZES)
+def test_golden_frames(width: int, height: int) -> None:
+    assert top_golden.render(width, height) == (top_golden.GOLDEN / f"frame_{width}x{height}.txt").read_text()
+
+
+def test_every_npu_is_a_row_with_what_the_demo_faults_set() -> None:
+    rows = {line.split()[0]: line for line in top_golden.render(200, 60).splitlines()[3:11]}
+    assert sorted(rows) == [str(npu) for npu in range(8)]
+    assert " 97°C " in rows["4"]
+    assert " DOWN " in rows["6"]
+    assert "80E18402 SeparateNPU: isolate the chip now" in rows["2"]
+    assert " alarm " in rows["2"]
+
+
+def test_the_panels_show_the_hccl_incident() -> None:
+    text = top_golden.render(200, 60)
+    assert "HCCL      local rank 1 timed out" in text
+    assert "communicator 29.1.0.10%enp_60000_0_" in text and "(8 ranks)" in text
+
+
+@pytest.mark.parametrize("width", [1, 5, 9, 10, 20, 40, 79, 80, 81, 120, 300])
+@pytest.mark.parametrize("height", [1, 2, 3, 5, 12, 24, 60])
+def test_any_terminal_size_gets_a_frame_that_fits(width: int, height: int) -> None:
+    for state in (TopState(), TopState(detail=True, selected=6), TopState(help=True), TopState(sort="temp")):
+        lines = frame(FETCHED, History(), state, width=width, height=height, node="n",
+                      now=top_golden.NOW)
+        assert len(lines) <= height
+        assert all(sum(len(text) for text, _ in line) <= width for line in lines)
+
+
+def test_at_80x24_every_npu_keeps_its_codes_and_the_data_age() -> None:
+    text = top_golden.render(80, 24)
+    assert "data 1.5 s old" in text.splitlines()[0]
+    assert "80E18402 SeparateNPU" in text
+    assert all(f"\n{npu:>4} " in text for npu in range(8))
+
+
+def test_a_reading_the_agent_does_not_export_is_left_out() -> None:
+    bare = ("# TYPE npuwatch_collector_up gauge\nnpuwatch_collector_up{collector=\"npu_smi_info\"} 1\n"
+            "# TYPE npu_temperature_celsius gauge\nnpu_temperature_celsius{npu=\"3\",chip=\"0\"} 61\n")
+    text = plain(frame(top_golden.fetched(bare), History(), TopState(), width=200, height=20, node="n",
+                       now=top_golden.NOW))
+    (row,) = [line for line in text.splitlines() if line.startswith("   3 ")]
+    assert " 61°C " in row
+    assert "%" not in row and "W " not in row and "/" not in row  # no utilization, power or HBM guessed
+    assert "driver" not in text and "Probes" not in text and "Checks" not in text
+
+
+def test_an_agent_that_stops_answering_shows_the_age_of_the_last_view() -> None:
+    stale = Fetched(parse_view(samples_of(TEXT)), top_golden.NOW - 95, "Connection refused", "http://x/metrics")
+    text = plain(frame(stale, History(), TopState(), width=120, height=30, node="n", now=top_golden.NOW))
+    assert "data 1 min 35 s old" in text
+    assert "the agent stopped answering: Connection refused" in text
+    never = plain(frame(Fetched(None, None, "Connection refused", "http://x/metrics"), History(), TopState(),
+                        width=120, height=30, node="n", now=top_golden.NOW))
+    assert "no data from http://x/metrics: Connection refused" in never
+
+
+def test_link_flaps_count_from_when_top_started() -> None:
+    history = History()
+    first = parse_view(samples_of(TEXT))
+    history.add(first)
+    later = TEXT.replace('npu_roce_link_up_transitions_total{chip="0",npu="3"} 1.0',
+                         'npu_roce_link_up_transitions_total{chip="0",npu="3"} 4.0')
+    assert later != TEXT
+    history.add(parse_view(samples_of(later)))
+    text = plain(frame(top_golden.fetched(later), history, TopState(), width=200, height=30, node="n",
+                       now=top_golden.NOW))
+    (row,) = [line for line in text.splitlines() if line.startswith("   3 ")]
+    assert " up +3 " in row
+
+
+def test_the_detail_of_a_selected_npu() -> None:
+    state = TopState(detail=True, selected=6)
+    text = top_golden.render(120, 40, state)
+    assert text.splitlines()[2].startswith("NPU 6")
+    assert "RoCE link DOWN" in text and "optics rx" in text and "HBM ECC now" in text
+
+
+def test_sorting_by_temperature_puts_the_hot_chip_first() -> None:
+    view = parse_view(samples_of(TEXT))
+    assert sorted_rows(view, TopState(sort="temp"))[0].npu == 4
+    assert sorted_rows(view, TopState(sort="health"))[0].npu == 2  # the one with a code
+    assert sorted_rows(view, TopState(sort="npu", reverse=True))[0].npu == 7
+
+
+def test_keys() -> None:
+    state = TopState()
+    assert not apply_key(state, ord("s"), 8) and state.sort == "aicore"
+    assert not apply_key(state, ord("S"), 8) and state.sort == "npu"
+    assert not apply_key(state, ord("r"), 8) and state.reverse
+    for _ in range(20):
+        apply_key(state, curses.KEY_DOWN, 8)
+    assert state.selected == 7
+    apply_key(state, ord("k"), 8)
+    assert state.selected == 6
+    apply_key(state, 10, 8)
+    assert state.detail
+    apply_key(state, 27, 8)
+    assert not state.detail
+    apply_key(state, ord("?"), 8)
+    assert state.help
+    assert not apply_key(state, ord("x"), 8) and not state.help  # any key closes the help
+    assert apply_key(state, ord("q"), 8)
+
+
+def test_sparklines_scale_and_right_align() -> None:
+    assert sparkline([0.0, 0.5, 1.0], 5, 0.0, 1.0) == "  ▁▅█"
+    assert sparkline([0.0, 0.5, 1.0], 5, 0.0, 1.0, ascii_only=True) == "  _=#"
+    assert sparkline([2.0], 2, 0.0, 1.0) == " █"  # clipped, not overflowing
