@@ -96,7 +96,10 @@ class HbmInfo(ctypes.Structure):
 
 
 class MemoryInfoV3(ctypes.Structure):
-    """``struct dcmi_get_memory_info_stru`` (``dcmi_get_device_memory_info_v3``): DDR, 96 bytes on LP64."""
+    """``struct dcmi_get_memory_info_stru`` (``dcmi_get_device_memory_info_v3``): DDR.
+
+    112 bytes on LP64 (4 bytes of padding before ``hugepagesize``); the header's comment says 96, the
+    size where ``unsigned long`` is 4 bytes."""
 
     _fields_ = [
         ("memory_size", ctypes.c_ulonglong),
