@@ -81,6 +81,27 @@ def _fast_tiers_start_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def fake_dcmi(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``fake_dcmi(variant)``: the fake libdcmi.so of that variant (tests.support.fake_dcmi), built once a session.
+
+    Skips when there is no C compiler (CI has one: scripts/test installs gcc).
+    """
+    from tests.support import fake_dcmi as fake
+
+    if fake.compiler() is None:
+        pytest.skip("no C compiler (cc/gcc) to build the fake libdcmi.so: apt-get install gcc libc6-dev")
+    directory = tmp_path_factory.mktemp("fake-dcmi")
+    built: dict[str, Path] = {}
+
+    def get(variant: str = "full") -> Path:
+        if variant not in built:
+            built[variant] = fake.build(variant, directory)
+        return built[variant]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def promtool() -> str:
     """The promtool binary (Debian package prometheus); the test fails, not skips, without it."""
     found = shutil.which("promtool")

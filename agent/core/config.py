@@ -141,6 +141,21 @@ SCHEMA: Schema = {
             "disable": (str_list, (), "source names to skip, e.g. `[npu_smi_hccs_bw]` on boards without HCCS"),
             "enable": (str_list, (), "opt-in sources: `npu_smi_topo` (`npu_topology_link`)"),
         },
+        "dcmi": {
+            "enabled": (_auto_or_boolean, "auto",
+                        "read chips through the driver's library `libdcmi.so` (docs/dcmi.md): `auto` uses it "
+                        "when found and vetted, with npu-smi as fallback; `false` never; accepted, not yet used "
+                        "by collection"),
+            "library": (optional(string), None,
+                        "path of `libdcmi.so`, used as given (a warning when not root-owned or writable by "
+                        "others); none: `LD_LIBRARY_PATH`, `ldconfig -p`, `/usr/local/dcmi`, "
+                        "`/usr/local/Ascend/driver/lib64/driver`"),
+            "call_timeout": (positive_duration, 5.0,
+                             "deadline of each DCMI call; the worker process is killed and restarted after it"),
+            "lock_file": (string, "/run/npuwatch/dcmi.lock",
+                          "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
+                          "takes this lock"),
+        },
         "hccn_tool": {
             "enabled": (boolean, True, "the RoCE collectors (no hccn_tool = no data, not an error)"),
             "path": (optional(string), None, "hccn_tool; none: on PATH, else the standard Ascend locations"),

@@ -19,6 +19,10 @@ from tests.support.paths import REPO
 AGENT_FLOOR = "3.9"
 WORKER_FLOOR = "3.8"
 WORKERS = REPO / "collectors" / "probes"
+# The DCMI worker (python -m collectors.dcmi.worker) and every repository module it imports.
+DCMI_WORKER = ("collectors/__init__.py", "collectors/dcmi/__init__.py", "collectors/dcmi/worker.py",
+               "collectors/dcmi/api.py", "collectors/dcmi/errors.py", "collectors/dcmi/readings.py",
+               "collectors/dcmi/structs.py")
 _TYPE_NAMES = {"int", "str", "float", "bytes", "bool", "list", "dict", "tuple", "set", "frozenset", "type",
                "object", "complex", "bytearray"}
 
@@ -75,6 +79,25 @@ def test_the_agent_needs_nothing_newer_than_3_9() -> None:
 def test_the_probe_workers_need_nothing_newer_than_3_8() -> None:
     result = vermin(WORKER_FLOOR, WORKERS)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_dcmi_worker_needs_nothing_newer_than_3_8() -> None:
+    result = vermin(WORKER_FLOOR, *(REPO / path for path in DCMI_WORKER))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_dcmi_worker_imports_only_the_modules_held_to_3_8() -> None:
+    """A new import from the worker's modules would escape the 3.8 check above: it must be listed there."""
+    ours = ("agent", "collectors")
+    imported = set()
+    for path in DCMI_WORKER:
+        for node in ast.walk(ast.parse((REPO / path).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ours:
+                imported.add(node.module.replace(".", "/") + ".py")
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name.replace(".", "/") + ".py" for alias in node.names
+                                if alias.name.split(".")[0] in ours)
+    assert imported <= set(DCMI_WORKER)
 
 
 def test_vermin_rejects_a_310_construct(tmp_path: Path) -> None:

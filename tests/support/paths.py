@@ -10,3 +10,6 @@ REPO = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 # The real captures (../shared/corpus beside the checkout, or $NPUWATCH_CORPUS): the conformance tier reads them.
 CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or REPO.parent / "shared" / "corpus")
+# The public reference material (../shared/reference beside the checkout, or $NPUWATCH_REFERENCE): the DCMI
+# headers the layout test compiles against.
+REFERENCE = Path(os.environ.get("NPUWATCH_REFERENCE") or REPO.parent / "shared" / "reference")

@@ -19,7 +19,7 @@ from tests.support.tiers import TIERS, StartsSomething
 
 ROOTS = ("agent", "collectors")
 PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.handling", "agent.health", "agent.diagnose",
-            "agent.triage", "agent.check", "agent.top", "agent.daemon", "agent.k8s", "collectors.probes")
+            "agent.triage", "agent.check", "agent.top", "agent.daemon", "agent.k8s", "agent.dcmi", "collectors.probes")
 
 
 def module_files() -> dict[str, Path]:

@@ -1,0 +1,369 @@
+"""``DcmiClient``: the agent's end of the DCMI worker (``collectors.dcmi.worker``).
+
+The library runs in a process of its own so that a call that hangs in the driver, or crashes,
+costs one reading. The client:
+
+- starts the worker on first use (argv list, a session of its own) and waits for its ready line;
+- sends one call at a time (a lock in this process, ``NodeLock`` across the node) and waits for the
+  answer until the call's deadline;
+- on a deadline overrun, an end of file (the worker died, e.g. the library segfaulted), or an
+  unreadable answer, kills the worker's whole process tree (the tool runner's ``kill_tree``) and
+  raises ``DcmiWorkerError``; the next call starts a new worker, but not before an exponential
+  backoff (``Backoff``) has passed since the last failure: until then calls fail at once with
+  reason ``backoff``, so a caller falls back to npu-smi without waiting;
+- turns the worker's error answers back into ``DcmiUnsupported``, ``DcmiError``, ``DcmiInvalid``
+  and ``DcmiBadRequest`` (the worker stays up for those).
+
+``close()`` ends the worker (end of input, then the kill) and leaves no process behind. The counts a
+later slice exports as self-metrics are plain attributes (``starts``, ``restarts``, ``errors`` by
+kind, ``calls``, ``call_seconds_total``), and ``observe`` is called with each call's name, latency
+and error kind (None when it succeeded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import collectors
+from agent.core.tool_runner import RUN_ID_ENV, kill_tree
+from agent.dcmi.lock import NodeLock
+from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported, DcmiWorkerError
+
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "Backoff", "DcmiClient"]
+
+DEFAULT_CALL_TIMEOUT_S = 5.0
+_STDERR_TAIL_BYTES = 4096
+_MAX_ANSWER_BYTES = 16 << 20  # the largest answer (a chip's process list) is kilobytes
+_REAP_S = 2.0
+_CLOSE_GRACE_S = 1.0
+Observer = Callable[[str, float, "str | None"], None]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Seconds to wait before the next start after ``failures`` failures in a row: base, doubling, capped."""
+
+    base_s: float = 1.0
+    factor: float = 2.0
+    max_s: float = 300.0
+
+    def delay(self, failures: int) -> float:
+        if failures <= 0:
+            return 0.0
+        return float(min(self.max_s, self.base_s * self.factor ** (failures - 1)))
+
+
+def _worker_env(extra: Mapping[str, str] | None, run_id: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if extra:
+        env.update(extra)
+    # The worker imports collectors.dcmi from wherever this agent's copy lives.
+    root = str(Path(next(iter(collectors.__path__))).parent)
+    env["PYTHONPATH"] = os.pathsep.join(part for part in (root, env.get("PYTHONPATH", "")) if part)
+    env[RUN_ID_ENV] = run_id
+    return env
+
+
+class _Worker:
+    """One running worker process and what it has written so far."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], run_id: str) -> None:
+        self.proc = proc
+        self.run_id = run_id
+        self.buffer = bytearray()
+        self.stderr_tail: deque[bytes] = deque()
+        self.stderr_bytes = 0
+        self.ready: dict[str, Any] = {}
+
+    def read_line(self, deadline: float) -> bytes | None:
+        """The next line from stdout; None at the deadline. EOFError when stdout closed (the worker died)."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
+            selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
+            while True:
+                newline = self.buffer.find(b"\n")
+                if newline >= 0:
+                    line = bytes(self.buffer[:newline])
+                    del self.buffer[:newline + 1]
+                    return line
+                if len(self.buffer) > _MAX_ANSWER_BYTES:
+                    raise ValueError(f"an answer longer than {_MAX_ANSWER_BYTES} bytes")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                for key, _ in selector.select(timeout=remaining):
+                    data = os.read(key.fd, 65536)
+                    if key.data == "err":
+                        if data:
+                            self._keep_stderr(data)
+                        else:
+                            selector.unregister(key.fileobj)
+                    elif not data:
+                        raise EOFError
+                    else:
+                        self.buffer += data
+
+    def _keep_stderr(self, data: bytes) -> None:
+        self.stderr_tail.append(data)
+        self.stderr_bytes += len(data)
+        while self.stderr_bytes - len(self.stderr_tail[0]) >= _STDERR_TAIL_BYTES and len(self.stderr_tail) > 1:
+            self.stderr_bytes -= len(self.stderr_tail.popleft())
+
+    def stderr_text(self) -> str:
+        text = b"".join(self.stderr_tail)[-_STDERR_TAIL_BYTES:].decode("utf-8", "replace").strip()
+        return text.splitlines()[-1] if text else ""
+
+    def kill(self) -> None:
+        kill_tree(self.proc, self.run_id)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=_REAP_S)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class DcmiClient:
+    """Calls into ``libdcmi.so`` through a worker process; safe to share between threads."""
+
+    def __init__(
+        self,
+        library: str,
+        *,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
+        start_timeout: float | None = None,
+        lock_file: str | os.PathLike[str] | None = None,
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        launch: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+        observe: Observer | None = None,
+    ) -> None:
+        self.library = library
+        self.call_timeout = call_timeout
+        self.start_timeout = start_timeout if start_timeout is not None else max(call_timeout, 10.0)
+        self.python = python or sys.executable
+        self.env = dict(env) if env else None
+        self.backoff = backoff or Backoff()
+        self.observe = observe
+        self._clock = clock
+        self._launch = launch
+        self._node_lock = NodeLock(lock_file) if lock_file is not None else None
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._ids = 0
+        self._failures = 0  # in a row; a successful call resets it
+        self._retry_at: float | None = None
+        self._closed = False
+        # self-metrics
+        self.starts = 0
+        self.restarts = 0  # starts after a failure
+        self.calls = 0
+        self.call_seconds_total = 0.0
+        self.errors: Counter[str] = Counter()  # by kind: unsupported, dcmi, invalid, bad_request, and the
+        # worker's reasons: startup, timeout, died, protocol, backoff, busy, closed
+        self.last_error: str | None = None
+
+    # --- public
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        """The running worker's ready line (``apis``, ``version``); empty when none runs."""
+        worker = self._worker
+        return dict(worker.ready) if worker else {}
+
+    @property
+    def pid(self) -> int | None:
+        worker = self._worker
+        return worker.proc.pid if worker else None
+
+    @property
+    def failures(self) -> int:
+        return self._failures
+
+    def retry_in(self) -> float:
+        """Seconds until a failed worker may be started again (0 when it may now)."""
+        if self._retry_at is None:
+            return 0.0
+        return max(0.0, self._retry_at - self._clock())
+
+    def call(self, name: str, timeout: float | None = None, **args: Any) -> Any:
+        """The value of one call (``chip`` is the logical id); raises the typed errors of ``collectors.dcmi.errors``."""
+        deadline_s = self.call_timeout if timeout is None else timeout
+        with self._lock:
+            started = time.monotonic()
+            kind: str | None = None
+            try:
+                return self._call_locked(name, args, started + deadline_s)
+            except DcmiWorkerError as exc:
+                kind = exc.reason
+                raise
+            except DcmiUnsupported:
+                kind = "unsupported"
+                raise
+            except DcmiError:
+                kind = "dcmi"
+                raise
+            except DcmiInvalid:
+                kind = "invalid"
+                raise
+            except DcmiBadRequest:
+                kind = "bad_request"
+                raise
+            finally:
+                elapsed = time.monotonic() - started
+                self.calls += 1
+                self.call_seconds_total += elapsed
+                if kind is not None:
+                    self.errors[kind] += 1
+                if self.observe is not None:
+                    self.observe(name, elapsed, kind)
+
+    def close(self) -> None:
+        """End the worker (end of input first, then the kill) and release the node lock file."""
+        with self._lock:
+            self._closed = True
+            worker, self._worker = self._worker, None
+            if worker is not None:
+                if worker.proc.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        worker.proc.stdin.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    worker.proc.wait(timeout=_CLOSE_GRACE_S)
+                worker.kill()  # also whatever it left behind
+            if self._node_lock is not None:
+                self._node_lock.close()
+
+    def __enter__(self) -> DcmiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- inside the lock
+
+    def _call_locked(self, name: str, args: dict[str, Any], deadline: float) -> Any:
+        if self._closed:
+            raise DcmiWorkerError("closed", "the DCMI client is closed")
+        node_locked = False
+        if self._node_lock is not None:
+            if not self._node_lock.acquire(max(0.0, deadline - time.monotonic())):
+                raise DcmiWorkerError("busy", f"another process holds {self._node_lock.path}")
+            node_locked = True
+        try:
+            worker = self._worker or self._start(deadline)
+            return self._exchange(worker, name, args, deadline)
+        finally:
+            if node_locked and self._node_lock is not None:
+                self._node_lock.release()
+
+    def _start(self, deadline: float) -> _Worker:
+        if self._retry_at is not None and self._clock() < self._retry_at:
+            raise DcmiWorkerError("backoff", f"the DCMI worker failed {self._failures} time(s) in a row; next start in "
+                                             f"{self.retry_in():.1f}s (last: {self.last_error})")
+        run_id = f"dcmi-{os.getpid()}-{secrets.token_hex(4)}"
+        argv = [self.python, "-m", "collectors.dcmi.worker", "--library", self.library]
+        try:
+            proc = self._launch(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_worker_env(self.env, run_id), start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise self._failed("startup", f"cannot start the DCMI worker ({self.python}): {exc}") from exc
+        if self.starts:
+            self.restarts += 1
+        self.starts += 1
+        worker = _Worker(proc, run_id)
+        self._worker = worker
+        start_deadline = min(deadline, time.monotonic() + self.start_timeout)
+        line = self._read(worker, start_deadline, "start")
+        try:
+            ready = json.loads(line)
+        except ValueError as exc:
+            raise self._failed("protocol", f"the DCMI worker's first line is not JSON: {line[:80]!r}") from exc
+        if not isinstance(ready, dict) or ready.get("ready") is not True:
+            error = ready.get("error", {}) if isinstance(ready, dict) else {}
+            message = error.get("message") if isinstance(error, dict) else None
+            raise self._failed("startup", f"the DCMI worker did not start: {message or ready!r}",
+                               code=error.get("code") if isinstance(error, dict) else None)
+        worker.ready = ready
+        return worker
+
+    def _read(self, worker: _Worker, deadline: float, what: str) -> bytes:
+        try:
+            line = worker.read_line(deadline)
+        except EOFError:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.proc.wait(timeout=_REAP_S)  # its stdout closed: it is exiting
+            status = worker.proc.returncode
+            how = f"exit status {status}" if status is None or status >= 0 else f"signal {-status}"
+            tail = worker.stderr_text()
+            raise self._failed("died", f"the DCMI worker died during {what} ({how})"
+                                       + (f": {tail}" if tail else "")) from None
+        except (ValueError, OSError) as exc:
+            raise self._failed("protocol", f"the DCMI worker's answer to {what} is unreadable: {exc}") from exc
+        if line is None:
+            raise self._failed("timeout", f"the DCMI worker did not answer {what} in time (killed)")
+        return line
+
+    def _exchange(self, worker: _Worker, name: str, args: dict[str, Any], deadline: float) -> Any:
+        self._ids += 1
+        request_id = self._ids
+        request = json.dumps({"id": request_id, "call": name, "args": args}, separators=(",", ":")).encode()
+        assert worker.proc.stdin is not None
+        try:
+            worker.proc.stdin.write(request + b"\n")
+            worker.proc.stdin.flush()
+        except OSError as exc:  # BrokenPipeError: it died between calls
+            raise self._failed("died", f"the DCMI worker is gone ({exc})") from exc
+        line = self._read(worker, deadline, name)
+        try:
+            answer = json.loads(line)
+        except ValueError as exc:
+            raise self._failed("protocol", f"the DCMI worker's answer to {name} is not JSON") from exc
+        if not isinstance(answer, dict) or answer.get("id") != request_id:
+            raise self._failed("protocol", f"the DCMI worker answered {name} out of turn: {line[:80]!r}")
+        self._failures = 0
+        self._retry_at = None
+        if answer.get("ok") is True:
+            return answer.get("value")
+        raise _error_of(answer.get("error"))
+
+    def _failed(self, reason: str, message: str, code: int | None = None) -> DcmiWorkerError:
+        """Kill the worker, schedule the next start, and return the error to raise."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.kill()
+        self._failures += 1
+        self._retry_at = self._clock() + self.backoff.delay(self._failures)
+        self.last_error = message
+        return DcmiWorkerError(reason, message, code)
+
+
+def _error_of(error: Any) -> Exception:
+    """The typed error of a worker's error answer."""
+    if not isinstance(error, dict):
+        return DcmiWorkerError("protocol", f"an error answer without an error: {error!r}")
+    kind, message, code = error.get("kind"), str(error.get("message", "")), error.get("code")
+    if kind == "dcmi" and isinstance(code, int):
+        return DcmiError(code, str(error.get("function") or ""))
+    if kind == "unsupported":
+        return DcmiUnsupported(tuple(str(name) for name in error.get("functions") or ()))
+    if kind == "invalid":
+        return DcmiInvalid(message)
+    if kind == "bad_request":
+        return DcmiBadRequest(message)
+    return DcmiWorkerError("protocol", f"an error answer of unknown kind {kind!r}: {message}")

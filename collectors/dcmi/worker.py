@@ -1,0 +1,159 @@
+"""The helper process that owns ``libdcmi.so``: ``python -m collectors.dcmi.worker --library PATH``.
+
+Why a process of its own: a library call that hangs in the driver, or crashes, must cost the agent
+one reading, not its life. The agent (``agent.dcmi.client``) kills this process when a call
+overruns its deadline or the process dies, and starts a new one later.
+
+Protocol, one JSON object per line:
+
+- at start, after loading the library and initialising it: ``{"ready": true, "apis": ["v2", "v1"],
+  "version": "..."}``, or ``{"ready": false, "error": {"kind": "startup", "message": ...}}`` and exit 2;
+- request ``{"id": 7, "call": "temperature", "args": {"chip": 3}}`` (``chip`` is the logical id);
+- answer ``{"id": 7, "ok": true, "value": ...}`` or ``{"id": 7, "ok": false, "error": {"kind": K,
+  "code": C, "message": M}}``, K one of ``unsupported`` (no such function in this library; they are
+  listed in ``functions``), ``dcmi`` (a return code, in ``code``; the function in ``function``),
+  ``invalid`` (an impossible answer), ``bad_request``.
+
+Calls run strictly one after another; end of input ends the process. The protocol owns the real
+stdout: file descriptor 1 is pointed at stderr before the library is loaded, so whatever the library
+prints cannot corrupt an answer. Python 3.8+ and the standard library only: nodes run workers on
+the interpreter they have.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import IO, Any, Callable
+
+from collectors.dcmi.api import ECC_MEMORIES, FREQUENCY_TYPES, UTILIZATION_TYPES, Dcmi
+from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported
+from collectors.dcmi.readings import to_json
+
+__all__ = ["CALLS", "handle", "main"]
+
+MAX_LINE_BYTES = 64 * 1024  # a request is tens of bytes
+
+
+def _chip(args: dict[str, Any]) -> int:
+    chip = args.get("chip")
+    if not isinstance(chip, int) or isinstance(chip, bool) or chip < 0:
+        raise DcmiBadRequest(f"args.chip must be a logical id (an integer >= 0), got {chip!r}")
+    return chip
+
+
+def _choice(args: dict[str, Any], key: str, allowed: Any) -> Any:
+    value = args.get(key)
+    if isinstance(value, bool) or value not in allowed:
+        raise DcmiBadRequest(f"args.{key} must be one of {sorted(allowed)}, got {value!r}")
+    return value
+
+
+# call name -> (the args it takes, how to run it)
+CALLS: dict[str, tuple[tuple[str, ...], Callable[[Dcmi, dict[str, Any]], Any]]] = {
+    "version": ((), lambda d, a: d.version()),
+    "chips": ((), lambda d, a: d.chips()),
+    "health": (("chip",), lambda d, a: d.health(_chip(a))),
+    "error_codes": (("chip",), lambda d, a: d.error_codes(_chip(a))),
+    "temperature": (("chip",), lambda d, a: d.temperature(_chip(a))),
+    "power": (("chip",), lambda d, a: d.power(_chip(a))),
+    "utilization": (("chip", "input_type"),
+                    lambda d, a: d.utilization(_chip(a), _choice(a, "input_type", UTILIZATION_TYPES))),
+    "frequency": (("chip", "freq_type"),
+                  lambda d, a: d.frequency(_chip(a), _choice(a, "freq_type", FREQUENCY_TYPES))),
+    "hbm": (("chip",), lambda d, a: d.hbm(_chip(a))),
+    "memory": (("chip",), lambda d, a: d.memory(_chip(a))),
+    "ecc": (("chip", "memory"), lambda d, a: d.ecc(_chip(a), _choice(a, "memory", ECC_MEMORIES))),
+    "board": (("chip",), lambda d, a: d.board(_chip(a))),
+    "chip_info": (("chip",), lambda d, a: d.chip_info(_chip(a))),
+    "pcie": (("chip",), lambda d, a: d.pcie(_chip(a))),
+    "processes": (("chip",), lambda d, a: d.processes(_chip(a))),
+    "network_health": (("chip",), lambda d, a: d.network_health(_chip(a))),
+}
+
+
+def _error(request_id: Any, kind: str, message: str, code: int | None = None, **more: Any) -> dict[str, Any]:
+    return {"id": request_id, "ok": False, "error": {"kind": kind, "code": code, "message": message, **more}}
+
+
+def handle(dcmi: Dcmi, line: bytes) -> dict[str, Any]:
+    """The answer to one request line (never raises for a bad request or a failed call)."""
+    try:
+        request = json.loads(line)
+    except ValueError as exc:
+        return _error(None, "bad_request", f"not JSON: {exc}")
+    if not isinstance(request, dict):
+        return _error(None, "bad_request", "a request is a JSON object")
+    request_id = request.get("id")
+    name = request.get("call")
+    args = request.get("args", {})
+    if name not in CALLS:
+        return _error(request_id, "bad_request", f"unknown call {name!r}")
+    if not isinstance(args, dict):
+        return _error(request_id, "bad_request", "args must be an object")
+    allowed, run = CALLS[name]
+    extra = sorted(set(args) - set(allowed))
+    if extra:
+        return _error(request_id, "bad_request", f"{name} takes no {', '.join(extra)}")
+    try:
+        value = run(dcmi, args)
+    except DcmiBadRequest as exc:
+        return _error(request_id, "bad_request", str(exc))
+    except DcmiUnsupported as exc:
+        return _error(request_id, "unsupported", str(exc), functions=list(exc.functions))
+    except DcmiError as exc:
+        return _error(request_id, "dcmi", str(exc), exc.code, function=exc.function)
+    except DcmiInvalid as exc:
+        return _error(request_id, "invalid", str(exc))
+    return {"id": request_id, "ok": True, "value": to_json(value)}
+
+
+def _protocol_stream() -> IO[bytes]:
+    """The real stdout for answers; fd 1 then points at stderr, so the library's prints go there."""
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    return out
+
+
+def _write(out: IO[bytes], message: dict[str, Any]) -> None:
+    out.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+
+def _start(library: str) -> tuple[Dcmi, dict[str, Any]]:
+    dcmi = Dcmi.open(library)
+    apis = dcmi.init()
+    try:
+        version: str | None = dcmi.version()
+    except (DcmiError, DcmiUnsupported):
+        version = None
+    return dcmi, {"ready": True, "apis": list(apis), "version": version}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m collectors.dcmi.worker", description=__doc__.split("\n")[0])
+    parser.add_argument("--library", required=True, help="path of libdcmi.so (found and vetted by the agent)")
+    options = parser.parse_args(argv)
+    out = _protocol_stream()
+    try:
+        dcmi, ready = _start(options.library)
+    except (OSError, DcmiError, DcmiUnsupported) as exc:
+        _write(out, {"ready": False, "error": {"kind": "startup", "code": getattr(exc, "code", None),
+                                                "message": f"{options.library}: {exc}"}})
+        return 2
+    _write(out, ready)
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return 0
+        if len(line) > MAX_LINE_BYTES:
+            _write(out, _error(None, "bad_request", f"request longer than {MAX_LINE_BYTES} bytes"))
+            return 2  # the rest of that line would be read as further requests
+        if line.strip():
+            _write(out, handle(dcmi, line))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
