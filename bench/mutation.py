@@ -136,7 +136,8 @@ TARGETS: tuple[Target, ...] = (
     Target("collectors/bounds.py", ("tests/unit/test_bounds.py", "tests/unit/test_hccn_bounds.py",
                                     "tests/unit/test_npu_smi_kv_bounds.py", "tests/unit/test_npu_smi_info.py")),
     *(Target(f"collectors/hccl/{name}.py", ("tests/unit/test_hccl_classify.py", "tests/unit/test_hccl_incidents.py",
-                                            "tests/conformance/test_hccl_logs.py", "tests/unit/test_hccl_hints.py"))
+                                            "tests/conformance/test_hccl_logs.py", "tests/unit/test_hccl_hints.py",
+                                            "tests/unit/test_hccl_codes.py", "tests/unit/test_hccl_knowledge_graph.py"))
       for name in ("classify", "rules", "lines", "codes", "hints", "rendezvous")),
     Target("collectors/hccl/tail.py", ("tests/unit/test_hccl_tail.py", "tests/unit/test_hccl_incidents.py",
                                        "tests/unit/test_log_walk.py", "tests/integration/test_log_walk.py")),
