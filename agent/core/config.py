@@ -144,8 +144,8 @@ SCHEMA: Schema = {
         "dcmi": {
             "enabled": (_auto_or_boolean, "auto",
                         "read chips through the driver's library `libdcmi.so` (docs/dcmi.md): `auto` uses it "
-                        "when found and vetted, with npu-smi as fallback; `false` never; accepted, not yet used "
-                        "by collection"),
+                        "when found and vetted, with npu-smi as fallback per reading; `true` the same, warning when "
+                        "none is found; `false` never; read at start"),
             "library": (optional(string), None,
                         "path of `libdcmi.so`, used as given (a warning when not root-owned or writable by "
                         "others); none: `LD_LIBRARY_PATH`, `ldconfig -p`, `/usr/local/dcmi`, "

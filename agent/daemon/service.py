@@ -25,6 +25,8 @@ from agent.core.jobs import InternalJob
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
+from agent.dcmi import metrics as dcmi_metrics
+from agent.dcmi.setup import open_backend
 from agent.handling.levels import FaultLevels, history_of, table_of
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
@@ -113,6 +115,8 @@ class Agent:
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
         self.probe_controller = ProbeController(self, self.probe_metrics)
+        # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
+        self.dcmi = open_backend(config, tool_env)
         self._configure(config)
 
     # --- configuration
@@ -120,7 +124,10 @@ class Agent:
         self.config = config
         self.fault_levels.table = table_of(config)
         self.sources = enabled_sources(config)
-        self._internal = [job for job in self._internal if job.name not in ("textfile", "probes")]
+        self._internal = [job for job in self._internal if job.name not in ("textfile", "probes", "dcmi")]
+        if self.dcmi is not None:
+            backend = self.dcmi
+            self._internal.append(InternalJob("dcmi", 15.0, lambda: dcmi_metrics.samples(backend)))
         if config.probes.enabled:
             # Probe counters never expire; the gauges carry their own last-success timestamps.
             self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
@@ -139,6 +146,7 @@ class Agent:
             self._context,
             self._tool_env,
             max_series=config.max_series_per_source,
+            reader=self.dcmi,
         )
         wanted = {source.name for source in self.sources} | {job.name for job in self._internal}
         for snap in self.store.all():
@@ -151,7 +159,7 @@ class Agent:
         renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
-        self.cache = ExpositionCache(renderer, self.store)
+        self.cache: ExpositionCache = ExpositionCache(renderer, self.store)
         if self._http is not None:
             self._http.cache = self.cache
 
@@ -358,6 +366,8 @@ class Agent:
             self.config.web.listen_address, self.config.web.port
         ):
             log.warning("web.listen_address/web.port changes take effect at the next restart")
+        if config.collectors.dcmi != self.config.collectors.dcmi:
+            log.warning("collectors.dcmi changes take effect at the next restart")
         if config.state_dir != self.config.state_dir:
             log.warning("state_dir changes take effect at the next restart (probe counters and the fault history "
                         "stay in %s)", self.config.state_dir)
@@ -389,6 +399,8 @@ class Agent:
         if self._http is not None:
             self._http.stop()
             self._http = None
+        if self.dcmi is not None:
+            self.dcmi.client.close()  # no helper left behind
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 
