@@ -152,6 +152,10 @@ SCHEMA: Schema = {
                         "`/usr/local/Ascend/driver/lib64/driver`"),
             "call_timeout": (positive_duration, 5.0,
                              "deadline of each DCMI call; the worker process is killed and restarted after it"),
+            "npu_smi_interval": (positive_duration, 240.0,
+                                 "with DCMI in use, the npu-smi sources it does not serve (`-t board`, `hccs`, "
+                                 "`hccs-bw`) run this often instead of `health_interval`: 3 calls per chip every "
+                                 "4 minutes keep npu-smi under one process per chip per minute"),
             "lock_file": (string, "/run/npuwatch/dcmi.lock",
                           "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
                           "takes this lock"),

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ __all__ = ["Agent", "JobsFactory"]
 log = logging.getLogger(__name__)
 
 # Order matters for `once` and at start-up: the chip list and inventory come first.
-GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "roce", "dmi")
+# "npu_smi_slow": with DCMI in use, the health group's npu-smi sources DCMI does not serve.
+GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "npu_smi_slow", "roce", "dmi")
 
 # The config's tool-less jobs (host metrics, log scanner); called again on every reload.
 JobsFactory = Callable[[Config], Sequence[InternalJob]]
@@ -56,6 +58,7 @@ def group_interval(config: Config, group: str) -> float:
         "info": npu_smi.interval,
         "usages": npu_smi.usages_interval,
         "health": npu_smi.health_interval,
+        "npu_smi_slow": config.collectors.dcmi.npu_smi_interval,
         "roce": config.collectors.hccn_tool.interval,
         "dmi": config.collectors.ascend_dmi.interval,
     }[group]
@@ -124,6 +127,11 @@ class Agent:
         self.config = config
         self.fault_levels.table = table_of(config)
         self.sources = enabled_sources(config)
+        if self.dcmi is not None:
+            # DCMI serves most chip readings: npu-smi's remaining per-chip sources need not run every minute.
+            self.sources = [replace(source, group="npu_smi_slow")
+                            if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
+                            else source for source in self.sources]
         self._internal = [job for job in self._internal if job.name not in ("textfile", "probes", "dcmi")]
         if self.dcmi is not None:
             backend = self.dcmi
@@ -266,7 +274,7 @@ class Agent:
         groups = self.groups()
         for group in groups:
             self.collect_group(group)
-        if "info" in groups and "health" in groups:
+        if "info" in groups and ("health" in groups or "npu_smi_slow" in groups):
             # npu_info takes firmware/driver/serial from -t board, which runs after the table.
             self.collect_group("info")
         for job in self._internal:
