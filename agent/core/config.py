@@ -156,6 +156,10 @@ SCHEMA: Schema = {
                                  "with DCMI in use, the npu-smi sources it does not serve (`-t board`, `hccs`, "
                                  "`hccs-bw`) run this often instead of `health_interval`: 3 calls per chip every "
                                  "4 minutes keep npu-smi under one process per chip per minute"),
+            "verify_interval": (positive_duration, 21600.0,
+                                "how often one chip is read through both DCMI and npu-smi and the shared fields "
+                                "compared (also at start); a field that disagrees gives its collector back to "
+                                "npu-smi"),
             "lock_file": (string, "/run/npuwatch/dcmi.lock",
                           "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
                           "takes this lock"),

@@ -28,6 +28,7 @@ from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
 from agent.dcmi import metrics as dcmi_metrics
 from agent.dcmi.setup import open_backend
+from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
@@ -36,7 +37,7 @@ from agent.web.health import Heartbeat, liveness, readiness
 from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import npu_smi_info
 from collectors import sources as source_registry
-from collectors.base import ChipRef, CollectContext, NoData, Source
+from collectors.base import ChipRef, CollectContext, NoData, Sample, Source
 from collectors.fault_levels import default_table
 
 __all__ = ["Agent", "JobsFactory"]
@@ -120,6 +121,9 @@ class Agent:
         self.probe_controller = ProbeController(self, self.probe_metrics)
         # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
         self.dcmi = open_backend(config, tool_env)
+        self.trust = None if self.dcmi is None else TrustCheck(
+            self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
+            float(config.collectors.dcmi.verify_interval), env=tool_env)
         self._configure(config)
 
     # --- configuration
@@ -134,8 +138,7 @@ class Agent:
                             else source for source in self.sources]
         self._internal = [job for job in self._internal if job.name not in ("textfile", "probes", "dcmi")]
         if self.dcmi is not None:
-            backend = self.dcmi
-            self._internal.append(InternalJob("dcmi", 15.0, lambda: dcmi_metrics.samples(backend)))
+            self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
         if config.probes.enabled:
             # Probe counters never expire; the gauges carry their own last-success timestamps.
             self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
@@ -187,6 +190,12 @@ class Agent:
             if current:
                 self._known_chips = current
             return list(self._known_chips)
+
+    def _dcmi_samples(self) -> list[Sample]:
+        """The ``dcmi`` job: the trust check when due, then the helper's self-metrics (docs/dcmi.md)."""
+        assert self.dcmi is not None and self.trust is not None
+        self.trust.maybe(self.chips())
+        return dcmi_metrics.samples(self.dcmi, self.trust.verified, self.trust.disagreements)
 
     def _context(self) -> CollectContext:
         return CollectContext(

@@ -113,6 +113,15 @@ class DcmiBackend:
                 return chip.logic_id
         raise Fallback("exit", f"DCMI lists no chip npu {chip.npu} chip {chip.chip}")
 
+    def read_plan(self, source: str, chip: ChipRef) -> Any:
+        """The source's records for ``chip`` through DCMI even when the tool serves it now (the trust check);
+        the chip's row of the table for ``npu_smi_info``. Raises ``Fallback``."""
+        try:
+            return self._read(source, chip)
+        except (plans.NeedsIds, DcmiWorkerError, DcmiUnsupported, DcmiError, DcmiInvalid, ValueError,
+                DcmiBadRequest) as exc:
+            raise Fallback("exit", str(exc)) from exc
+
     def _read(self, source: str, chip: ChipRef | None) -> Any:
         if source in plans.NODE_PLANS:
             return plans.NODE_PLANS[source](self.call, self.chips(refresh=True))

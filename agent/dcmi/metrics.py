@@ -6,6 +6,8 @@ own, so ``NPUCollectorFailing`` stays about the collectors, which the npu-smi fa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agent.core.backend import TOOL
 from agent.dcmi.backend import DcmiBackend
 from collectors.base import Sample
@@ -17,7 +19,8 @@ ERROR_KINDS = ("unsupported", "dcmi", "invalid", "bad_request", "startup", "time
                "busy", "closed")
 
 
-def samples(backend: DcmiBackend, verified: bool | None = None) -> list[Sample]:
+def samples(backend: DcmiBackend, verified: bool | None = None,
+            disagreements: Iterable[tuple[str, str]] = ()) -> list[Sample]:
     client = backend.client
     out = [
         Sample("npuwatch_dcmi_helper_up", (), 1.0 if backend.active() else 0.0),
@@ -37,4 +40,6 @@ def samples(backend: DcmiBackend, verified: bool | None = None) -> list[Sample]:
         out.append(Sample("npuwatch_dcmi_fallbacks_total", (("collector", source),), float(count)))
     if verified is not None:
         out.append(Sample("npuwatch_dcmi_unverified", (), 0.0 if verified else 1.0))
+    out.extend(Sample("npuwatch_dcmi_field_disagreements", (("collector", source), ("field", field)), 1.0)
+               for source, field in sorted(disagreements))
     return out

@@ -114,6 +114,11 @@ def test_beside_npu_smi_the_agent_forks_under_one_npu_smi_per_chip_a_minute(
     per_chip_minute = len(slow) * 60 / agent.config.collectors.dcmi.npu_smi_interval
     assert per_chip_minute <= 1
     assert agent.dcmi is not None and agent.dcmi.last_run["npu_smi_info"] == {"dcmi": 1, "tool": 0}
+    # The trust check ran at start against the demo's npu-smi, whose chips are not the fake library's:
+    # each source with a field that disagreed is npu-smi's from now on.
+    assert agent.trust is not None and agent.trust.verified is True
+    assert agent.trust.disagreements
+    assert {source for source, _ in agent.trust.disagreements} == set(agent.dcmi.on_tool())
 
 
 @pytest.mark.parametrize(("fault", "reason"), [("FAKE_DCMI_HANG", "timeout"), ("FAKE_DCMI_CRASH", "died")])

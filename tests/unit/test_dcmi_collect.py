@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from agent.core.snapshot import SnapshotStore
 from agent.core.tool_runner import RunResult, ToolMissing
 from agent.dcmi import metrics
 from agent.dcmi.backend import DcmiBackend
+from agent.dcmi.trust import TrustCheck, side_by_side
 from collectors import npu_smi_board, npu_smi_health, npu_smi_info, npu_smi_usages, sources
 from collectors.base import ChipRef, CollectContext, Source
 from collectors.bounds import MIB
@@ -267,3 +269,62 @@ def test_self_metrics_are_catalogued_and_say_who_served() -> None:
     from collectors.catalogue import CATALOGUE
 
     assert {metric for metric, _ in out} <= set(CATALOGUE)
+
+
+# --- the trust check
+
+
+def _tool_from(calls: FakeCalls, scale_hbm: float = 1.0) -> Any:
+    """An npu-smi stand-in answering the same facts as the fake library (HBM sizes scaled, to plant a unit error)."""
+    twin = _backend(calls)
+
+    def npu_smi(source: Source, chip: ChipRef) -> Any:
+        records = twin.read_plan(source.name, chip)
+        if source.name == "npu_smi_info" and scale_hbm != 1.0:
+            (table,) = records
+            rows = tuple(replace(row, hbm_total_bytes=row.hbm_total_bytes * scale_hbm) for row in table.chips)
+            return (replace(table, chips=rows),)
+        return records
+
+    return npu_smi
+
+
+def test_trust_check_agreeing_backends_verify_and_keep_dcmi() -> None:
+    backend = _backend(FakeCalls())
+    check = TrustCheck(backend, None, 5.0, 3600.0)
+    check.apply(side_by_side(backend, CARD7, _tool_from(FakeCalls())))
+    assert check.verified is True and not check.disagreements and not backend.on_tool()
+    shared = {(row.source, row.field) for row in check.last_rows if row.agree}
+    assert {("npu_smi_info", "power_watts"), ("npu_smi_info", "hbm_total_bytes"),
+            ("npu_smi_health", "health")} <= shared
+
+
+def test_trust_check_a_unit_error_gives_the_source_back_to_npu_smi() -> None:
+    backend = _backend(FakeCalls())
+    check = TrustCheck(backend, None, 5.0, 3600.0)
+    check.apply(side_by_side(backend, CARD7, _tool_from(FakeCalls(), scale_hbm=1 / 1024)))  # npu-smi says KB
+    assert list(check.disagreements) == [("npu_smi_info", "hbm_total_bytes")]
+    assert "hbm_total_bytes" in backend.on_tool()["npu_smi_info"]
+    with pytest.raises(Fallback, match="disagreed"):
+        backend.read(npu_smi_info.SOURCE, None)
+    out = {(s.metric, s.labels) for s in metrics.samples(backend, check.verified, check.disagreements)}
+    assert ("npuwatch_dcmi_field_disagreements", (("collector", "npu_smi_info"), ("field", "hbm_total_bytes"))) in out
+
+
+def test_trust_check_without_npu_smi_marks_dcmi_unverified() -> None:
+    backend = _backend(FakeCalls())
+    check = TrustCheck(backend, None, 5.0, 3600.0)
+
+    def missing(source: Source, chip: ChipRef) -> Any:
+        raise ToolMissing("npu-smi", ["PATH"])
+
+    check.apply(side_by_side(backend, CARD7, missing))
+    assert check.verified is False and not backend.on_tool()
+    assert all(row.agree is None and row.dcmi is not None for row in check.last_rows if row.field == "health")
+
+
+def test_power_agreement_allows_for_the_time_between_reads() -> None:
+    from collectors.dcmi.compare import Field, _agree
+
+    assert _agree(Field("power_watts", 5.0, 0.1), 300.0, 280.0) and not _agree(Field("power_watts", 5.0, 0.1), 300, 250)
+    assert _agree(Field("health"), "OK", "ok") and _agree(Field("x"), None, 1.0) is None
