@@ -141,3 +141,20 @@ def test_a_hanging_or_crashing_library_leaves_npu_smi_serving(
     assert body['npuwatch_collector_up{collector="npu_smi_info"}'] == 1
     # readings that do not touch the fault still come through DCMI
     assert agent.dcmi.last_run["npu_smi_usages"]["dcmi"] + agent.dcmi.last_run["npu_smi_usages"]["tool"] == 8
+
+
+def test_npuwatch_dcmi_prints_the_side_by_side_table(fake_dcmi: FakeLibrary, tmp_path: Path) -> None:
+    def run(dcmi: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        config = tmp_path / "npuwatch.yml"
+        config.write_text(yaml.safe_dump({"collectors": {"dcmi": {**dcmi, "lock_file": str(tmp_path / "lock")}}}))
+        env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(REPO)}
+        return subprocess.run([sys.executable, "-m", "agent", "dcmi", "--config", str(config)], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    alone = run({"library": str(fake_dcmi("full"))})
+    assert alone.returncode == 3, alone.stderr  # no npu-smi to compare with
+    assert "npu 0 chip 0 (logic id 3):" in alone.stdout
+    power = next(line.split() for line in alone.stdout.splitlines() if line.startswith("npu_smi_info    power"))
+    assert power[2:] == [str(fake.expected_power_tenths(3) // 10), "-", "?"]
+    off = run({"enabled": False})
+    assert off.returncode == 2 and "no DCMI here" in off.stdout
