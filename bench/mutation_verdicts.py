@@ -328,6 +328,12 @@ _RUNNER_VERDICTS: tuple[Verdict, ...] = (
     Verdict(_RUN, "_collect", "if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:",
             "if exited_at is not None and now - exited_at >= _DRAIN_AFTER_EXIT_S:", EQUIVALENT,
             "two clock readings equal to the nanosecond: the drain ends on the next pass either way"),
+    Verdict(_RUN, "_collect", "if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:",
+            "if exited_at is not None and now + exited_at > _DRAIN_AFTER_EXIT_S:", ACCEPTED,
+            "the drain ends as soon as the exit is seen, losing what is still in the pipe then; the tool-runner tests "
+            "kill it when the exit is seen before the last chunk is read, which depends on scheduling (it survived "
+            "one run under load, 2026-12-02); a test that always kills it needs a grandchild writing inside the "
+            "0.2 s drain, which a loaded machine cannot promise"),
     Verdict(_RUN, "_collect", "if remaining <= 0:", "if remaining < 0:", EQUIVALENT,
             "a deadline met to the nanosecond: the next pass (or the wait after the loop) times out either way"),
     *(Verdict(_RUN, "_collect", "timed_out = True", after, EQUIVALENT,
