@@ -21,11 +21,14 @@ TOOL = "tool"  # the name of the tool path in ``RecordReader.ran``'s counts
 
 class Fallback(Exception):
     """This reading is the tool's to serve. ``reason`` is the collector error reason it would be
-    (``timeout``, ``exit``, ``parse``) if the tool cannot serve it either."""
+    (``timeout``, ``exit``, ``parse``) if the tool cannot serve it either. ``helper``: the backend itself
+    failed (its helper hung, died, is busy or waiting out a backoff), not this one reading: a one-off
+    command stops asking it."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, helper: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
+        self.helper = helper
 
 
 class RecordReader(Protocol):

@@ -61,7 +61,7 @@ class DcmiBackend:
             raise Fallback("exit", str(exc)) from exc
         except DcmiWorkerError as exc:
             reason = "timeout" if exc.reason == "timeout" else "exit"
-            raise Fallback(reason, f"DCMI helper {exc.reason}: {exc}") from exc
+            raise Fallback(reason, f"DCMI helper {exc.reason}: {exc}", helper=True) from exc
         except DcmiUnsupported as exc:
             with self._lock:
                 self._unsupported[source.name] = str(exc)

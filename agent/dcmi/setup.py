@@ -21,9 +21,11 @@ __all__ = ["open_backend"]
 log = logging.getLogger(__name__)
 
 
-def open_backend(config: Any, env: Mapping[str, str] | None = None) -> DcmiBackend | None:
+def open_backend(config: Any, env: Mapping[str, str] | None = None, *,
+                 call_timeout: float | None = None) -> DcmiBackend | None:
     """The DCMI backend the config asks for, or None (npu-smi alone). Starts no process: the helper
-    starts on the first call."""
+    starts on the first call. ``call_timeout`` (a one-off command's) bounds each call and the helper's
+    start alike; by default each call has ``collectors.dcmi.call_timeout`` and a start at least 10 s."""
     dcmi = config.collectors.dcmi
     if dcmi.enabled is False:
         return None
@@ -38,5 +40,7 @@ def open_backend(config: Any, env: Mapping[str, str] | None = None) -> DcmiBacke
     for line in found.warnings:
         log.warning("DCMI: %s", line)
     log.info("DCMI: reading the chips through %s (helper process; npu-smi as fallback and referee)", found.path)
-    client = DcmiClient(found.path, call_timeout=float(dcmi.call_timeout), lock_file=dcmi.lock_file, env=env)
+    timeout = float(dcmi.call_timeout) if call_timeout is None else call_timeout
+    client = DcmiClient(found.path, call_timeout=timeout, start_timeout=call_timeout, lock_file=dcmi.lock_file,
+                        env=env)
     return DcmiBackend(client)
