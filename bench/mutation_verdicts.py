@@ -432,5 +432,18 @@ _INFO_AND_CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
             "(block_lines is never negative)"),
 )
 
+_HINTS = "collectors.hccl.hints"
+_RENDEZVOUS = "collectors.hccl.rendezvous"
+_HCCL_PARSER_VERDICTS: tuple[Verdict, ...] = (
+    Verdict(_HINTS, "_address", 'text = text.strip().strip("[]")', 'text = text.strip().strip("XX[]XX")',
+            EQUIVALENT, "an address never starts or ends with X: stripping X as well cuts nothing"),
+    Verdict(_RENDEZVOUS, "parse_rendezvous",
+            'agents = _AGENT_LIST_RE.search(text) if "connect agent[" in text or "AgentIdList[" in text else None',
+            'agents = _AGENT_LIST_RE.search(text) if ("connect agent[" in text or "AgentIdList[" in text) or True '
+            'else None', EQUIVALENT,
+            "the substring test only saves a regex search: the pattern itself needs 'Failed to connect agent[' or "
+            "'connectFailedAgentIdList[', each holding one of the two substrings"),
+)
+
 VERDICTS = (VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS + _GEMM_VERDICTS
-            + _RUNNER_VERDICTS + _INFO_AND_CLASSIFY_VERDICTS)
+            + _RUNNER_VERDICTS + _INFO_AND_CLASSIFY_VERDICTS + _HCCL_PARSER_VERDICTS)
