@@ -5,6 +5,13 @@ back the records the source's npu-smi (or hccn_tool) parser would return; any DC
 ``Fallback`` and the tool serves that reading. The chip's logical id comes from the library's own
 chip list (card/device pair -> logical id), else from the ChipRef (``npu-smi info -m``).
 
+A plan's calls go to the helper in one batch (one round trip per source and chip): the backend
+remembers which calls a plan made last time, for that source and chip, sends them together and
+replays the plan over the answers; a call it did not foresee (the first read, a plan that took
+another branch) goes on its own, and the plan's calls of this read are what is sent next time.
+Learning the calls from the plans' own runs keeps ``collectors.dcmi.plans`` the one place that
+says what a reading needs.
+
 A source whose plan needs a function the library lacks is remembered and handed to the tool at
 once from then on (no call per reading to learn it again); a field the trust check moved back to
 npu-smi (``agent.dcmi.trust``) takes its whole source back to the tool.
@@ -14,11 +21,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.core.backend import TOOL, Fallback
-from agent.dcmi.client import DcmiClient
+from agent.dcmi.client import Answer, DcmiClient
 from collectors.base import ChipRef, Source
 from collectors.dcmi import plans
 from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported, DcmiWorkerError
@@ -27,6 +34,8 @@ from collectors.dcmi.readings import ChipId
 __all__ = ["DcmiBackend"]
 
 log = logging.getLogger(__name__)
+
+CallKey = tuple[str, tuple[tuple[str, Any], ...]]  # a call's name and its sorted arguments
 
 
 class DcmiBackend:
@@ -42,6 +51,7 @@ class DcmiBackend:
         self._on_tool: dict[str, str] = {}  # source -> why the trust check gave it back to the tool
         self.last_run: dict[str, dict[str, int]] = {}  # source -> readings served per backend, last run
         self.fallbacks: dict[str, int] = {}  # source -> readings handed to the tool since start
+        self._learned: dict[tuple[str, int | None], tuple[CallKey, ...]] = {}  # (source, chip) -> its calls
 
     # --- RecordReader
     def serves(self, source: Source) -> bool:
@@ -124,7 +134,35 @@ class DcmiBackend:
 
     def _read(self, source: str, chip: ChipRef | None) -> Any:
         if source in plans.NODE_PLANS:
-            return plans.NODE_PLANS[source](self.call, self.chips(refresh=True))
+            chips = self.chips(refresh=True)
+            return self._batched((source, None), lambda call: plans.NODE_PLANS[source](call, chips))
         if chip is None:
             raise DcmiBadRequest(f"{source} is a per-chip source")
-        return plans.CHIP_PLANS[source](self.call, self.logic_id(chip))
+        logic = self.logic_id(chip)
+        return self._batched((source, logic), lambda call: plans.CHIP_PLANS[source](call, logic))
+
+    def _batched(self, key: tuple[str, int | None], plan: Callable[[plans.Call], Any]) -> Any:
+        """``plan`` over the answers of one batch of the calls it made last time (see the module's doc)."""
+        with self._lock:
+            known = self._learned.get(key, ())
+        answers: dict[CallKey, Answer] = {}
+        if known:
+            answers = dict(zip(known, self.client.call_batch([(name, dict(args)) for name, args in known])))
+        made: list[CallKey] = []
+
+        def call(name: str, **args: Any) -> Any:
+            call_key = (name, tuple(sorted(args.items())))
+            made.append(call_key)
+            answer = answers.get(call_key)
+            return answer.get() if answer is not None else self.client.call(name, **args)
+
+        try:
+            result = plan(call)
+        except BaseException:
+            # cut short: keep what it would have called beyond the point it reached
+            made.extend(key for key in known if key not in made)
+            raise
+        finally:
+            with self._lock:
+                self._learned[key] = tuple(dict.fromkeys(made))
+        return result

@@ -4,8 +4,9 @@ The library runs in a process of its own so that a call that hangs in the driver
 costs one reading. The client:
 
 - starts the worker on first use (argv list, a session of its own) and waits for its ready line;
-- sends one call at a time (a lock in this process, ``NodeLock`` across the node) and waits for the
-  answer until the call's deadline;
+- sends one call, or one batch of calls (``call_batch``: one round trip for a collection's calls of
+  a chip, answered line by line), at a time (a lock in this process, ``NodeLock`` across the node)
+  and waits for each answer until that call's deadline;
 - on a deadline overrun, an end of file (the worker died, e.g. the library segfaulted), or an
   unreadable answer, kills the worker's whole process tree (the tool runner's ``kill_tree``) and
   raises ``DcmiWorkerError``; the next call starts a new worker, but not before an exponential
@@ -32,7 +33,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from agent.core.tool_runner import RUN_ID_ENV, kill_tree
 from agent.dcmi.lock import NodeLock
 from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported, DcmiWorkerError
 
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "Backoff", "DcmiClient"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "Answer", "Backoff", "DcmiClient"]
 
 DEFAULT_CALL_TIMEOUT_S = 5.0
 _STDERR_TAIL_BYTES = 4096
@@ -50,6 +51,19 @@ _MAX_ANSWER_BYTES = 16 << 20  # the largest answer (a chip's process list) is ki
 _REAP_S = 2.0
 _CLOSE_GRACE_S = 1.0
 Observer = Callable[[str, float, "str | None"], None]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One call's outcome in a batch: its value, or the typed error the single call would have raised."""
+
+    value: Any = None
+    error: Exception | None = None
+
+    def get(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -210,29 +224,27 @@ class DcmiClient:
             kind: str | None = None
             try:
                 return self._call_locked(name, args, started + deadline_s)
-            except DcmiWorkerError as exc:
-                kind = exc.reason
-                raise
-            except DcmiUnsupported:
-                kind = "unsupported"
-                raise
-            except DcmiError:
-                kind = "dcmi"
-                raise
-            except DcmiInvalid:
-                kind = "invalid"
-                raise
-            except DcmiBadRequest:
-                kind = "bad_request"
+            except Exception as exc:
+                kind = _kind_of(exc)
                 raise
             finally:
-                elapsed = time.monotonic() - started
-                self.calls += 1
-                self.call_seconds_total += elapsed
-                if kind is not None:
-                    self.errors[kind] += 1
-                if self.observe is not None:
-                    self.observe(name, elapsed, kind)
+                self._count(name, time.monotonic() - started, kind)
+
+    def call_batch(self, calls: Sequence[tuple[str, Mapping[str, Any]]], timeout: float | None = None) -> list[Answer]:
+        """Each call's ``Answer``, in order, from one round trip; ``timeout`` (default ``call_timeout``) is each
+        call's deadline, counted from the previous answer. A failure of the worker itself (deadline, death,
+        backoff) raises ``DcmiWorkerError`` for the whole batch."""
+        if not calls:
+            return []
+        deadline_s = self.call_timeout if timeout is None else timeout
+        with self._lock:
+            pending: dict[str, Any] = {"name": calls[0][0], "since": time.monotonic()}  # the call waited for
+            try:
+                return self._with_worker(pending["since"] + deadline_s,
+                                         lambda worker: self._exchange_batch(worker, calls, deadline_s, pending))
+            except Exception as exc:
+                self._count(pending["name"], time.monotonic() - pending["since"], _kind_of(exc))
+                raise
 
     def close(self) -> None:
         """End the worker (end of input first, then the kill) and release the node lock file."""
@@ -257,7 +269,18 @@ class DcmiClient:
 
     # --- inside the lock
 
+    def _count(self, name: str, elapsed: float, kind: str | None) -> None:
+        self.calls += 1
+        self.call_seconds_total += elapsed
+        if kind is not None:
+            self.errors[kind] += 1
+        if self.observe is not None:
+            self.observe(name, elapsed, kind)
+
     def _call_locked(self, name: str, args: dict[str, Any], deadline: float) -> Any:
+        return self._with_worker(deadline, lambda worker: self._exchange(worker, name, args, deadline))
+
+    def _with_worker(self, deadline: float, exchange: Callable[[_Worker], Any]) -> Any:
         if self._closed:
             raise DcmiWorkerError("closed", "the DCMI client is closed")
         node_locked = False
@@ -267,7 +290,7 @@ class DcmiClient:
             node_locked = True
         try:
             worker = self._worker or self._start(deadline)
-            return self._exchange(worker, name, args, deadline)
+            return exchange(worker)
         finally:
             if node_locked and self._node_lock is not None:
                 self._node_lock.release()
@@ -319,28 +342,52 @@ class DcmiClient:
             raise self._failed("timeout", f"the DCMI worker did not answer {what} in time (killed)")
         return line
 
-    def _exchange(self, worker: _Worker, name: str, args: dict[str, Any], deadline: float) -> Any:
+    def _send(self, worker: _Worker, request: dict[str, Any], what: str) -> int:
         self._ids += 1
         request_id = self._ids
-        request = json.dumps({"id": request_id, "call": name, "args": args}, separators=(",", ":")).encode()
+        line = json.dumps({"id": request_id, **request}, separators=(",", ":")).encode()
         assert worker.proc.stdin is not None
         try:
-            worker.proc.stdin.write(request + b"\n")
+            worker.proc.stdin.write(line + b"\n")
             worker.proc.stdin.flush()
         except OSError as exc:  # BrokenPipeError: it died between calls
             raise self._failed("died", f"the DCMI worker is gone ({exc})") from exc
-        line = self._read(worker, deadline, name)
+        return request_id
+
+    def _answer(self, worker: _Worker, request_id: int, index: int | None, deadline: float, what: str) -> Answer:
+        line = self._read(worker, deadline, what)
         try:
             answer = json.loads(line)
         except ValueError as exc:
-            raise self._failed("protocol", f"the DCMI worker's answer to {name} is not JSON") from exc
+            raise self._failed("protocol", f"the DCMI worker's answer to {what} is not JSON") from exc
         if not isinstance(answer, dict) or answer.get("id") != request_id:
-            raise self._failed("protocol", f"the DCMI worker answered {name} out of turn: {line[:80]!r}")
+            raise self._failed("protocol", f"the DCMI worker answered {what} out of turn: {line[:80]!r}")
         self._failures = 0
         self._retry_at = None
+        if index is not None and answer.get("index") != index:
+            if answer.get("ok") is False and "index" not in answer:  # the batch itself was refused
+                raise _error_of(answer.get("error"))
+            raise self._failed("protocol", f"the DCMI worker answered {what} out of order: {line[:80]!r}")
         if answer.get("ok") is True:
-            return answer.get("value")
-        raise _error_of(answer.get("error"))
+            return Answer(answer.get("value"))
+        return Answer(error=_error_of(answer.get("error")))
+
+    def _exchange(self, worker: _Worker, name: str, args: dict[str, Any], deadline: float) -> Any:
+        request_id = self._send(worker, {"call": name, "args": args}, name)
+        return self._answer(worker, request_id, None, deadline, name).get()
+
+    def _exchange_batch(self, worker: _Worker, calls: Sequence[tuple[str, Mapping[str, Any]]],
+                        deadline_s: float, pending: dict[str, Any]) -> list[Answer]:
+        request_id = self._send(worker, {"batch": [{"call": name, "args": dict(args)} for name, args in calls]},
+                                "batch")
+        answers = []
+        for index, (name, _) in enumerate(calls):
+            pending["name"], pending["since"] = name, time.monotonic()
+            answer = self._answer(worker, request_id, index, pending["since"] + deadline_s, name)
+            self._count(name, time.monotonic() - pending["since"],
+                        None if answer.error is None else _kind_of(answer.error))
+            answers.append(answer)
+        return answers
 
     def _failed(self, reason: str, message: str, code: int | None = None) -> DcmiWorkerError:
         """Kill the worker, schedule the next start, and return the error to raise."""
@@ -351,6 +398,21 @@ class DcmiClient:
         self._retry_at = self._clock() + self.backoff.delay(self._failures)
         self.last_error = message
         return DcmiWorkerError(reason, message, code)
+
+
+def _kind_of(exc: BaseException) -> str:
+    """The ``errors`` kind an exception counts as."""
+    if isinstance(exc, DcmiWorkerError):
+        return exc.reason
+    if isinstance(exc, DcmiUnsupported):
+        return "unsupported"
+    if isinstance(exc, DcmiError):
+        return "dcmi"
+    if isinstance(exc, DcmiInvalid):
+        return "invalid"
+    if isinstance(exc, DcmiBadRequest):
+        return "bad_request"
+    return "protocol"
 
 
 def _error_of(error: Any) -> Exception:

@@ -12,7 +12,12 @@ Protocol, one JSON object per line:
 - answer ``{"id": 7, "ok": true, "value": ...}`` or ``{"id": 7, "ok": false, "error": {"kind": K,
   "code": C, "message": M}}``, K one of ``unsupported`` (no such function in this library; they are
   listed in ``functions``), ``dcmi`` (a return code, in ``code``; the function in ``function``),
-  ``invalid`` (an impossible answer), ``bad_request``.
+  ``invalid`` (an impossible answer), ``bad_request``;
+- a batch ``{"id": 8, "batch": [{"call": ..., "args": ...}, ...]}`` runs its calls in order and
+  answers each as soon as it returns, one line per call with its ``index`` added (``{"id": 8,
+  "index": 0, "ok": true, ...}``), so the agent keeps one deadline per call and a collection costs
+  one round trip per source and chip, not one per reading; a batch that is not a list of calls is
+  one error line without ``index``.
 
 Calls run strictly one after another; end of input ends the process. The protocol owns the real
 stdout: file descriptor 1 is pointed at stderr before the library is loaded, so whatever the library
@@ -26,15 +31,17 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import IO, Any, Callable
 
 from collectors.dcmi.api import ECC_MEMORIES, FREQUENCY_TYPES, UTILIZATION_TYPES, Dcmi
 from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported
 from collectors.dcmi.readings import to_json
 
-__all__ = ["CALLS", "handle", "main"]
+__all__ = ["CALLS", "answers", "handle", "main"]
 
-MAX_LINE_BYTES = 64 * 1024  # a request is tens of bytes
+MAX_LINE_BYTES = 1 << 20  # a call is tens of bytes; the largest batch (the table of 16 chips) about 10 KiB
+MAX_BATCH = 4096
 
 
 def _chip(args: dict[str, Any]) -> int:
@@ -79,14 +86,36 @@ def _error(request_id: Any, kind: str, message: str, code: int | None = None, **
 
 
 def handle(dcmi: Dcmi, line: bytes) -> dict[str, Any]:
-    """The answer to one request line (never raises for a bad request or a failed call)."""
+    """The answer to one single-call request line (never raises for a bad request or a failed call)."""
+    return next(iter(answers(dcmi, line)))
+
+
+def answers(dcmi: Dcmi, line: bytes) -> Iterator[dict[str, Any]]:
+    """The answer lines to one request line, each yielded when its call returns."""
     try:
         request = json.loads(line)
     except ValueError as exc:
-        return _error(None, "bad_request", f"not JSON: {exc}")
+        yield _error(None, "bad_request", f"not JSON: {exc}")
+        return
     if not isinstance(request, dict):
-        return _error(None, "bad_request", "a request is a JSON object")
+        yield _error(None, "bad_request", "a request is a JSON object")
+        return
     request_id = request.get("id")
+    if "batch" not in request:
+        yield _run(dcmi, request_id, request)
+        return
+    batch = request["batch"]
+    if not isinstance(batch, list) or not all(isinstance(item, dict) for item in batch):
+        yield _error(request_id, "bad_request", "batch must be a list of calls")
+        return
+    if len(batch) > MAX_BATCH:
+        yield _error(request_id, "bad_request", f"a batch holds at most {MAX_BATCH} calls, got {len(batch)}")
+        return
+    for index, item in enumerate(batch):
+        yield {**_run(dcmi, request_id, item), "index": index}
+
+
+def _run(dcmi: Dcmi, request_id: Any, request: dict[str, Any]) -> dict[str, Any]:
     name = request.get("call")
     args = request.get("args", {})
     if name not in CALLS:
@@ -152,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             _write(out, _error(None, "bad_request", f"request longer than {MAX_LINE_BYTES} bytes"))
             return 2  # the rest of that line would be read as further requests
         if line.strip():
-            _write(out, handle(dcmi, line))
+            for answer in answers(dcmi, line):
+                _write(out, answer)
 
 
 if __name__ == "__main__":

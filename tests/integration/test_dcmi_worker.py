@@ -269,3 +269,44 @@ def test_the_node_lock_keeps_a_second_client_from_calling_at_once(
         thread.join(10)
     assert isinstance(outcome[0], DcmiWorkerError) and outcome[0].reason == "timeout"
     assert other.call("temperature", chip=0) == fake.expected_temperature(0)  # free again
+
+
+def test_a_batch_answers_every_call_in_order_in_one_round_trip(fake_dcmi: FakeLibrary,
+                                                               make_client: Callable[..., DcmiClient]) -> None:
+    client = make_client(fake_dcmi("full"), {"FAKE_DCMI_FAIL": "dcmiv2_get_device_power_info:-8255"})
+    calls: list[tuple[str, dict[str, Any]]] = [("temperature", {"chip": 1}), ("power", {"chip": 1}),
+                                               ("utilization", {"chip": 5, "input_type": 2}),
+                                               ("nope", {}), ("temperature", {"chip": 6})]
+    answers = client.call_batch(calls)
+    assert [a.value for a in answers] == [fake.expected_temperature(1), None, fake.expected_utilization(5, 2),
+                                          None, fake.expected_temperature(6)]
+    assert isinstance(answers[1].error, DcmiError) and answers[1].error.code == -8255
+    assert isinstance(answers[3].error, DcmiBadRequest)
+    with pytest.raises(DcmiError):
+        answers[1].get()
+    # each call is counted, as single calls are; the worker stayed
+    assert client.calls == 5 and client.errors == {"dcmi": 1, "bad_request": 1} and client.starts == 1
+    assert client.call_batch([]) == []
+
+
+def test_a_batch_the_worker_cannot_read_is_refused_whole(fake_dcmi: FakeLibrary,
+                                                         make_client: Callable[..., DcmiClient]) -> None:
+    from collectors.dcmi import worker
+    assert next(iter(worker.answers(None, b'{"id": 3, "batch": {"call": "chips"}}')))["error"]["kind"] == "bad_request"
+    too_many = b'{"id": 4, "batch": [' + b",".join([b'{"call": "version"}'] * (worker.MAX_BATCH + 1)) + b"]}"
+    refused = list(worker.answers(None, too_many))
+    assert len(refused) == 1 and "at most" in refused[0]["error"]["message"]
+
+
+def test_a_hung_call_in_a_batch_is_killed_at_its_own_deadline(fake_dcmi: FakeLibrary,
+                                                             make_client: Callable[..., DcmiClient]) -> None:
+    client = make_client(fake_dcmi("full"), {"FAKE_DCMI_HANG": "dcmiv2_get_device_hbm_info"},
+                         backoff=Backoff(base_s=30.0))
+    started = time.monotonic()
+    with pytest.raises(DcmiWorkerError) as raised:
+        client.call_batch([("temperature", {"chip": 0}), ("power", {"chip": 0}), ("hbm", {"chip": 0}),
+                           ("temperature", {"chip": 1})], timeout=1.0)
+    assert raised.value.reason == "timeout" and time.monotonic() - started < 8
+    assert _children() == []
+    # the two answered calls and the hung one are counted; the fourth never ran
+    assert client.calls == 3 and client.errors == {"timeout": 1}

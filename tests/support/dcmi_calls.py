@@ -1,12 +1,14 @@
-"""An in-process stand-in for ``DcmiClient.call``: the fake library's formulas (tests.support.fake_dcmi)
+"""An in-process stand-in for ``DcmiClient.call`` and ``call_batch``: the fake library's formulas (tests.support.fake_dcmi)
 answered without a process, with unsupported functions and return codes on demand. For the unit
 tests of the DCMI plans, the backend and the collection's fallback."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.dcmi.client import Answer
 from collectors.dcmi.errors import DcmiError, DcmiUnsupported, DcmiWorkerError
 from tests.support import fake_dcmi as fake
 
@@ -25,6 +27,8 @@ class FakeCalls:
         self.codes: dict[str, int] = {}
         self.worker: dict[str, str] = {}
         self.count: Counter[str] = Counter()
+        self.batches = 0  # round trips of call_batch
+        self.direct = 0  # round trips of call
         # what DcmiClient counts, for agent.dcmi.metrics
         self.starts = 1
         self.restarts = 0
@@ -65,7 +69,21 @@ class FakeCalls:
 
     def call(self, name: str, timeout: float | None = None, **args: Any) -> Any:
         """``DcmiClient.call``'s signature."""
+        self.direct += 1
         return self(name, **args)
+
+    def call_batch(self, calls: Sequence[tuple[str, Mapping[str, Any]]], timeout: float | None = None) -> list[Answer]:
+        """``DcmiClient.call_batch``: a worker failure fails the batch, the library's errors are answers."""
+        self.batches += 1
+        answers = []
+        for name, args in calls:
+            try:
+                answers.append(Answer(self(name, **args)))
+            except DcmiWorkerError:
+                raise
+            except (DcmiUnsupported, DcmiError) as exc:
+                answers.append(Answer(error=exc))
+        return answers
 
     def close(self) -> None:
         pass

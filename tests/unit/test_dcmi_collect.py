@@ -125,6 +125,44 @@ def test_backend_turns_dcmi_problems_into_fallbacks() -> None:
     assert backend.on_tool() == {"npu_smi_health": "libdcmi.so has no dcmi_error_codes"}
 
 
+def test_backend_sends_a_plans_calls_in_one_round_trip_from_its_second_read() -> None:
+    calls = FakeCalls()
+    backend = _backend(calls)
+    first = backend.read(npu_smi_usages.SOURCE, CARD7)
+    assert calls.batches == 0 and calls.direct > 10  # the first read learns the plan's calls one by one
+    direct = calls.direct
+    assert backend.read(npu_smi_usages.SOURCE, CARD7) == first
+    assert (calls.batches, calls.direct) == (1, direct)
+    # the table of every chip: the chip list, then one batch
+    table = backend.read(npu_smi_info.SOURCE, None)
+    direct, batches = calls.direct, calls.batches
+    assert backend.read(npu_smi_info.SOURCE, None) == table
+    assert (calls.direct - direct, calls.batches - batches) == (1, 1)
+
+
+def test_backend_batches_what_a_plan_cut_short_did_not_reach_once_it_gets_there() -> None:
+    calls = FakeCalls()
+    backend = _backend(calls)
+    calls.codes["health"] = -8012  # not ready: the plan stops at its first call
+    with pytest.raises(Fallback, match="8012"):
+        backend.read(npu_smi_health.SOURCE, CARD7)
+    del calls.codes["health"]
+    healthy = backend.read(npu_smi_health.SOURCE, CARD7)  # health batched, error_codes on its own
+    assert (calls.batches, calls.count["error_codes"], calls.direct) == (1, 1, 3)  # + chips, health
+    assert backend.read(npu_smi_health.SOURCE, CARD7) == healthy
+    assert (calls.batches, calls.direct) == (2, 3)
+    calls.codes["health"] = -8012  # cut short again: what it would have called next is not forgotten
+    with pytest.raises(Fallback, match="8012"):
+        backend.read(npu_smi_health.SOURCE, CARD7)
+    del calls.codes["health"]
+    assert backend.read(npu_smi_health.SOURCE, CARD7) == healthy
+    assert (calls.batches, calls.direct) == (4, 3)
+    calls.worker["health"] = "died"  # a helper failure fails the batch: the tool serves the reading
+    with pytest.raises(Fallback) as died:
+        backend.read(npu_smi_health.SOURCE, CARD7)
+    assert died.value.helper and calls.direct == 3
+
+
 def test_backend_finds_the_logical_id_from_the_library_then_from_npu_smi() -> None:
     calls = FakeCalls()
     backend = _backend(calls)
