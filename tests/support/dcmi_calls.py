@@ -1,6 +1,6 @@
 """An in-process stand-in for ``DcmiClient.call`` and ``call_batch``: the fake library's formulas
-(tests.support.fake_dcmi) answered without a process, with unsupported functions and return codes on demand. For the unit
-tests of the DCMI plans, the backend and the collection's fallback."""
+(tests.support.fake_dcmi) answered without a process, with unsupported functions and return codes on
+demand. For the unit tests of the DCMI plans, the backend and the collection's fallback."""
 
 from __future__ import annotations
 
