@@ -275,7 +275,10 @@ def report(runs: list[Run], args: argparse.Namespace) -> Table:
         tools_h = run.per_hour((npu_smi + hccn) * args.tool_cpu)
         both = agent_h + helper_h
         target = "< 25" if run.path == "dcmi" and run.chips == 16 else "-"
-        table.add(f"{name}: agent + helper CPU-s/h", f"{both:.1f} (agent {agent_h:.1f}, helper {helper_h:.1f})",
+        modeled = f" of which {run.per_hour(run.dcmi_calls * args.dcmi_cpu):.1f} modeled library" \
+            if run.path == "dcmi" else ""
+        table.add(f"{name}: agent + helper CPU-s/h",
+                  f"{both:.1f} (agent {agent_h:.1f}, helper {helper_h:.1f}{modeled})",
                   target, verdict(both < 25) if target != "-" else "-")
         table.add(f"{name}: tools' CPU-s/h (modeled)", f"{tools_h:.1f}", "-", "-")
         p50, p50_name = run.worst_age(50)

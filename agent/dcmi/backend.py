@@ -10,7 +10,8 @@ remembers which calls a plan made last time, for that source and chip, sends the
 replays the plan over the answers; a call it did not foresee (the first read, a plan that took
 another branch) goes on its own, and the plan's calls of this read are what is sent next time.
 Learning the calls from the plans' own runs keeps ``collectors.dcmi.plans`` the one place that
-says what a reading needs.
+says what a reading needs. What cannot change while the driver runs (``plans.STATIC_CALLS``) is
+read once per helper start.
 
 A source whose plan needs a function the library lacks is remembered and handed to the tool at
 once from then on (no call per reading to learn it again); a field the trust check moved back to
@@ -52,6 +53,8 @@ class DcmiBackend:
         self.last_run: dict[str, dict[str, int]] = {}  # source -> readings served per backend, last run
         self.fallbacks: dict[str, int] = {}  # source -> readings handed to the tool since start
         self._learned: dict[tuple[str, int | None], tuple[CallKey, ...]] = {}  # (source, chip) -> its calls
+        self._static: dict[CallKey, Any] = {}  # plans.STATIC_CALLS' answers from the running helper
+        self._static_generation = -1  # the helper (client.starts) they came from
 
     # --- RecordReader
     def serves(self, source: Source) -> bool:
@@ -141,6 +144,18 @@ class DcmiBackend:
         logic = self.logic_id(chip)
         return self._batched((source, logic), lambda call: plans.CHIP_PLANS[source](call, logic))
 
+    def _static_value(self, call_key: CallKey) -> Any:
+        with self._lock:
+            if self._static_generation != self.client.starts:  # a new helper: read them again
+                self._static.clear()
+                self._static_generation = self.client.starts
+            return self._static.get(call_key)
+
+    def _keep_static(self, call_key: CallKey, value: Any) -> None:
+        with self._lock:
+            if self._static_generation == self.client.starts:
+                self._static[call_key] = value
+
     def _batched(self, key: tuple[str, int | None], plan: Callable[[plans.Call], Any]) -> Any:
         """``plan`` over the answers of one batch of the calls it made last time (see the module's doc)."""
         with self._lock:
@@ -152,9 +167,15 @@ class DcmiBackend:
 
         def call(name: str, **args: Any) -> Any:
             call_key = (name, tuple(sorted(args.items())))
+            static = name in plans.STATIC_CALLS
+            if static and (kept := self._static_value(call_key)) is not None:
+                return kept
             made.append(call_key)
             answer = answers.get(call_key)
-            return answer.get() if answer is not None else self.client.call(name, **args)
+            value = answer.get() if answer is not None else self.client.call(name, **args)
+            if static and value is not None:
+                self._keep_static(call_key, value)
+            return value
 
         try:
             result = plan(call)
@@ -164,5 +185,5 @@ class DcmiBackend:
             raise
         finally:
             with self._lock:
-                self._learned[key] = tuple(dict.fromkeys(made))
+                self._learned[key] = tuple(k for k in dict.fromkeys(made) if k not in self._static)
         return result

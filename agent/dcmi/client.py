@@ -101,35 +101,37 @@ class _Worker:
         self.stderr_tail: deque[bytes] = deque()
         self.stderr_bytes = 0
         self.ready: dict[str, Any] = {}
+        self.selector: selectors.BaseSelector | None = None
 
     def read_line(self, deadline: float) -> bytes | None:
         """The next line from stdout; None at the deadline. EOFError when stdout closed (the worker died)."""
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
-            selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
-            while True:
-                newline = self.buffer.find(b"\n")
-                if newline >= 0:
-                    line = bytes(self.buffer[:newline])
-                    del self.buffer[:newline + 1]
-                    return line
-                if len(self.buffer) > _MAX_ANSWER_BYTES:
-                    raise ValueError(f"an answer longer than {_MAX_ANSWER_BYTES} bytes")
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                for key, _ in selector.select(timeout=remaining):
-                    data = os.read(key.fd, 65536)
-                    if key.data == "err":
-                        if data:
-                            self._keep_stderr(data)
-                        else:
-                            selector.unregister(key.fileobj)
-                    elif not data:
-                        raise EOFError
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self.buffer[:newline])
+                del self.buffer[:newline + 1]
+                return line
+            if len(self.buffer) > _MAX_ANSWER_BYTES:
+                raise ValueError(f"an answer longer than {_MAX_ANSWER_BYTES} bytes")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self.selector is None:  # one for the worker's life: a batch's answers come line by line
+                self.selector = selectors.DefaultSelector()
+                self.selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
+                self.selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
+            for key, _ in self.selector.select(timeout=remaining):
+                data = os.read(key.fd, 65536)
+                if key.data == "err":
+                    if data:
+                        self._keep_stderr(data)
                     else:
-                        self.buffer += data
+                        self.selector.unregister(key.fileobj)
+                elif not data:
+                    raise EOFError
+                else:
+                    self.buffer += data
 
     def _keep_stderr(self, data: bytes) -> None:
         self.stderr_tail.append(data)
@@ -142,6 +144,9 @@ class _Worker:
         return text.splitlines()[-1] if text else ""
 
     def kill(self) -> None:
+        if self.selector is not None:
+            self.selector.close()
+            self.selector = None
         kill_tree(self.proc, self.run_id)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=_REAP_S)

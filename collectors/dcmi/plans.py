@@ -38,6 +38,7 @@ __all__ = [
     "CHIP_PLANS",
     "NODE_PLANS",
     "SERVED",
+    "STATIC_CALLS",
     "Call",
     "NeedsIds",
     "chip_ids",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 Call = Callable[..., Any]
+# What does not change while the driver runs (the chip's type and name, its PCIe address): read once
+# per helper start, not at every collection.
+STATIC_CALLS = frozenset({"chip_info", "pcie"})
 UTILIZATION_TYPES = (1, 2, 3, 6, 10, 12, 13, 14)
 
 

@@ -308,5 +308,16 @@ def test_a_hung_call_in_a_batch_is_killed_at_its_own_deadline(fake_dcmi: FakeLib
                            ("temperature", {"chip": 1})], timeout=1.0)
     assert raised.value.reason == "timeout" and time.monotonic() - started < 8
     assert _children() == []
-    # the two answered calls and the hung one are counted; the fourth never ran
-    assert client.calls == 3 and client.errors == {"timeout": 1}
+    # the answers before the hang were still in the worker's buffer: the batch fails whole, one call counted
+    assert client.calls == 1 and client.errors == {"timeout": 1}
+
+
+def test_a_long_batch_is_answered_in_parts_within_each_calls_deadline(fake_dcmi: FakeLibrary,
+                                                                      make_client: Callable[..., DcmiClient]) -> None:
+    """The worker writes what it has every FLUSH_S (0.25 s): eight calls of 0.1 s each pass with a 0.4 s
+    deadline per call, where one write at the end (0.8 s after the request) would overrun it."""
+    client = make_client(fake_dcmi("full"), {"FAKE_DCMI_DELAY_US": "100000"})
+    client.call("chips")
+    answers = client.call_batch([("temperature", {"chip": chip}) for chip in range(8)], timeout=0.4)
+    assert [a.get() for a in answers] == [fake.expected_temperature(chip) for chip in range(8)]
+    assert client.errors == {} and client.starts == 1

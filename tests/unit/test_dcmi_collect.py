@@ -22,7 +22,7 @@ from agent.core.tool_runner import RunResult, ToolMissing
 from agent.dcmi import metrics
 from agent.dcmi.backend import DcmiBackend
 from agent.dcmi.trust import TrustCheck, side_by_side
-from collectors import npu_smi_board, npu_smi_health, npu_smi_info, npu_smi_usages, sources
+from collectors import npu_smi_board, npu_smi_common, npu_smi_health, npu_smi_info, npu_smi_usages, sources
 from collectors.base import ChipRef, CollectContext, Source
 from collectors.bounds import MIB
 from collectors.dcmi import plans
@@ -138,6 +138,21 @@ def test_backend_sends_a_plans_calls_in_one_round_trip_from_its_second_read() ->
     direct, batches = calls.direct, calls.batches
     assert backend.read(npu_smi_info.SOURCE, None) == table
     assert (calls.direct - direct, calls.batches - batches) == (1, 1)
+
+
+def test_backend_reads_what_cannot_change_once_per_helper_start() -> None:
+    calls = FakeCalls()
+    backend = _backend(calls)
+    table = backend.read(npu_smi_info.SOURCE, None)
+    assert {name: calls.count[name] for name in plans.STATIC_CALLS} == {"chip_info": 8, "pcie": 8}
+    for _ in range(3):
+        assert backend.read(npu_smi_info.SOURCE, None) == table
+    assert backend.read(npu_smi_common.SOURCE, CARD7)  # the common block's chip name comes from the same answer
+    assert {name: calls.count[name] for name in plans.STATIC_CALLS} == {"chip_info": 8, "pcie": 8}
+    calls.starts += 1  # a new helper (after a crash, a driver reload): read them again, once
+    for _ in range(2):
+        assert backend.read(npu_smi_info.SOURCE, None) == table
+    assert {name: calls.count[name] for name in plans.STATIC_CALLS} == {"chip_info": 16, "pcie": 16}
 
 
 def test_backend_batches_what_a_plan_cut_short_did_not_reach_once_it_gets_there() -> None:
