@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from tests.support import hold_cases
 from tests.support.ports import free_port
 
 __all__ = [
@@ -511,7 +512,8 @@ class ScaledDuration:
 
     file: str
     rule: str  # the alert or recording rule's name
-    where: str  # "for", "keep_firing_for", "range", "offset" or "horizon" (predict_linear's seconds ahead)
+    # "for", "hold" (the scrape-gap hold's window), "range", "offset" or "horizon" (predict_linear's seconds ahead)
+    where: str
     old: str
     new: str
 
@@ -625,19 +627,19 @@ def time_scaled_rules(
     dest_dir: Path,
     divide_by: int = 60,
     for_overrides: Mapping[str, str] | None = None,
-    keep_firing_for: str | None = None,
+    hold: str | None = None,
 ) -> tuple[list[Path], list[ScaledDuration]]:
     """Copies of ``rule_files`` on a clock ``divide_by`` times faster; nothing but durations changes.
 
-    Every ``for:``, every ``keep_firing_for:`` and every range selector and ``offset`` in an
-    expression is divided by ``divide_by`` (60: a production minute is a test second), so windows
-    keep their proportions to each other (``increase(...[15m])`` under ``for: 10m`` becomes
-    ``[15s]`` under ``for: 10s``). ``for_overrides`` (alert name -> duration) sets the ``for:`` of
-    the alerts whose ``for:`` is tied to something other than the clock (e.g. a number of probe
-    runs). ``keep_firing_for``, when given, replaces every ``keep_firing_for:`` instead of scaling
-    it: how long an alert outlives a scrape gap must cover an agent restart, which does not get 60
-    times faster with the clock. Numbers in expressions (``3 * 3600``) and annotation text stay as
-    shipped.
+    Every ``for:`` and every range selector and ``offset`` in an expression is divided by
+    ``divide_by`` (60: a production minute is a test second), so windows keep their proportions to
+    each other (``increase(...[15m])`` under ``for: 10m`` becomes ``[15s]`` under ``for: 10s``).
+    ``for_overrides`` (alert name -> duration) sets the ``for:`` of the alerts whose ``for:`` is tied
+    to something other than the clock (e.g. a number of probe runs). ``hold``, when given, replaces
+    the window of every scrape-gap hold (the canonical form of ``tests.support.hold_cases``, both of
+    its ranges) instead of scaling it: how long an alert outlives a scrape gap must cover an agent
+    restart, which does not get 60 times faster with the clock. Numbers in expressions
+    (``3 * 3600``) and annotation text stay as shipped.
     """
     overrides = dict(for_overrides or {})
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -655,11 +657,12 @@ def time_scaled_rules(
                     unused.discard(name)
                     rule["for"] = new
                     changes.append(ScaledDuration(source.name, name, "for", old, new))
-                if "keep_firing_for" in rule:
-                    old = str(rule["keep_firing_for"])
-                    rule["keep_firing_for"] = keep_firing_for or scale_duration(old, divide_by)
-                    changes.append(ScaledDuration(source.name, name, "keep_firing_for", old,
-                                                  rule["keep_firing_for"]))
+                if "alert" in rule and (held := hold_cases.parse_hold(str(rule["expr"]))) is not None:
+                    series, old = held
+                    new_hold = hold or scale_duration(old, divide_by)
+                    rule["expr"] = hold_cases.hold_expr(series, new_hold)
+                    changes.append(ScaledDuration(source.name, name, "hold", old, new_hold))
+                    continue
                 rule["expr"], found = scale_promql_durations(str(rule["expr"]), divide_by)
                 changes += [ScaledDuration(source.name, name, where, old, new) for where, old, new in found]
         target = dest_dir / source.name
