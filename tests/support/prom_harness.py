@@ -133,12 +133,12 @@ class _Process:
     def fail(self, message: str) -> HarnessError:
         return HarnessError(f"{self.name}: {message}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, ready_path: str = "/-/ready") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
                 raise self.fail(f"exited with status {self.popen.returncode} before it was ready")
-            if _http_ok(self.url + "/-/ready"):
+            if _http_ok(self.url + ready_path):
                 return
             time.sleep(0.1)
         raise self.fail(f"not ready after {timeout:.0f}s")
@@ -166,14 +166,14 @@ def _spawn(name: str, argv: list[str], port: int, log_path: Path) -> _Process:
     return _Process(name, popen, port, log_path)
 
 
-def _start(name: str, make_argv: Callable[[int], list[str]], log_path: Path) -> _Process:
+def _start(name: str, make_argv: Callable[[int], list[str]], log_path: Path, ready_path: str = "/-/ready") -> _Process:
     """Start on a free port; retry when another process grabbed the port in between."""
     last: HarnessError | None = None
     for _attempt in range(3):
         port = free_port()
         process = _spawn(name, make_argv(port), port, log_path)
         try:
-            process.wait_ready()
+            process.wait_ready(ready_path=ready_path)
             return process
         except HarnessError as exc:
             process.stop()
@@ -303,6 +303,66 @@ def start_prometheus(
 
     process = _start("prometheus", argv, workdir / "prometheus.log")
     return PromProcess(process.name, process.popen, process.port, process.log_path, config_path)
+
+
+def start_prometheus_with(config: Mapping[str, Any], workdir: Path, name: str = "prometheus",
+                          extra_args: Sequence[str] = ()) -> PromProcess:
+    """Prometheus on ``config`` as given (e.g. a layout of deploy/prometheus/layouts.py), data and log in
+    ``workdir``, the lifecycle API on; returns once /-/ready."""
+    binary = find_binary("prometheus", package="prometheus")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "prometheus.yml"
+    config_path.write_text(yaml.safe_dump(dict(config), sort_keys=False), encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.path={workdir / 'data'}", "--log.level=info", "--web.enable-lifecycle", *extra_args]
+
+    process = _start(name, argv, workdir / "prometheus.log")
+    return PromProcess(process.name, process.popen, process.port, process.log_path, config_path)
+
+
+# ----------------------------------------------------------------------------- VictoriaMetrics
+
+
+def start_victoriametrics(workdir: Path, extra_args: Sequence[str] = ()) -> PromProcess:
+    """VictoriaMetrics single node (Debian package victoria-metrics): its Prometheus API answers
+    ``PromProcess.query``; ``-search.latencyOffset=1s`` so the newest samples are seen at once."""
+    binary = find_binary("victoria-metrics", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"-storageDataPath={workdir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+                "-search.latencyOffset=1s", "-retentionPeriod=1d", *extra_args]
+
+    process = _start("victoria-metrics", argv, workdir / "victoria-metrics.log", ready_path="/health")
+    return PromProcess(process.name, process.popen, process.port, process.log_path)
+
+
+def start_vmagent(workdir: Path, scrape_config: Mapping[str, Any], remote_write_url: str) -> _Process:
+    """vmagent scraping per ``scrape_config`` (Prometheus syntax) and remote-writing every second."""
+    binary = find_binary("vmagent", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "scrape.yml"
+    config_path.write_text(yaml.safe_dump(dict(scrape_config), sort_keys=False), encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"-promscrape.config={config_path}", f"-remoteWrite.url={remote_write_url}",
+                f"-remoteWrite.tmpDataPath={workdir / 'queue'}", "-remoteWrite.flushInterval=1s",
+                f"-httpListenAddr=127.0.0.1:{port}"]
+
+    return _start("vmagent", argv, workdir / "vmagent.log", ready_path="/health")
+
+
+def start_vmalert(workdir: Path, args: Sequence[str]) -> _Process:
+    """vmalert with ``args`` (deploy/prometheus/layouts.py ``vmalert_args``), writing back every second."""
+    binary = find_binary("vmalert", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def argv(port: int) -> list[str]:
+        return [binary, *args, "-remoteWrite.flushInterval=1s", f"-httpListenAddr=127.0.0.1:{port}"]
+
+    return _start("vmalert", argv, workdir / "vmalert.log", ready_path="/health")
 
 
 # ----------------------------------------------------------------------------- Alertmanager
