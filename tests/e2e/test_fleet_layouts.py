@@ -212,6 +212,7 @@ def test_the_sharded_layout_pages_the_culprit_once(fleet: Layouts) -> None:
     assert alert is not None, ("no HCCLCulpritSuspected from the global; its alerts: "
                                f"{fleet.global_.alerts()}\n{fleet.diagnostics()}")
     assert alert.labels["comm"] == fleet.summary["comm"]
+    print(f"\nsharded: HCCLCulpritSuspected {alert.received_at - fleet.fault_at:.1f} s after the hang was written")
     _settle(fleet.sharded_hook, set(NODES) - {CULPRIT}, PAGE_S)
     assert _culprits(fleet.sharded_hook) == [(CULPRIT, str(CULPRIT_NPU))]
     assert not _twice(fleet.sharded_hook), _twice(fleet.sharded_hook)
@@ -231,6 +232,7 @@ def test_vmalert_pages_the_culprit_once(fleet: Layouts) -> None:
     assert alert is not None, f"no HCCLCulpritSuspected from vmalert\n{fleet.diagnostics()}"
     assert alert.labels["comm"] == fleet.summary["comm"]
     assert f"NPU {CULPRIT_NPU} of {CULPRIT}" in alert.annotations["description"]
+    print(f"\nvmalert: HCCLCulpritSuspected {alert.received_at - fleet.fault_at:.1f} s after the hang was written")
     _settle(fleet.vm_hook, set(NODES) - {CULPRIT}, PAGE_S)
     assert _culprits(fleet.vm_hook) == [(CULPRIT, str(CULPRIT_NPU))]
     assert not _twice(fleet.vm_hook), _twice(fleet.vm_hook)
