@@ -57,7 +57,7 @@ FEDERATE = (
     "up",
 )
 
-TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9101]\n  labels: {node: n}`
+TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9611]\n  labels: {node: n}`
 RULES_DIR = "/etc/prometheus/npuwatch"  # where alerts/*.rules.yml are installed
 ALERTMANAGER = "alertmanager:9093"
 
