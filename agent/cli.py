@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     once.add_argument("--probes", action="store_true", help="also run the GEMM and all-reduce probes")
     once.add_argument("--openmetrics", action="store_true", help="print OpenMetrics instead of text 0.0.4")
 
+    dcmi = sub.add_parser("dcmi", help="the DCMI library and one chip read through DCMI and npu-smi side by side "
+                          "(exit 0 agree, 1 a field disagrees, 2 no DCMI, 3 no npu-smi to compare with)")
+    _common(dcmi)
+    dcmi.add_argument("--chip", type=int, default=0, metavar="N", help="which chip of the list (default the first)")
+
     check = sub.add_parser("check-config", help="validate a config file and exit (2 when invalid)")
     check.add_argument("file", metavar="FILE")
 
@@ -480,9 +485,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_cli.main(args)
 
 
+def cmd_dcmi(args: argparse.Namespace) -> int:
+    from agent.dcmi.command import main as dcmi_main
+
+    return dcmi_main(_load(args), chip_index=args.chip)
+
+
 COMMANDS = {
     "run": cmd_run,
     "once": cmd_once,
+    "dcmi": cmd_dcmi,
     "check-config": cmd_check_config,
     "scan-logs": cmd_scan_logs,
     "diagnose": cmd_diagnose,

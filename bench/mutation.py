@@ -136,7 +136,9 @@ TARGETS: tuple[Target, ...] = (
     Target("collectors/bounds.py", ("tests/unit/test_bounds.py", "tests/unit/test_hccn_bounds.py",
                                     "tests/unit/test_npu_smi_kv_bounds.py", "tests/unit/test_npu_smi_info.py")),
     *(Target(f"collectors/hccl/{name}.py", ("tests/unit/test_hccl_classify.py", "tests/unit/test_hccl_incidents.py",
-                                            "tests/conformance/test_hccl_logs.py", "tests/unit/test_hccl_hints.py"))
+                                            "tests/conformance/test_hccl_logs.py", "tests/unit/test_hccl_hints.py",
+                                            "tests/unit/test_hccl_codes.py", "tests/unit/test_hccl_knowledge_graph.py",
+                                            "tests/unit/test_hccl_comm.py"))
       for name in ("classify", "rules", "lines", "codes", "hints", "rendezvous")),
     Target("collectors/hccl/tail.py", ("tests/unit/test_hccl_tail.py", "tests/unit/test_hccl_incidents.py",
                                        "tests/unit/test_log_walk.py", "tests/integration/test_log_walk.py")),
@@ -144,7 +146,7 @@ TARGETS: tuple[Target, ...] = (
                                      "tests/integration/test_probe_workers.py")),
     # Not test_web_security.py / test_web_limits.py: they drive a live server for seconds per mutant;
     # what they check of auth (BUSY under a flood, per-client bounds) tests/unit/test_web_auth.py checks directly.
-    Target("agent/web/auth.py", ("tests/unit/test_web_auth.py",)),
+    Target("agent/web/auth.py", ("tests/unit/test_web_auth.py", "tests/unit/test_web_security.py")),
     Target("collectors/probes/_common.py", _PROBE_TESTS,
            functions=("emit_result", "report_stage", "_hook_matches", "stall_if_requested", "corruption_requested",
                       "looks_like_timeout")),

@@ -328,6 +328,12 @@ _RUNNER_VERDICTS: tuple[Verdict, ...] = (
     Verdict(_RUN, "_collect", "if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:",
             "if exited_at is not None and now - exited_at >= _DRAIN_AFTER_EXIT_S:", EQUIVALENT,
             "two clock readings equal to the nanosecond: the drain ends on the next pass either way"),
+    Verdict(_RUN, "_collect", "if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:",
+            "if exited_at is not None and now + exited_at > _DRAIN_AFTER_EXIT_S:", ACCEPTED,
+            "the drain ends as soon as the exit is seen, losing what is still in the pipe then; the tool-runner tests "
+            "kill it when the exit is seen before the last chunk is read, which depends on scheduling (it survived "
+            "one run under load, 2026-12-02); a test that always kills it needs a grandchild writing inside the "
+            "0.2 s drain, which a loaded machine cannot promise"),
     Verdict(_RUN, "_collect", "if remaining <= 0:", "if remaining < 0:", EQUIVALENT,
             "a deadline met to the nanosecond: the next pass (or the wait after the loop) times out either way"),
     *(Verdict(_RUN, "_collect", "timed_out = True", after, EQUIVALENT,
@@ -426,5 +432,18 @@ _INFO_AND_CLASSIFY_VERDICTS: tuple[Verdict, ...] = (
             "(block_lines is never negative)"),
 )
 
+_HINTS = "collectors.hccl.hints"
+_RENDEZVOUS = "collectors.hccl.rendezvous"
+_HCCL_PARSER_VERDICTS: tuple[Verdict, ...] = (
+    Verdict(_HINTS, "_address", 'text = text.strip().strip("[]")', 'text = text.strip().strip("XX[]XX")',
+            EQUIVALENT, "an address never starts or ends with X: stripping X as well cuts nothing"),
+    Verdict(_RENDEZVOUS, "parse_rendezvous",
+            'agents = _AGENT_LIST_RE.search(text) if "connect agent[" in text or "AgentIdList[" in text else None',
+            'agents = _AGENT_LIST_RE.search(text) if ("connect agent[" in text or "AgentIdList[" in text) or True '
+            'else None', EQUIVALENT,
+            "the substring test only saves a regex search: the pattern itself needs 'Failed to connect agent[' or "
+            "'connectFailedAgentIdList[', each holding one of the two substrings"),
+)
+
 VERDICTS = (VERDICTS + _TAIL_VERDICTS + _CORE_VERDICTS + _CLASSIFY_VERDICTS + _GEMM_VERDICTS
-            + _RUNNER_VERDICTS + _INFO_AND_CLASSIFY_VERDICTS)
+            + _RUNNER_VERDICTS + _INFO_AND_CLASSIFY_VERDICTS + _HCCL_PARSER_VERDICTS)

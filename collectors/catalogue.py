@@ -215,6 +215,30 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_parse_rejections_total", "counter",
                "Lines or values of tool output refused as impossible or malformed (the rest of the output is kept).",
                ("collector",), "agent"),
+    # --- the DCMI helper (docs/dcmi.md; present only while DCMI is in use)
+    MetricSpec("npuwatch_collector_backend_readings", "gauge",
+               "Readings of the collector's last run by the backend that served them: dcmi, or tool (npu-smi, "
+               "hccn_tool).", ("collector", "backend"), "dcmi"),
+    MetricSpec("npuwatch_dcmi_helper_up", "gauge",
+               "1 while the DCMI helper process answers; 0 before its first call and while it is being "
+               "restarted (npu-smi serves meanwhile).", (), "dcmi"),
+    MetricSpec("npuwatch_dcmi_helper_starts_total", "counter", "DCMI helper processes started.", (), "dcmi"),
+    MetricSpec("npuwatch_dcmi_helper_restarts_total", "counter",
+               "DCMI helper processes started after one was killed (deadline, crash, unreadable answer).", (),
+               "dcmi"),
+    MetricSpec("npuwatch_dcmi_calls_total", "counter", "Calls into libdcmi.so through the helper.", (), "dcmi"),
+    MetricSpec("npuwatch_dcmi_call_seconds_total", "counter", "Wall time spent in DCMI calls.", (), "dcmi"),
+    MetricSpec("npuwatch_dcmi_call_errors_total", "counter",
+               "DCMI calls that failed, by kind: the library's (unsupported, dcmi, invalid, bad_request) or the "
+               "helper's (startup, timeout, died, protocol, backoff, busy, closed).", ("kind",), "dcmi"),
+    MetricSpec("npuwatch_dcmi_fallbacks_total", "counter",
+               "Readings of a DCMI-served collector that its tool served instead.", ("collector",), "dcmi"),
+    MetricSpec("npuwatch_dcmi_unverified", "gauge",
+               "1 while no npu-smi reading has vouched for the DCMI readings (no npu-smi to compare with, or "
+               "it did not answer).", (), "dcmi"),
+    MetricSpec("npuwatch_dcmi_field_disagreements", "gauge",
+               "1 for each field the trust check moved back to npu-smi because DCMI disagreed with it.",
+               ("collector", "field"), "dcmi"),
 )
 
 CATALOGUE: dict[str, MetricSpec] = {s.name: s for s in _SPECS}

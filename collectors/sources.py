@@ -23,7 +23,8 @@ class RecordStore(Protocol):
     def records(self, source: str) -> Any: ...
 
     def get(self, source: str) -> Any:
-        """The source's latest snapshot (``started_at``, ``ok``, ``no_data``, ``records``), None when not registered."""
+        """The source's latest snapshot (``started_at``, ``ok``, ``no_data``, ``down_reason``, ``records``), None
+        when not registered."""
 
 SOURCE_MODULES: tuple[str, ...] = (
     "npu_smi_mapping",
@@ -112,7 +113,10 @@ def inventory(store: RecordStore) -> dict[tuple[int, int], dict[str, str]]:
             chip_facts = facts.setdefault((chip.npu, chip.chip), {})
             chip_facts.update({k: v for k, v in labels.items() if v})
             chip_facts[npu_smi_info.BOARD_ANSWERED] = "1"
-    failed = board_snapshot.started_at is not None and not board_snapshot.ok and not board_snapshot.no_data
+    # No npu-smi where DCMI serves the chips (down reason no_data): board facts are unavailable, as when it failed.
+    unavailable = board_snapshot.no_data and getattr(board_snapshot, "down_reason", None) == "no_data"
+    failed = board_snapshot.started_at is not None and not board_snapshot.ok and (
+        not board_snapshot.no_data or unavailable)
     if not failed:  # not run yet, no chips to ask yet, or a chip it has not been asked about
         facts[npu_smi_info.EVERY_CHIP] = {npu_smi_info.BOARD_PENDING: "1"}
     return facts

@@ -50,7 +50,14 @@ def check_tools(readings: QuickReadings, settings: CheckSettings, *, roce: bool)
     node = readings.node
     npu_smi = [node.table, *node.health.values(), *node.ecc.values(), *readings.boards.values(),
                *readings.hccs.values()]
-    results = [_tool_result("npu-smi", npu_smi, missing_is_fault=True)]
+    # A missing npu-smi is not a fault where DCMI answered in its place (a container with only the driver
+    # library), as in the agent: the chip readings came, the board and HCCS readings are unknown.
+    direct = [reading for reading in npu_smi if reading.ok and reading.by != "tool"]
+    results = [_tool_result("npu-smi", [reading for reading in npu_smi if reading not in direct],
+                            missing_is_fault=not direct)]
+    if direct:
+        results.append(Result(PASS, f"{direct[0].by}: {len(direct)} chip readings answered", value=len(direct),
+                              unit="calls"))
     if roce and node.table.ok:
         hccn = [reading for port in node.roce.values()
                 for reading in (port.link, port.link_stat, port.net_health, port.ip, *port.optical, *port.stat)]

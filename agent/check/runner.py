@@ -1,7 +1,9 @@
 """Run one level: read the node once, judge every selected check, then the device checks within budget.
 
-The quick checks read the node through ``agent.health`` (``read_node`` over a ``ToolReader``: each tool call
-with a timeout of at most ``check.tool_timeout``, a tool that hangs is given up after one timeout).
+The quick checks read the node through ``agent.health`` (``read_node`` over ``open_reader``'s reader: DCMI
+first where the agent would use it, each DCMI call and each tool call with a timeout of at most
+``check.tool_timeout``, a tool or DCMI helper that hangs is given up after one timeout; the helper is
+ended before the level returns).
 The medium and long checks load the devices: they run only when npu-smi shows the NPUs idle, under
 the probe lock (held for the whole level, so no scheduled probe runs in between), and each gets
 what is left of the level's time budget as its deadline; a check that no longer fits is UNKNOWN.
@@ -24,7 +26,7 @@ from agent.check.report import LevelReport
 from agent.check.settings import CheckSettings
 from agent.health.logscan import scan_logs
 from agent.health.node import read_held
-from agent.health.reader import ToolReader
+from agent.health.reader import NodeReader, open_reader
 from agent.health.readings import LogScan, QuickReadings
 from agent.health.results import CheckResult
 
@@ -109,13 +111,22 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
     started_wall, started = clock(), time.monotonic()
     settings = CheckSettings.from_config(config)
     names = select(options.level, options.only, options.condition, settings.skip)
-    budget = BUDGET_S[options.level]
-    deadline = started + budget
     device_names = [name for name in names if spec(name).level != "quick"]
     baseline, baseline_error = resolve_baseline(config, options) if device_names else (None, None)
 
-    tools = ToolReader(_tool_config(config, settings.tool_timeout_s, settings.max_parallel),
-                    dict(options.tool_env or {}) or None)
+    with open_reader(_tool_config(config, settings.tool_timeout_s, settings.max_parallel),
+                     dict(options.tool_env or {}) or None, call_timeout=settings.tool_timeout_s) as tools:
+        return _run_level(config, options, tools, settings=settings, names=names,
+                          started_at=(started_wall, started), baseline=baseline, baseline_error=baseline_error)
+
+
+def _run_level(config: Any, options: RunOptions, tools: NodeReader, *, settings: CheckSettings, names: list[str],
+               started_at: tuple[float, float], baseline: Baseline | None, baseline_error: str | None
+               ) -> LevelReport:
+    started_wall, started = started_at
+    budget = BUDGET_S[options.level]
+    deadline = started + budget
+    device_names = [name for name in names if spec(name).level != "quick"]
     logs = config.collectors.hccl_logs
 
     def scan() -> LogScan:

@@ -16,6 +16,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
+from agent.core.backend import TOOL, Fallback, RecordReader
 from agent.core.snapshot import SnapshotStore
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolOutputTooLarge, ToolTimeout, resolve_tool, run_tool
 from collectors.base import ChipRef, CollectContext, NoData, ParseError, Sample, Source
@@ -55,6 +56,7 @@ class SourceRunner:
         tool_env: dict[str, str] | None = None,
         *,
         max_series: int = 20_000,
+        reader: RecordReader | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
@@ -62,6 +64,7 @@ class SourceRunner:
         self._context = context
         self._env = tool_env
         self._max_series = max_series
+        self._reader = reader
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -77,11 +80,16 @@ class SourceRunner:
         started_wall = self._store.clock()
         started = time.monotonic()
         settings = self._tools.get(source.tool, ToolSettings(None, 10.0))
+        reader = self._reader if self._reader is not None and self._reader.serves(source) else None
+        executable: str | None = None
+        missing = ""
         try:
             executable = resolve_tool(source.tool, settings.path)
         except ToolMissing as exc:
-            self._missing(source, str(exc), started_wall, time.monotonic() - started)
-            return
+            missing = str(exc)
+            if reader is None:
+                self._missing(source, missing, started_wall, time.monotonic() - started)
+                return
         if source.scope == "chip":
             if not chips:
                 self._store.put_no_data(source.name, "no chip list yet: npu-smi info has not answered since start",
@@ -93,28 +101,40 @@ class SourceRunner:
         context = self._context()
         abort = threading.Event()
 
-        def one(chip: ChipRef | None) -> tuple[list[Sample], Any] | _Failure:
+        def one(chip: ChipRef | None) -> tuple[list[Sample], Any, str] | _Failure:
             if abort.is_set() or self._stopped.is_set():
                 raise _Abort
+            fallback = ""
+            if reader is not None:
+                try:
+                    records = reader.read(source, chip)
+                    return source.samples(records, chip, context), records, reader.name
+                except Fallback as exc:
+                    if executable is None:
+                        return _Failure(exc.reason, f"{source.name}: {reader.name}: {exc}; {missing}")
+                    fallback = f" (after {reader.name}: {exc})"
+                except ParseError as exc:  # an impossible value where the parser would have refused it too
+                    return _Failure("parse", f"{source.name}: {reader.name}: {exc}")
+            assert executable is not None
             try:
                 result = run_tool([executable, *source.argv(chip)], settings.timeout_s, env=self._env)
                 records = source.parse(result.stdout)
-                return source.samples(records, chip, context), records
+                return source.samples(records, chip, context), records, TOOL
             except ToolTimeout as exc:
                 abort.set()
-                return _Failure("timeout", str(exc))
+                return _Failure("timeout", f"{exc}{fallback}")
             except ToolOutputTooLarge as exc:  # a cut-off table parses as fewer chips: never parse it
-                return _Failure("parse", str(exc))
+                return _Failure("parse", f"{exc}{fallback}")
             except ToolFailed as exc:
-                return _Failure("exit", str(exc))
+                return _Failure("exit", f"{exc}{fallback}")
             except ParseError as exc:
-                return _Failure("parse", f"{source.name}: {exc}")
+                return _Failure("parse", f"{source.name}: {exc}{fallback}")
             except ToolMissing as exc:
-                return _Failure("missing_tool", str(exc))
+                return _Failure("missing_tool", f"{exc}{fallback}")
             except NoData as exc:
                 return _Failure("no_data", str(exc))
 
-        outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any] | _Failure]] = []
+        outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any, str] | _Failure]] = []
         if len(targets) == 1:
             try:
                 outcomes.append((targets[0], one(targets[0])))
@@ -136,19 +156,23 @@ class SourceRunner:
     def _record(
         self,
         source: Source,
-        outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any] | _Failure]],
+        outcomes: list[tuple[ChipRef | None, tuple[list[Sample], Any, str] | _Failure]],
         started_wall: float,
         duration: float,
     ) -> None:
         samples: list[Sample] = []
         records: dict[ChipRef | None, Any] = {}
         failures: list[_Failure] = []
+        served: dict[str, int] = {}
         for chip, outcome in outcomes:
             if isinstance(outcome, _Failure):
                 failures.append(outcome)
             else:
                 samples.extend(outcome[0])
                 records[chip] = outcome[1]
+                served[outcome[2]] = served.get(outcome[2], 0) + 1
+        if self._reader is not None and self._reader.serves(source):
+            self._reader.ran(source.name, served)
         if len(samples) > self._max_series:
             # Broken or hostile output: exporting it would cost the agent (and Prometheus) dearly.
             failures.append(_Failure("parse", f"{source.name}: {len(samples)} series from one run, more than "
@@ -180,6 +204,13 @@ class SourceRunner:
                                 if not key.startswith((f"{source.name}:", f"{source.tool}:"))}
 
     def _missing(self, source: Source, message: str, started_wall: float, duration: float) -> None:
+        if self._reader is not None and self._reader.active() and source.tool not in OPTIONAL_TOOLS:
+            # A container that mounts only the driver library: the chips are read, this source has no data.
+            self._store.put_no_data(source.name, f"{message}; {self._reader.name} serves the chip readings",
+                                    started_wall, duration)
+            self._log_once(f"{source.tool}:missing", f"{message}; {self._reader.name} serves the chip readings, "
+                                                     f"the sources it does not serve report no data")
+            return
         if source.tool in OPTIONAL_TOOLS:
             self._store.put_no_data(source.name, message, started_wall, duration)
             if source.tool not in self._warned:

@@ -144,14 +144,22 @@ SCHEMA: Schema = {
         "dcmi": {
             "enabled": (_auto_or_boolean, "auto",
                         "read chips through the driver's library `libdcmi.so` (docs/dcmi.md): `auto` uses it "
-                        "when found and vetted, with npu-smi as fallback; `false` never; accepted, not yet used "
-                        "by collection"),
+                        "when found and vetted, with npu-smi as fallback per reading; `true` the same, warning when "
+                        "none is found; `false` never; read at start"),
             "library": (optional(string), None,
                         "path of `libdcmi.so`, used as given (a warning when not root-owned or writable by "
                         "others); none: `LD_LIBRARY_PATH`, `ldconfig -p`, `/usr/local/dcmi`, "
                         "`/usr/local/Ascend/driver/lib64/driver`"),
             "call_timeout": (positive_duration, 5.0,
                              "deadline of each DCMI call; the worker process is killed and restarted after it"),
+            "npu_smi_interval": (positive_duration, 240.0,
+                                 "with DCMI in use, the npu-smi sources it does not serve (`-t board`, `hccs`, "
+                                 "`hccs-bw`) run this often instead of `health_interval`: 3 calls per chip every "
+                                 "4 minutes keep npu-smi under one process per chip per minute"),
+            "verify_interval": (positive_duration, 21600.0,
+                                "how often one chip is read through both DCMI and npu-smi and the shared fields "
+                                "compared (also at start); a field that disagrees gives its collector back to "
+                                "npu-smi"),
             "lock_file": (string, "/run/npuwatch/dcmi.lock",
                           "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
                           "takes this lock"),

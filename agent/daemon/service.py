@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ from agent.core.jobs import InternalJob
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
+from agent.dcmi import metrics as dcmi_metrics
+from agent.dcmi.setup import open_backend
+from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
@@ -33,7 +37,7 @@ from agent.web.health import Heartbeat, liveness, readiness
 from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import npu_smi_info
 from collectors import sources as source_registry
-from collectors.base import ChipRef, CollectContext, NoData, Source
+from collectors.base import ChipRef, CollectContext, NoData, Sample, Source
 from collectors.fault_levels import default_table
 
 __all__ = ["Agent", "JobsFactory"]
@@ -41,7 +45,8 @@ __all__ = ["Agent", "JobsFactory"]
 log = logging.getLogger(__name__)
 
 # Order matters for `once` and at start-up: the chip list and inventory come first.
-GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "roce", "dmi")
+# "npu_smi_slow": with DCMI in use, the health group's npu-smi sources DCMI does not serve.
+GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "npu_smi_slow", "roce", "dmi")
 
 # The config's tool-less jobs (host metrics, log scanner); called again on every reload.
 JobsFactory = Callable[[Config], Sequence[InternalJob]]
@@ -54,6 +59,7 @@ def group_interval(config: Config, group: str) -> float:
         "info": npu_smi.interval,
         "usages": npu_smi.usages_interval,
         "health": npu_smi.health_interval,
+        "npu_smi_slow": config.collectors.dcmi.npu_smi_interval,
         "roce": config.collectors.hccn_tool.interval,
         "dmi": config.collectors.ascend_dmi.interval,
     }[group]
@@ -113,6 +119,11 @@ class Agent:
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
         self.probe_controller = ProbeController(self, self.probe_metrics)
+        # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
+        self.dcmi = open_backend(config, tool_env)
+        self.trust = None if self.dcmi is None else TrustCheck(
+            self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
+            float(config.collectors.dcmi.verify_interval), env=tool_env)
         self._configure(config)
 
     # --- configuration
@@ -120,7 +131,14 @@ class Agent:
         self.config = config
         self.fault_levels.table = table_of(config)
         self.sources = enabled_sources(config)
-        self._internal = [job for job in self._internal if job.name not in ("textfile", "probes")]
+        if self.dcmi is not None:
+            # DCMI serves most chip readings: npu-smi's remaining per-chip sources need not run every minute.
+            self.sources = [replace(source, group="npu_smi_slow")
+                            if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
+                            else source for source in self.sources]
+        self._internal = [job for job in self._internal if job.name not in ("textfile", "probes", "dcmi")]
+        if self.dcmi is not None:
+            self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
         if config.probes.enabled:
             # Probe counters never expire; the gauges carry their own last-success timestamps.
             self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
@@ -139,6 +157,7 @@ class Agent:
             self._context,
             self._tool_env,
             max_series=config.max_series_per_source,
+            reader=self.dcmi,
         )
         wanted = {source.name for source in self.sources} | {job.name for job in self._internal}
         for snap in self.store.all():
@@ -151,7 +170,7 @@ class Agent:
         renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
-        self.cache = ExpositionCache(renderer, self.store)
+        self.cache: ExpositionCache = ExpositionCache(renderer, self.store)
         if self._http is not None:
             self._http.cache = self.cache
 
@@ -171,6 +190,12 @@ class Agent:
             if current:
                 self._known_chips = current
             return list(self._known_chips)
+
+    def _dcmi_samples(self) -> list[Sample]:
+        """The ``dcmi`` job: the trust check when due, then the helper's self-metrics (docs/dcmi.md)."""
+        assert self.dcmi is not None and self.trust is not None
+        self.trust.maybe(self.chips())
+        return dcmi_metrics.samples(self.dcmi, self.trust.verified, self.trust.disagreements)
 
     def _context(self) -> CollectContext:
         return CollectContext(
@@ -258,7 +283,7 @@ class Agent:
         groups = self.groups()
         for group in groups:
             self.collect_group(group)
-        if "info" in groups and "health" in groups:
+        if "info" in groups and ("health" in groups or "npu_smi_slow" in groups):
             # npu_info takes firmware/driver/serial from -t board, which runs after the table.
             self.collect_group("info")
         for job in self._internal:
@@ -358,6 +383,8 @@ class Agent:
             self.config.web.listen_address, self.config.web.port
         ):
             log.warning("web.listen_address/web.port changes take effect at the next restart")
+        if config.collectors.dcmi != self.config.collectors.dcmi:
+            log.warning("collectors.dcmi changes take effect at the next restart")
         if config.state_dir != self.config.state_dir:
             log.warning("state_dir changes take effect at the next restart (probe counters and the fault history "
                         "stay in %s)", self.config.state_dir)
@@ -389,6 +416,8 @@ class Agent:
         if self._http is not None:
             self._http.stop()
             self._http = None
+        if self.dcmi is not None:
+            self.dcmi.client.close()  # no helper left behind
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 

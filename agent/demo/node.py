@@ -355,6 +355,10 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
         # the demo job's stderr (agent.demo.fleet writes its EI0002 blocks there)
         "collectors.hccl_logs.globs": globs if job_logs in globs else [*globs, job_logs],
         "state_dir": str(demo_dir / "state"),
+        # The demo's chips are its fake tools': a real libdcmi.so would describe other chips. A library
+        # configured by path (a fake one, in the tests) is kept, with its lock beside the node's state.
+        "collectors.dcmi.enabled": config.collectors.dcmi.enabled if config.collectors.dcmi.library else False,
+        "collectors.dcmi.lock_file": str(demo_dir / "state" / "dcmi.lock"),
         "probes.lock_file": str(demo_dir / "state" / "probe.lock"),
         # The demo's probes run on the CPU, under the demo's probe interpreter (this Python, with
         # the node's probe faults), and often, so their panels fill within minutes. Its AI Core

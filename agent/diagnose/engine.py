@@ -69,7 +69,7 @@ from agent.diagnose.results import (
 from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
 from agent.handling.levels import history_of
 from agent.health.node import read_cards, read_held, read_node
-from agent.health.reader import ToolReader
+from agent.health.reader import ToolReader, open_reader
 from agent.health.readings import LogScan, NodeReadings
 from agent.health.results import Result
 from agent.health.thresholds import fault_table, max_isolated_pages
@@ -218,8 +218,12 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
     ``say`` hears what is going on now (for a progress line): tool calls, the log scan, the probes.
     """
     options = options or DiagnoseOptions()
+    with open_reader(config, tool_env) as tools:  # DCMI first where the agent would; the helper ends here
+        return _diagnose(config, options, tools, say)
+
+
+def _diagnose(config: Any, options: DiagnoseOptions, tools: ToolReader, say: Say) -> Report:
     logs = config.collectors.hccl_logs
-    tools = ToolReader(config, tool_env)
 
     node = str(config.labels.get("node") or "") or socket.gethostname()
 

@@ -30,6 +30,7 @@ from collectors.npu_smi_ecc import EccRecord
 from collectors.npu_smi_hccs import HccsRecord
 
 __all__ = [
+    "LEVEL_ACTIONS",
     "LEVEL_KINDS",
     "chip_count",
     "chip_health",
@@ -212,6 +213,21 @@ def roce_ip(live: IpRecord, entry: HccnConfEntry | None, device: int, *, conf_pa
     if entry is None or entry.address is None:
         return Result(UNKNOWN, f"no address_{device} in {conf_path}", **fields)
     return Result(PASS, live.address, **fields)
+
+
+# What each handling level asks of the SRE, in a few words (docs/fault-codes.md has the long form): the
+# one place `npuwatch top` and anything else that names a level's action read it.
+LEVEL_ACTIONS: dict[str, str] = {
+    "ManuallySeparateNPU": "out of service until repaired",
+    "SeparateNPU": "isolate the chip now",
+    "PreSeparateNPU": "isolate it after the job",
+    "RestartNPU": "reset the chip",
+    "FreeRestartNPU": "reset the chip when idle",
+    "RestartBusiness": "restart the job",
+    "RestartRequest": "retry the step",
+    "SubHealthFault": "sub-health: watch it",
+    "NotHandleFault": "no action",
+}
 
 
 # What each handling level (collectors.fault_levels, docs/fault-codes.md) is judged as: a fault kind, whose status

@@ -4,6 +4,12 @@
 and hccn_tool through ``agent.core.tool_runner``. A tool that hangs is killed at its timeout and
 remembered: every later call to the same tool is skipped at once, so a wedged npu-smi or hccn_tool
 costs one timeout, not one per chip.
+
+With a ``RecordReader`` (the DCMI backend, ``open_reader``), the sources it serves are read through it
+first, as the agent reads them, and the tool serves a reading it cannot (``Fallback``), the same
+per-reading fallback as the collection's (``agent.core.collect``). A helper that fails (hangs, dies,
+is busy) is given up on for the rest of the command: one call deadline, not one per chip. ``close()``
+ends the helper ``open_reader`` started.
 """
 
 from __future__ import annotations
@@ -13,11 +19,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from agent.core.backend import Fallback, RecordReader
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from agent.health.readings import Reading
-from collectors.base import ChipRef, ParseError, Source
+from collectors.base import ChipRef, NoData, ParseError, Source
 
-__all__ = ["HCCN_PARALLEL", "NodeReader", "ToolReader", "as_text"]
+__all__ = ["HCCN_PARALLEL", "NodeReader", "ToolReader", "as_text", "open_reader"]
 
 HCCN_PARALLEL = 4  # hccn_tool calls at once (it has no max_parallel setting of its own)
 
@@ -34,7 +41,9 @@ class NodeReader(Protocol):
 
     ``Reading.value`` is what ``parse`` makes of the answer (default: the Source's own parser). ``parse``
     only tells a backend that reads text how to turn it into records; a backend that asks the driver
-    directly returns the records of the same type. A reading never raises: problems are
+    directly returns the records of the same type: the Source's sequence for the Source's parser, its
+    one record for another (a chip-bound ``parse(text, chip)``, ``npu_smi_info.parse``), and never for
+    ``as_text``, which wants the tool's own words. A reading never raises: problems are
     ``Reading.error`` texts.
     """
 
@@ -55,7 +64,8 @@ class ToolReader:
     """Runs npu-smi and hccn_tool with the configured paths, timeouts and parallelism; remembers a tool
     that hung or is missing."""
 
-    def __init__(self, config: Any, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, config: Any, env: Mapping[str, str] | None = None, records: RecordReader | None = None,
+                 *, owns: Callable[[], None] | None = None) -> None:
         collectors = config.collectors
         self._settings = {
             "npu-smi": (collectors.npu_smi.path, float(collectors.npu_smi.timeout),
@@ -69,6 +79,36 @@ class ToolReader:
         self._hung: dict[str, str] = {}  # tool -> the call that hung
         self._gates = {tool: threading.Semaphore(max(1, limit))
                        for tool, (_, _, limit) in self._settings.items()}
+        self.records = records
+        self._records_down: str | None = None  # why the record backend is no longer asked
+        self._close = owns
+        self.served: dict[str, int] = {}  # readings served by the record backend ("dcmi") and by the tool
+
+    def close(self) -> None:
+        """End what ``open_reader`` started (the DCMI helper); the reader then reads through the tools."""
+        with self._lock:
+            close, self._close = self._close, None
+            self.records = None
+        if close is not None:
+            close()
+
+    def __enter__(self) -> ToolReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def backend_down(self) -> str | None:
+        """Why the record backend was given up on in this command (its helper hung, died, was busy), if it was."""
+        with self._lock:
+            return self._records_down
+
+    def _backend(self, source: Source) -> RecordReader | None:
+        with self._lock:
+            records = self.records
+            if records is None or self._records_down is not None:
+                return None
+        return records if records.serves(source) else None
 
     def _path(self, tool: str) -> str:
         with self._lock:
@@ -96,7 +136,50 @@ class ToolReader:
             return list(self._hung.values())
 
     def read(self, source: Source, chip: ChipRef | None = None, parse: TextParse | None = None) -> Reading:
-        """Run ``source``'s argv for ``chip`` and parse its stdout; never raises for tool or parse problems."""
+        """The record backend's records when it serves ``source`` (not for ``as_text``), else (or when it
+        falls back) ``source``'s argv run for ``chip`` and its stdout parsed; never raises."""
+        fallback = ""
+        if parse is not as_text:
+            direct = self.read_direct(source, chip, one=parse is not None and parse is not source.parse)
+            if direct is not None and direct.ok:
+                return direct
+            if direct is not None:
+                fallback = f" (after {direct.error})"
+        reading = self._read_tool(source, chip, parse)
+        if fallback and not reading.ok:
+            return Reading(error=f"{reading.error}{fallback}", at=reading.at)
+        if reading.ok:
+            self._count("tool")
+        return reading
+
+    def read_direct(self, source: Source, chip: ChipRef | None = None, *, one: bool = False) -> Reading | None:
+        """The record backend's reading of ``source`` (its Source's sequence, or ``one`` record), without the
+        tool; None when no backend serves it (none, given up on, or not this source)."""
+        records = self._backend(source)
+        if records is None:
+            return None
+        name = getattr(records, "name", "backend")
+        try:
+            value = records.read(source, chip)
+        except Fallback as exc:
+            if exc.helper:
+                with self._lock:
+                    self._records_down = self._records_down or f"{name}: {exc}"
+            return Reading(error=f"{name}: {exc}", at=time.monotonic())
+        except (ParseError, NoData) as exc:
+            return Reading(error=f"{name}: {exc}", at=time.monotonic())
+        if one:
+            if not isinstance(value, (list, tuple)) or len(value) != 1:
+                return Reading(error=f"{name}: {source.name}: not one record", at=time.monotonic())
+            value = value[0]
+        self._count(name)
+        return Reading(value=value, at=time.monotonic(), by=name)
+
+    def _count(self, backend: str) -> None:
+        with self._lock:
+            self.served[backend] = self.served.get(backend, 0) + 1
+
+    def _read_tool(self, source: Source, chip: ChipRef | None, parse: TextParse | None) -> Reading:
         tool = source.tool
         args = source.argv(chip)
         parse = source.parse if parse is None else parse
@@ -134,3 +217,15 @@ class ToolReader:
 
 def _key(tool: str) -> str:
     return tool.replace("-", "_")
+
+
+def open_reader(config: Any, env: Mapping[str, str] | None = None, *, call_timeout: float | None = None) -> ToolReader:
+    """The commands' reader: DCMI first where ``collectors.dcmi`` finds the library (as the agent chooses,
+    ``agent.dcmi.setup``), the tools for the rest and as the fallback. Close it (or use ``with``): that ends
+    the helper. ``call_timeout`` bounds each DCMI call and the helper's start (default the config's)."""
+    from agent.dcmi.setup import open_backend
+
+    backend = open_backend(config, env, call_timeout=call_timeout)
+    if backend is None:
+        return ToolReader(config, env)
+    return ToolReader(config, env, backend, owns=backend.client.close)

@@ -18,11 +18,13 @@ __all__ = ["LogScan", "NodeReadings", "QuickReadings", "Reading", "RoceReadings"
 
 @dataclass(frozen=True)
 class Reading:
-    """One tool call: the parsed record, or why there is none; ``at`` is when it finished."""
+    """One tool call: the parsed record, or why there is none; ``at`` is when it finished; ``by`` who
+    answered (``tool``, or the record backend's name: ``dcmi``)."""
 
     value: Any = None
     error: str | None = None
     at: float = 0.0
+    by: str = "tool"
 
     @property
     def ok(self) -> bool:

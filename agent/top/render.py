@@ -15,29 +15,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent.core.humanize import duration
-from agent.health.faults import LEVEL_KINDS
+from agent.health.faults import LEVEL_ACTIONS, LEVEL_KINDS
 from agent.health.status import FAIL
 from agent.health.thresholds import THRESHOLDS, threshold_of
 from agent.top.history import History, sparkline
 from agent.top.model import Fetched, NodeView, NpuRow
 
-__all__ = ["LEVEL_ACTIONS", "SORT_KEYS", "Line", "TopState", "frame", "plain"]
+__all__ = ["SORT_KEYS", "Line", "TopState", "frame", "plain"]
 
 Segment = tuple[str, str]  # (text, style): "", "ok", "warn", "bad", "dim", "bold", "head", "sel"
 Line = list[Segment]
 
-# What each handling level asks of the SRE, in a few words (docs/fault-codes.md has the long form).
-LEVEL_ACTIONS: dict[str, str] = {
-    "ManuallySeparateNPU": "out of service until repaired",
-    "SeparateNPU": "isolate the chip now",
-    "PreSeparateNPU": "isolate it after the job",
-    "RestartNPU": "reset the chip",
-    "FreeRestartNPU": "reset the chip when idle",
-    "RestartBusiness": "restart the job",
-    "RestartRequest": "retry the step",
-    "SubHealthFault": "sub-health: watch it",
-    "NotHandleFault": "no action",
-}
 _HEALTH_ORDER = {"critical": 0, "alarm": 1, "unknown": 2, "warning": 3, "ok": 4}
 SORT_KEYS: dict[str, Callable[[NpuRow], tuple[float, ...]]] = {
     "npu": lambda r: (r.npu, r.chip),

@@ -1,10 +1,12 @@
 """The live screen of ``npuwatch top``: curses paints ``render.frame``'s lines, a reader thread refreshes the view
 every interval, the keys change the sort, the selection and the panel.
 
-curses, from the standard library, because top runs on the nodes, over ssh, often air-gapped: it adds no package
-to install, starts in milliseconds and holds a few MB (rich and textual would add 10-20 packages and half a second
-of start-up; urwid is one package but a second event loop to learn). It handles resize (KEY_RESIZE), colour and
-its absence (``NO_COLOR``, or a terminal without colours), and the keys.
+curses, from the standard library, because top runs on the nodes, over ssh, often air-gapped. Measured here
+(import time and resident memory it adds, on the loaded 2-core development machine): curses 1 ms and 0.5 MiB;
+rich (``rich.live``, ``rich.table``) 287 ms and 4.9 MiB, three packages (rich, pygments, markdown-it-py);
+textual (``textual.app``, ``textual.widgets``) 1.1 s and 19 MiB, seven packages. urwid is one package but was
+not measured (not installed here), and its own event loop would replace this one for no gain. curses handles
+resize (KEY_RESIZE), colour and its absence (``NO_COLOR``, or a terminal without colours), and the keys.
 """
 
 from __future__ import annotations

@@ -14,7 +14,10 @@ Members, under one top directory ``<node>-<YYYYmmdd-HHMMSS>/``:
 - ``tools/npu-smi/info.txt``, ``info-m.txt``, ``<npu>-<chip>/health.txt``, ``<npu>-<chip>/ecc.txt``,
   ``tools/hccn_tool/<device>/{link,link_stat,net_health,optical,stat,ip}.txt`` and
   ``tools/chips.json`` (npu, chip -> device id): every call a collector's Source, through
-  ``agent.health.reader.ToolReader`` with the configured timeout; a tool that hangs once is not called again.
+  ``agent.health.reader.open_reader`` with the configured timeout; a tool that hangs once is not called again.
+  Where npu-smi cannot answer (not installed: a container with only the driver library) and DCMI
+  serves the source, its records are saved instead as ``tools/dcmi/info.json``, ``info-m.json`` and
+  ``<npu>-<chip>/{health,ecc}.json`` (the npu-smi parsers' records as JSON; triage reads only the text).
 - ``etc/hccn.conf``, ``ranktable/<file>`` (``--rank-table`` or ``$RANK_TABLE_FILE``),
   ``metrics.prom`` (the running agent's ``/metrics``, 2 s timeout; absent is fine),
   ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files);
@@ -29,6 +32,7 @@ terminal; the archive's path is printed on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -47,7 +51,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import agent
-from agent.health.reader import ToolReader, as_text
+from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
 from collectors import (
     hccn_ip,
@@ -197,7 +201,25 @@ HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = (
 
 
 def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
-    tools = ToolReader(config, options.tool_env)
+    with open_reader(config, options.tool_env) as tools:  # the DCMI helper, if any, ends here
+        _snapshot_with(tools, config, writer, say)
+
+
+def _records_json(value: Any) -> bytes:
+    """The records of a DCMI reading as JSON (dataclasses as objects)."""
+    def plain(item: Any) -> Any:
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            return {f.name: plain(getattr(item, f.name)) for f in dataclasses.fields(item)}
+        if isinstance(item, (list, tuple)):
+            return [plain(part) for part in item]
+        if isinstance(item, dict):
+            return {str(key): plain(part) for key, part in item.items()}
+        return item
+
+    return json.dumps(plain(value), indent=1).encode()
+
+
+def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callable[[str], None]) -> None:
     manifest = writer.manifest
 
     def call(source: Source, chip: ChipRef | None) -> tuple[list[str], Reading, float]:
@@ -214,9 +236,28 @@ def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: C
         writer.add_bytes(name, str(reading.value).encode(), " ".join(argv))
         return str(reading.value)
 
+    def direct(name: str, source: Source, chip: ChipRef | None) -> Any:
+        """DCMI's records where the tool gave no text (saved as JSON beside where the text would be)."""
+        started = time.monotonic()
+        reading = tools.read_direct(source, chip)
+        if reading is None:
+            return None
+        manifest.tools.append({"file": name, "argv": ["dcmi", source.name], "ok": reading.ok,
+                               "seconds": round(time.monotonic() - started, 3)})
+        if not reading.ok:
+            manifest.failed.append(str(reading.error))
+            return None
+        writer.add_bytes(name, _records_json(reading.value), f"DCMI, the records of {source.name}")
+        return reading.value
+
     info = record("tools/npu-smi/info.txt", call(npu_smi_info.SOURCE, None))
     chips: list[ChipRef] = []
-    if info is not None:
+    if info is None:
+        table = direct("tools/dcmi/info.json", npu_smi_info.SOURCE, None)
+        if table is not None:
+            rows = direct("tools/dcmi/info-m.json", npu_smi_mapping.SOURCE, None)
+            chips = npu_smi_info.chip_refs(table[0], rows)
+    else:
         mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
         try:
             table = npu_smi_info.parse(info)
@@ -235,9 +276,10 @@ def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: C
         port = ChipRef(npu=device, chip=0, phy_id=device)  # hccn_tool -i takes the device id
         calls.extend((f"tools/hccn_tool/{device}/{command}.txt", source, port) for command, source in HCCN_SNAPSHOTS)
     with ThreadPoolExecutor(max_workers=max(1, tools.parallelism), thread_name_prefix="bundle") as pool:
-        futures = [(name, pool.submit(call, source, chip)) for name, source, chip in calls]
-        for name, future in futures:
-            record(name, future.result())
+        futures = [(name, source, chip, pool.submit(call, source, chip)) for name, source, chip in calls]
+        for name, source, chip, future in futures:
+            if record(name, future.result()) is None and source.tool == "npu-smi":
+                direct(name.replace("tools/npu-smi/", "tools/dcmi/").replace(".txt", ".json"), source, chip)
     skipped = tools.skipped()
     say(f"{len(calls) + 1 + bool(chips)} tool calls, {len(chips)} chips, {len(devices)} RoCE ports"
         + (f"; {len(skipped)} tool(s) skipped: {', '.join(skipped)}" if skipped else ""))

@@ -12,6 +12,7 @@ lines and kills when a call overruns its deadline (``agent.dcmi.client``).
 - ``api``: ``Dcmi``, the ctypes wrapper: lazy symbols, ``dcmiv2_*`` preferred, card/device API else.
 - ``worker``: the helper process (Python 3.8+, standard library only).
 - ``records``: readings -> the npu-smi parsers' record types (and units), for their sample builders.
+- ``plans``: which sources DCMI serves and with which calls (``agent.dcmi.backend`` runs them).
 
-docs/dcmi.md describes the design; nothing here is wired into collection yet.
+docs/dcmi.md describes the design.
 """

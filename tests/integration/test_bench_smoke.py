@@ -17,7 +17,7 @@ from tests.support.bench_tables import judged_right, number, row, table_rows
 from tests.support.paths import REPO
 
 ROOT = REPO
-SCRIPTS = ("agent", "metrics_latency", "soak")
+SCRIPTS = ("agent", "metrics_latency", "soak", "tool_cost")
 sys.path.insert(0, str(ROOT))
 
 from bench.metrics_latency import find_node_exporter  # noqa: E402
@@ -90,3 +90,15 @@ def test_soak_bench_table(outputs: dict[str, tuple[int, str, str]]) -> None:
     for cycle in (3, 15, 30):
         assert number(row(rows, f"RSS at cycle {cycle}")[1]) > 10
     assert row(rows, "RSS growth, cycle 3 -> 30")[2] == "< 5 MB"
+
+
+def test_tool_cost_bench_table(outputs: dict[str, tuple[int, str, str]]) -> None:
+    code, stdout, stderr = outputs["tool_cost"]
+    assert code == 0, stderr[-2000:]
+    rows = table_rows(stdout)
+    assert row(rows, "dcmi path, 2 chips: npu-smi processes/chip/min")[2] == "<= 1"
+    assert row(rows, "npu-smi path, 2 chips: data age p99 / interval")[2] == "<= 2"
+    # the costly fakes counted the real agent's tool processes; the DCMI path's helper answered calls
+    assert number(row(rows, "npu-smi path, 2 chips: tool processes/min")[1]) > 0
+    assert number(row(rows, "dcmi path, 2 chips: DCMI library calls/min")[1]) > 0
+    assert number(row(rows, "npu-smi path, 2 chips: agent + helper CPU-s/h")[1]) > 0

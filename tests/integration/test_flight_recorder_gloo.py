@@ -82,7 +82,10 @@ def test_scenario_outcome(run: ScenarioRun) -> None:
         assert all([e.collective for e in dump.collectives_at(PG, N)] == ["all_reduce"] for dump in healthy)
     else:
         # Everyone reached collective N, but the last rank called a different one.
-        assert all("Timed out" in (error or "") for error in run.errors)
+        # The first rank to time out exits, so a peer still waiting may see its connection close instead.
+        assert all(any(word in (error or "") for word in ("Timed out", "Connection closed by peer"))
+                   for error in run.errors)
+        assert any("Timed out" in (error or "") for error in run.errors)
         assert all(dump.progress[PG].last_enqueued_seq == N for dump in ranks)
         names = {dump.rank: [e.profiling_name for e in dump.collectives_at(PG, N)] for dump in ranks}
         assert names == {r: ["gloo:all_reduce"] for r in range(run.faulty_rank)} | {

@@ -28,6 +28,10 @@ def node(tmp_path: Path) -> DemoNode:
     return DemoNode(tmp_path / "demo").create(chips=4)
 
 
+# No library search (``ldconfig -p`` is a process): these read a node with no npu-smi and no DCMI.
+NO_DCMI = {"dcmi": {"enabled": False}}
+
+
 def test_only_old_logs_pass_as_in_check(tmp_path: Path) -> None:
     """A log directory whose every file is older than the window: an idle node writes no log, so no error
     in the window is no error (``npuwatch check``'s hccl_errors judges it the same way)."""
@@ -37,7 +41,7 @@ def test_only_old_logs_pass_as_in_check(tmp_path: Path) -> None:
     old_plog.write_text("[ERROR] HCCL(7,python3):2025-01-01-00:00:00.000.000 [x.cc:1] [7]old error\n")
     old = time.time() - 3 * 3600
     os.utime(old_plog, (old, old))
-    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")}, **NO_DCMI,
                                           "hccl_logs": {"paths": [str(tmp_path / "log")]}}})
     report = diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S)).to_dict()
     logs = by_name(report)["hccl_errors"]
@@ -68,7 +72,7 @@ def test_remote_culprit_ignores_this_nodes_addresses() -> None:
 
 def test_missing_npu_smi_cannot_check(tmp_path: Path) -> None:
     config = build_config({
-        "collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+        "collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")}, **NO_DCMI,
                        "hccl_logs": {"paths": [str(tmp_path)]}},
     })
     report = diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S))
@@ -93,7 +97,7 @@ class _FakeResult:
 def test_an_empty_log_directory_passes_and_says_what_it_did_not_find(tmp_path: Path) -> None:
     (tmp_path / "log").mkdir()
     paths = [str(tmp_path / "log"), str(tmp_path / "no-cann-logs")]
-    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")}, **NO_DCMI,
                                           "hccl_logs": {"paths": paths}}})
     report = diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S)).to_dict()
     logs = by_name(report)["hccl_errors"]
@@ -103,7 +107,7 @@ def test_an_empty_log_directory_passes_and_says_what_it_did_not_find(tmp_path: P
 
 
 def test_no_log_directory_says_where_and_what_to_set(tmp_path: Path) -> None:
-    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")},
+    config = build_config({"collectors": {"npu_smi": {"path": str(tmp_path / "no-such-npu-smi")}, **NO_DCMI,
                                           "hccl_logs": {"paths": [str(tmp_path / "nowhere")]}}})
     logs = by_name(diagnose.diagnose(config, diagnose.DiagnoseOptions(sample_gap_s=GAP_S)).to_dict())["hccl_errors"]
     assert logs["status"] == "UNKNOWN"

@@ -82,3 +82,7 @@ def test_a_separation_the_agent_holds_fails_the_chip_whatever_it_says_now() -> N
     assert "the agent holds 80E01802 as ManuallySeparateNPU since" in result.evidence  # the earliest hold
     assert result.evidence.endswith("then `npuwatch faults clear --npu 3`")
     assert faults.chip_health("OK", [], said="npu-smi says OK", table=TABLE, held={}).status == PASS
+
+
+def test_every_handling_level_has_one_action_and_one_kind() -> None:
+    assert set(faults.LEVEL_ACTIONS) == set(faults.LEVEL_KINDS) == set(LEVELS)

@@ -19,6 +19,7 @@ from collectors.hccl.facts import (
     RootInfoCreated,
     WatchdogTimeout,
 )
+from collectors.hccl.rendezvous import RendezvousLine, parse_rendezvous
 from tests.support import paths
 
 FIXTURES = paths.FIXTURES / "hccl_comm"
@@ -238,3 +239,13 @@ def test_info_noise_states_no_fact() -> None:
     parser = CommFactParser()
     assert parser.feed_lines([line] * 1000) == []
     assert parser.finish() == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[TopoInfoExchangeServer]total connected num is [4],line num is [1]", RendezvousLine(connected_total=4,
+                                                                                        list_lines=1)),
+    ("[Get][Connection]topo exchange agent get socket timeout! timeout[120 s]", RendezvousLine(timeout_s=120.0)),
+    ("task exec timeout[1836], stream 3", RendezvousLine()),  # not a socket timeout: no rendezvous timeout
+])
+def test_parse_rendezvous_reads_only_what_the_line_says(text: str, expected: RendezvousLine) -> None:
+    assert parse_rendezvous(text) == expected

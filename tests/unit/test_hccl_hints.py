@@ -32,6 +32,9 @@ GROUP = "29.1.0.10%enp_60000_0_17"
     ("peer", "10.0.0.2/3", Peer(None, "10.0.0.2", 3)),
     ("root_server", "127.10.0.1:60000", Peer(None, "127.10.0.1")),
     ("root_server", "[fe80::1]:60000", Peer(None, "fe80::1")),
+    ("root_server", "fe80::1", Peer(None, "fe80::1")),  # IPv6 without brackets has no port to cut
+    ("exception_location", "29.3.1.11/5/x", Peer(None, "29.3.1.11")),  # the address is before the first slash
+    ("peer", "10.0.0.2/3/x", Peer(None, "10.0.0.2")),
     ("peer", "not-an-ip", None),
     ("device", "3", None),
     ("remote_device", "6", None),
@@ -57,6 +60,9 @@ def test_decode_peer_reads_each_hint_kind(kind: str, value: str, peer: Peer | No
     ("link_peer", "| 1.2.3.4(3) |", "unreachable"),
     ("root_server", "connect server[1.2.3.4 : 60000] failed", "unreachable"),
     ("peer", "[ROCE CQE ERROR]cqe error status[12], remoteIP{server[1.2.3.4]", "cqe"),
+    ("peer", "[ROCE CQE ERROR] status[12], remoteIP{server[1.2.3.4]", "cqe"),  # upper case only
+    ("peer", "[Heartbeat]cqe err status[12], remote server[1.2.3.4]", "cqe"),  # lower case only
+    ("exception_location", "Cluster Exception Location[IP/ID]:[1.2.3.4/1], ExceptionType:[HEARTBEAT LOST]", "lost"),
     ("peer", "Peer information: server 1.2.3.4, device ID 1", "unreachable"),
     ("missing_rank", "Failed to connect agent[1,3,]", "missing"),
     ("device", "Heartbeat lost! (device=3", None),

@@ -373,3 +373,15 @@ def test_verifier_default_queue_holds_sixteen_checks() -> None:
     finally:
         gate.release.set()
         verifier.close()
+
+
+def test_the_default_verifier_checks_with_bcrypt() -> None:
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    auth = BasicAuth({"alice": hashed})  # no checkpw given: bcrypt's own
+    try:
+        good = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+        bad = "Basic " + base64.b64encode(b"alice:wrong").decode()
+        assert auth.check(good, "127.0.0.1") is Auth.GRANTED
+        assert auth.check(bad, "127.0.0.2") is Auth.DENIED
+    finally:
+        auth.close()
