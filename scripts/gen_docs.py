@@ -120,8 +120,8 @@ def _runbook_link(url: str) -> str:
     return url
 
 
-# The scrape-gap hold written in an alert's expression (alerts/README.md, "Scrape gaps and restarts").
-_HOLD = re.compile(r'unless on \(job, instance\) min_over_time\(up\{job="npuwatch"\}\[([0-9]+[smh])\]\) == 1')
+# The hold written in an alert's expression (alerts/README.md, "Scrape gaps and restarts").
+_HOLD = re.compile(r'last_over_time\([^\[]+\[([0-9]+[smh])\]\)\s+and ignoring \(alertname, alertstate, severity\)')
 
 
 def alerts_reference(repo: Path = REPO) -> str:
@@ -130,7 +130,7 @@ def alerts_reference(repo: Path = REPO) -> str:
         annotations = rule.get("annotations", {})
         held = rule.get("for", "0")
         if (hold := _HOLD.search(str(rule["expr"]))) is not None:
-            held += f", holds {hold.group(1)} through a scrape gap"
+            held += f", keeps firing {hold.group(1)} after its condition"
         rows.append((rule["alert"], rule.get("labels", {}).get("severity", ""), f"`{file}` {group}", held,
                      annotations.get("summary", ""), _runbook_link(annotations.get("runbook_url", ""))))
     return (f"{len(rows)} alerting rules, in file order (`alerts/*.rules.yml`); an alert with several rules "

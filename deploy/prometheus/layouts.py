@@ -10,7 +10,8 @@ their own targets, intervals and ports), so what is shipped is what is tested.
 Sharded (``sharded/``): N shards scrape the agents, each keeping the targets whose address hashes to
 its index (``hashmod`` over ``__address__``), and evaluate the per-node rule groups. A global
 Prometheus federates from every shard exactly the series the fleet-wide groups read (``FEDERATE``:
-the triage rules' inputs and the probe medians' inputs, plus ``up`` for the scrape-gap hold) and
+the triage rules' inputs and the probe medians' inputs; the alerts' hold reads the ruler's own
+``ALERTS``) and
 evaluates those groups (``FLEET_RULE_FILES``: triage and probes-fleet). Each group runs on one tier
 only, so no alert fires twice and none is lost; all of them send to the same Alertmanager.
 
@@ -53,8 +54,6 @@ FEDERATE = (
     "npu_probe_gemm_efficiency_ratio",
     "npu_info",
     "npu_probe_allreduce_bus_bandwidth_bytes_per_second",
-    # the scrape-gap hold of the alerts of both (alerts/README.md, "Scrape gaps and restarts")
-    "up",
 )
 
 TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9611]\n  labels: {node: n}`

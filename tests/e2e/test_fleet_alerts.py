@@ -741,7 +741,8 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
                 assert after["for"] == expected, name
             held = hold_cases.parse_hold(before["expr"]) if "alert" in before else None
             if held is not None:
-                assert after["expr"] == hold_cases.hold_expr(held[0], f"{duration_ms(held[1]) // 60_000}s"), name
+                assert after["expr"] == hold_cases.hold_expr(held.series, held.gate,
+                                                                 f"{duration_ms(held.window) // 60_000}s"), name
                 continue
             assert after["expr"] == scale_promql_durations(before["expr"], CLOCK)[0], name
             # Durations are the only difference: blank them out and the expressions are equal.

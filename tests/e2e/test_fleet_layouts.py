@@ -168,8 +168,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
         # the healthy fleet on both layouts: every target up where it belongs, the triage inputs in place
         shards[0].wait_for(f'count(up{{job="npuwatch"}} == 1) == {len(NODES) - 1}', timeout=READY_S)
         shards[1].wait_for('count(up{job="npuwatch"} == 1) == 1', timeout=READY_S)
+        vm.wait_for(f'count(up{{job="npuwatch"}} == 1) == {len(NODES)}', timeout=READY_S)
+        # the global federates no `up` (no fleet-wide rule reads it): every node's log scanner instead
+        global_.wait_for(f'count(npuwatch_collector_up{{job="npuwatch", collector="hccl_logs"}} == 1) == {len(NODES)}',
+                         timeout=READY_S)
         for store in (global_, vm):
-            store.wait_for(f'count(up{{job="npuwatch"}} == 1) == {len(NODES)}', timeout=READY_S)
             store.wait_for(f'count(npu_roce_ip_info{{job="npuwatch"}}) == {len(NODES) * CHIPS}', timeout=READY_S)
             assert store.query("hccl:culprit:info") == [], store.name
 

@@ -696,8 +696,8 @@ def time_scaled_rules(
     each other (``increase(...[15m])`` under ``for: 10m`` becomes ``[15s]`` under ``for: 10s``).
     ``for_overrides`` (alert name -> duration) sets the ``for:`` of the alerts whose ``for:`` is tied
     to something other than the clock (e.g. a number of probe runs). ``hold``, when given, replaces
-    the window of every scrape-gap hold (the canonical form of ``tests.support.hold_cases``, both of
-    its ranges) instead of scaling it: how long an alert outlives a scrape gap must cover an agent
+    the window of every hold (the canonical form of ``tests.support.hold_cases``) instead of scaling
+    it: how long an alert outlives a scrape gap must cover an agent
     restart, which does not get 60 times faster with the clock. Numbers in expressions
     (``3 * 3600``) and annotation text stay as shipped.
     """
@@ -718,9 +718,9 @@ def time_scaled_rules(
                     rule["for"] = new
                     changes.append(ScaledDuration(source.name, name, "for", old, new))
                 if "alert" in rule and (held := hold_cases.parse_hold(str(rule["expr"]))) is not None:
-                    series, old = held
+                    old = held.window
                     new_hold = hold or scale_duration(old, divide_by)
-                    rule["expr"] = hold_cases.hold_expr(series, new_hold)
+                    rule["expr"] = hold_cases.hold_expr(held.series, held.gate, new_hold)
                     changes.append(ScaledDuration(source.name, name, "hold", old, new_hold))
                     continue
                 rule["expr"], found = scale_promql_durations(str(rule["expr"]), divide_by)

@@ -268,6 +268,10 @@ def test_each_held_condition_is_recorded_just_before_its_alert_with_its_telling_
                     want = dict(re.findall(r'(\w+)="([^"]*)"', series.split("{", 1)[1])) if "{" in series else {}
                     assert (previous.get("labels") or {}) == want, (path.name, rule["alert"])
                     assert all(rule["labels"].get(k) == v for k, v in want.items()), (path.name, rule["alert"])
+                if parsed is not None:
+                    # held only while this very rule fires: its name and every static label
+                    gate = hold_cases.alerts_gate(rule["alert"], rule["labels"])
+                    assert parsed.gate == gate, (path.name, rule["alert"])
                 previous = rule
     used = {rule["record"] for _, rule in rules() if rule.get("record", "").startswith(hold_cases.CONDITION_PREFIX)}
     held = {h.name for h in hold_cases.held_alerts()}

@@ -60,6 +60,8 @@ def read_and_recorded(names: list[str] | tuple[str, ...]) -> tuple[set[str], set
             read |= template_series(text)
         if "record" in rule:
             recorded.add(rule["record"])
+        if "alert" in rule:
+            recorded.add("ALERTS")  # the ruler's own series, which the hold reads
     return read, recorded
 
 
