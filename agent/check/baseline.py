@@ -30,12 +30,13 @@ and ``npu_check_flops``::
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,8 +203,16 @@ def _query(url: str, expr: str, timeout_s: float) -> list[dict[str, Any]]:
     return result if isinstance(result, list) else []
 
 
-def from_prometheus(url: str, timeout_s: float = 10.0) -> Baseline:
-    """The fleet medians from a Prometheus server that scrapes the agents (queries in ``PROMQL``)."""
+def from_prometheus(url: str | Sequence[str], timeout_s: float = 10.0) -> Baseline:
+    """The fleet medians from a Prometheus server that scrapes the agents (queries in ``PROMQL``), or from
+    several (the shards of a sharded layout): then each one's per-node values (``PER_NODE``), the
+    median taken here over all of them, a node that two servers scrape counted once."""
+    urls = [url] if isinstance(url, str) else list(dict.fromkeys(url))
+    if not urls:
+        raise BaselineError("no Prometheus URL")
+    if len(urls) > 1:
+        return _from_shards(urls, timeout_s)
+    url = urls[0]
     baseline = Baseline(source=f"prometheus {url}", generated_at=_now_text())
     for median_query, count_query in PROMQL.values():
         counts = {(s["metric"].get("model", ""), s["metric"].get("measure", "")): s["value"][1]
@@ -216,4 +225,30 @@ def from_prometheus(url: str, timeout_s: float = 10.0) -> Baseline:
                 continue
             if model and measure and median > 0 and nodes > 0:
                 baseline.models.setdefault(model, {})[measure] = Entry(median, nodes, measure_unit(measure))
+    return baseline
+
+
+# Per shard: each chip's (or pair's) value, its level dropped as in PROMQL's median.
+PER_NODE = {family: f'max without (level) ({family}{{job="npuwatch"}})' for family in _FAMILIES}
+
+
+def _from_shards(urls: Sequence[str], timeout_s: float) -> Baseline:
+    values: dict[tuple[str, str], dict[tuple[tuple[str, str], ...], float]] = {}
+    for url in urls:
+        for query in PER_NODE.values():
+            for series in _query(url, query, timeout_s):
+                labels = series.get("metric") or {}
+                model, measure = labels.get("model", ""), labels.get("measure", "")
+                try:
+                    value = float(series["value"][1])
+                except (KeyError, IndexError, ValueError, TypeError):
+                    continue
+                if model and measure and not math.isnan(value):
+                    values.setdefault((model, measure), {})[tuple(sorted(labels.items()))] = value
+    baseline = Baseline(source=f"prometheus {' '.join(urls)}", generated_at=_now_text())
+    for (model, measure), found in sorted(values.items()):
+        nodes = {(dict(key).get("job", ""), dict(key).get("instance", "")) for key in found}
+        median = statistics.median(found.values())
+        if median > 0:
+            baseline.models.setdefault(model, {})[measure] = Entry(median, len(nodes), measure_unit(measure))
     return baseline

@@ -44,14 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the checks behind one node-problem-detector condition")
     fleet = parser.add_mutually_exclusive_group()
     fleet.add_argument("--baseline", metavar="FILE", help="fleet medians (npuwatch check-baseline) to compare with")
-    fleet.add_argument("--prometheus", metavar="URL", help="take the fleet medians from this Prometheus")
+    fleet.add_argument("--prometheus", metavar="URL", action="append",
+                       help="take the fleet medians from this Prometheus (or VictoriaMetrics); repeat it for "
+                            "each shard: the medians are taken over all of them")
     parser.add_argument("--list", action="store_true", help="list the checks of each level and exit")
 
 
 def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reports", nargs="*", metavar="REPORT.json",
                         help="`npuwatch check --json` outputs of the fleet's nodes (one per node)")
-    parser.add_argument("--prometheus", metavar="URL", help="take the medians from this Prometheus instead")
+    parser.add_argument("--prometheus", metavar="URL", action="append",
+                        help="take the medians from this Prometheus (or VictoriaMetrics) instead; repeat it for "
+                             "each shard: the medians are taken over all of them")
     parser.add_argument("--output", "-o", metavar="FILE", help="write here (default: stdout)")
 
 

@@ -67,7 +67,7 @@ class RunOptions:
     only: Sequence[str] = ()
     condition: str | None = None
     baseline_file: str | None = None  # overrides check.baseline_file
-    prometheus_url: str | None = None  # overrides check.prometheus_url
+    prometheus_url: str | Sequence[str] | None = None  # overrides check.prometheus_url (several: shards)
     tool_env: Mapping[str, str] | None = None
     use_baseline: bool = True  # False: judge by the fixed references only
     node: str | None = None  # the node's name in the report (default: the `node` label, else the host name)

@@ -220,9 +220,9 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUWatchDown": AlertTrigger(None, note="stop the agent (Ctrl-C `npuwatch run --demo`); fires after 5 min"),
     "NPUCollectorFailing": AlertTrigger("npu_smi_crash", note="any <tool>_crash/_garbage/_hang; 10 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves ~15 min later "
-                                                     "(5 min of increase, keep_firing_for 10 min)"),
+                                                     "(5 min of increase, held 10 min through a scrape gap)"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves ~15 min later "
-                                                       "(5 min of increase, keep_firing_for 10 min)"),
+                                                       "(5 min of increase, held 10 min through a scrape gap)"),
     "HCCLCulpritSuspected": AlertTrigger(None, note="`npuwatch demo fleet hccl-hang --culprit node-3 --npu 1 DIR1 "
                                                     "DIR2 DIR3 DIR4` over demo nodes one Prometheus scrapes; 1 min"),
     "NPUHCCSLinkUnhealthy": AlertTrigger("hccs_error", note="warning at once, critical after 5 min"),

@@ -1,6 +1,6 @@
 """``npuwatch triage PATH... [--rank-table FILE] [--since T] [--until T] [--json] [--jobs N]``, or
-``npuwatch triage --prometheus URL [--since 1h]`` (``agent.triage.prometheus``: the same analysis
-from the fleet's series; PATHs given too are read beside it).
+``npuwatch triage --prometheus URL [--prometheus URL...] [--since 1h]`` (``agent.triage.prometheus``: the
+same analysis from the fleet's series, every server's joined as one fleet; PATHs given too are read beside it).
 
 PATH: bundles written by ``npuwatch bundle`` or plain directories (one node each; bundles found
 inside a directory are inputs of their own). ``--since``/``--until`` take a duration back from
@@ -96,7 +96,7 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
         return EXIT_BAD_OPTION
     prometheus = getattr(args, "prometheus", None)
     if not args.paths and not prometheus:
-        errors.write("npuwatch triage: give bundles or directories (PATH...), or --prometheus URL\n")
+        errors.write("npuwatch triage: give bundles or directories (PATH...), or --prometheus URL (repeatable)\n")
         return EXIT_BAD_OPTION
     evidence = Evidence()
     if args.paths:
@@ -106,15 +106,12 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
         from agent.triage import prometheus as online
 
         try:
-            source = online.source_from_args(args)
+            sources = online.sources_from_args(args)
             window = online.closed_window(window, time.time())
         except ValueError as exc:
             errors.write(f"npuwatch triage: {exc}\n")
             return EXIT_BAD_OPTION
-        try:
-            evidence.extend(online.read_evidence(online.PrometheusClient(source), window))
-        except online.PrometheusError as exc:
-            evidence.problems.append(str(exc))
+        evidence.extend(online.read_fleet(sources, window))
     if getattr(args, "rank_table", None):
         addresses, problems = read_rank_table(args.rank_table)
         evidence.addresses.extend(addresses)

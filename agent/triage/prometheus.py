@@ -25,6 +25,17 @@ address}``
                                                              end is a problem of the report
 ===========================================================  ====================================
 
+Several servers (``--prometheus A --prometheus B``: the shards of a sharded layout, or a
+VictoriaMetrics beside a Prometheus) are read one by one and their records joined as one fleet
+(``read_fleet``): ranks, blames and device addresses of nodes on different shards meet in the
+engine, which is where the cross-node join happens; a record two servers both hold (an HA pair
+scraping the same node) counts once. One that cannot be read is a problem of the report, the
+others still count. The credential and TLS options apply to every URL.
+
+VictoriaMetrics answers the same API with the same series (its ``-search.latencyOffset``, 30 s by
+default, hides the newest samples: set it to the scrape interval or less, or end the window that
+much earlier, docs/fleet-scale.md).
+
 Nodes are named by the ``node`` label (the agents' ``labels.node``), else ``instance``. The
 window's series use ``max_over_time`` / ``last_over_time``, so a series that expired on its
 agent since the incident still counts; faults come from a range query with a step of
@@ -38,7 +49,7 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +68,9 @@ __all__ = [
     "add_arguments",
     "closed_window",
     "read_evidence",
+    "read_fleet",
     "source_from_args",
+    "sources_from_args",
 ]
 
 DEFAULT_WINDOW_S = 3600.0
@@ -250,6 +263,41 @@ def read_evidence(client: PrometheusClient, window: Window) -> Evidence:
     return evidence
 
 
+def read_fleet(sources: Sequence[PrometheusSource], window: Window) -> Evidence:
+    """The evidence of every server in ``sources`` joined as one fleet (duplicate records counted once)."""
+    evidence = Evidence()
+    for source in sources:
+        try:
+            evidence.extend(read_evidence(PrometheusClient(source), window))
+        except PrometheusError as exc:
+            evidence.problems.append(str(exc))
+    if len(sources) > 1:
+        _dedupe(evidence)
+    return evidence
+
+
+def _dedupe(evidence: Evidence) -> None:
+    """Drop records equal to an earlier one (the same node's series read from two servers)."""
+    for name in _EVIDENCE_LISTS:
+        records = getattr(evidence, name)
+        seen: set[Any] = set()
+        kept = []
+        for record in records:
+            try:
+                hash(record)
+            except TypeError:  # an unhashable record is kept as it is
+                kept.append(record)
+                continue
+            if record not in seen:
+                seen.add(record)
+                kept.append(record)
+        records[:] = kept
+    evidence.problems[:] = list(dict.fromkeys(evidence.problems))
+
+
+_EVIDENCE_LISTS = ("ranks", "failures", "blames", "addresses", "faults")
+
+
 def _ranks(reader: _Reader, evidence: Evidence, sizes: Mapping[str, int]) -> None:
     for labels, value in reader.over("max_over_time", "npu_hccl_rank_last_seen_timestamp_seconds"):
         rank, comm = _int(labels.get("rank")), labels.get("comm")
@@ -341,8 +389,10 @@ PASSWORD_ENV = "NPUWATCH_PROMETHEUS_PASSWORD"  # noqa: S105 - the variable's nam
 def add_arguments(parser: Any) -> None:
     """The ``--prometheus`` options of ``npuwatch triage`` (an argparse parser)."""
     group = parser.add_argument_group("online triage (from the fleet's Prometheus instead of, or beside, PATHs)")
-    group.add_argument("--prometheus", metavar="URL",
-                       help="the Prometheus that scrapes the npuwatch agents, e.g. http://prometheus:9090; "
+    group.add_argument("--prometheus", metavar="URL", action="append",
+                       help="a Prometheus that scrapes the npuwatch agents, e.g. http://prometheus:9090, or a "
+                            "VictoriaMetrics (http://victoria:8428); repeat it for each shard: their evidence "
+                            "is joined as one fleet, and the options below apply to every URL; "
                             "--since defaults to 1h")
     group.add_argument("--prometheus-job", dest="prometheus_job", default="npuwatch", metavar="JOB",
                        help="the agents' scrape job (default npuwatch)")
@@ -357,8 +407,20 @@ def add_arguments(parser: Any) -> None:
                        help="do not verify the server's TLS certificate")
 
 
-def source_from_args(args: Any, environ: Mapping[str, str] | None = None) -> PrometheusSource:
-    """The ``PrometheusSource`` the options describe; ValueError names a bad one."""
+def sources_from_args(args: Any, environ: Mapping[str, str] | None = None) -> list[PrometheusSource]:
+    """One ``PrometheusSource`` per ``--prometheus`` URL, each with the same credentials, TLS options and job."""
+    urls = getattr(args, "prometheus", None) or []
+    if isinstance(urls, str):
+        urls = [urls]
+    return [source_from_args(args, environ, url=url) for url in dict.fromkeys(urls)]
+
+
+def source_from_args(args: Any, environ: Mapping[str, str] | None = None, url: str | None = None) -> PrometheusSource:
+    """The ``PrometheusSource`` the options describe for ``url`` (default: the first ``--prometheus``);
+    ValueError names a bad one."""
+    if url is None:
+        given = getattr(args, "prometheus", None)
+        url = given if isinstance(given, str) else (given or [""])[0]
     from agent.core.config_values import parse_duration
 
     password = read_password(getattr(args, "prometheus_password_file", None), "--prometheus-password-file",
@@ -367,7 +429,7 @@ def source_from_args(args: Any, environ: Mapping[str, str] | None = None) -> Pro
         timeout = parse_duration(getattr(args, "prometheus_timeout", "30s"))
     except ValueError:
         raise ValueError(f"--prometheus-timeout: not a duration: {args.prometheus_timeout!r}") from None
-    return PrometheusSource(args.prometheus, timeout_s=timeout, username=getattr(args, "prometheus_user", None),
+    return PrometheusSource(url, timeout_s=timeout, username=getattr(args, "prometheus_user", None),
                             password=password, ca_file=getattr(args, "prometheus_ca_file", None),
                             insecure=bool(getattr(args, "prometheus_insecure", False)),
                             job=getattr(args, "prometheus_job", None) or "npuwatch")

@@ -12,7 +12,7 @@ run at once, so the test lasts as long as the slowest one. It checks that:
   resolved after the fault is cleared (a log fault is an event: its alert ends on its own);
 - every alert fingerprint is notified exactly once firing, then once resolved, and each node gets
   only the alerts its fault explains;
-- an agent SIGKILLed while its alert fires and restarted within ``keep_firing_for`` pages no
+- an agent SIGKILLed while its alert fires and restarted within the scrape-gap hold pages no
   second time: HCCLTimeout from a plog incident (whose counter must come back as 1, neither lost
   nor counted twice) and NPUHBMDoubleBitECC (whose condition holds throughout).
 
@@ -21,7 +21,8 @@ The clock, and everything else that differs from production (alerts/README.md sa
 - The rule copy runs 60 times faster: every ``for:``, range selector and ``offset`` is divided
   by 60 (``tests.support.prom_harness.time_scaled_rules``; a minute becomes a second), so windows keep
   their proportions: ``for: 10m`` over ``increase(...[15m])`` becomes ``for: 10s`` over
-  ``[15s]``. ``keep_firing_for: 10m`` becomes 30 s, not 10 s: it must outlast an agent restart,
+  ``[15s]``. The scrape-gap hold's window (10m, written in the expression since vmalert 1.79 has
+  no ``keep_firing_for``) becomes 30 s, not 10 s: it must outlast an agent restart,
   which does not run 60 times faster (on a loaded 2-core machine the killed agents' series were
   back 9.8 s after the kill, so a 10 s hold passed by luck). Thresholds stay: they
   count per window, so the single-bit ECC rule is now "more than 10 in 60 s" (the demo fault
@@ -75,6 +76,7 @@ import yaml
 
 from agent.demo.faults import LOG_FAULTS
 from agent.demo.node import DemoNode
+from tests.support import hold_cases
 from tests.support.agent_harness import AgentProcess, demo_agent_config, free_port, merged
 from tests.support.paths import REPO
 from tests.support.prom_harness import (
@@ -103,7 +105,7 @@ PROBE_FOR = f"{int(1500 * PROBE_INTERVAL_S)}ms"
 PROBE_SPEED_ALERTS = ("NPUGEMMProbeSlow", "NPUGEMMFleetBelowPeak", "NPUAllReduceBandwidthLow")
 FOR_OVERRIDES = {alert: PROBE_FOR for alert in PROBE_SPEED_ALERTS}
 # Longer than the slowest restart measured here (see the docstring), with room for a busier machine.
-KEEP_FIRING_FOR = "30s"
+HOLD = "30s"
 HEALTHY_MARGIN_S = 5.0
 PROBES_SEEN_S = 3.0  # healthy probe results on show this long before the faults (alerts would be pending)
 DEADLINE_S = 420.0  # from the faults to the last resolution (~250 s on a 2-core machine busy with other tests)
@@ -250,7 +252,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              npu=0, params={"state": "Warning", "codes": ["8C084E00"]}, config=collecting(["npu_smi_health"])),
     # One uncorrectable error that stays counted. The kill waits until the rule's increase window
     # ([15m], here [15s]) has passed it, so only the instant branch (current > 0) holds the alert:
-    # the scrape gap would end it but for keep_firing_for.
+    # the scrape gap would end it but for the hold.
     Scenario("e2e-dbe", "hbm_dbe", (Expect("NPUHBMDoubleBitECC", {"npu": "0"}),), npu=0,
              params={"interval_s": 3600.0}, config=collecting(["npu_smi_ecc"]),
              kill=KillCheck('npu_hbm_ecc_current_errors{{node="{node}",bit="double"}} > 0',
@@ -379,7 +381,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
             agents[scenario.node], demos[scenario.node] = agent, demo
         am = start_alertmanager(tmp_path, hook.url)
         stops.append(am.stop)
-        rules, scaled = time_scaled_rules(RULE_FILES, tmp_path / "rules", CLOCK, FOR_OVERRIDES, KEEP_FIRING_FOR)
+        rules, scaled = time_scaled_rules(RULE_FILES, tmp_path / "rules", CLOCK, FOR_OVERRIDES, HOLD)
         prom = start_prometheus(tmp_path, [agent.target for agent in agents.values()], rules,
                                 scrape_interval=f"{SCRAPE_S:g}s", evaluation_interval=f"{SCRAPE_S:g}s",
                                 alertmanager_url=am.url)
@@ -671,16 +673,16 @@ def _sequence_problems(received: Sequence[ReceivedAlert]) -> list[str]:
 
 
 def _kill_problems(runs: Sequence[Run], received: Sequence[ReceivedAlert], fleet: Fleet) -> list[str]:
-    """The killed agents were back within keep_firing_for, and nothing was resolved meanwhile."""
+    """The killed agents were back within the hold, and nothing was resolved meanwhile."""
     problems = []
     for run in runs:
         if run.scenario.kill is None:
             continue
         away = run.times["back"] - run.times["killed"]
-        keep_s = min(duration_ms(s.new) for s in fleet.scaled if s.where == "keep_firing_for") / 1000
+        keep_s = min(duration_ms(s.new) for s in fleet.scaled if s.where == "hold") / 1000
         if away >= keep_s:
             problems.append(f"{run.scenario.node}: back {away:.1f} s after the kill, not within "
-                            f"keep_firing_for ({keep_s:g} s): the machine is too slow for this check")
+                            f"the hold ({keep_s:g} s): the machine is too slow for this check")
         for alert in _notified(run, received):
             # NPUWatchDown is about the agent itself: it may page for a slow restart and resolves with `up`,
             # before the agent's series are back; the other alerts must hold through the gap.
@@ -710,7 +712,7 @@ def _report(runs: Sequence[Run], received: Sequence[ReceivedAlert], fleet: Fleet
 
 
 def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path) -> None:
-    """The shipped rules on the test clock: every for/keep_firing_for/range/offset divided by 60,
+    """The shipped rules on the test clock: every for/hold/range/offset divided by 60,
     the GEMM for: overridden, label regexes and numbers untouched, and promtool accepts the copy."""
     expr, changes = scale_promql_durations(
         'increase(x{size=~"[1-9][0-9]{7,}",a="[5m]"}[15m]) > 3 * 3600 unless y offset 5m or rate(z[1h:30s]) '
@@ -732,38 +734,47 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
             after = ours[index]
             name = before.get("alert") or before.get("record")
             assert set(before) == set(after), name
-            assert {k: v for k, v in before.items() if k not in ("for", "keep_firing_for", "expr")} == {
-                k: v for k, v in after.items() if k not in ("for", "keep_firing_for", "expr")}, name
+            assert {k: v for k, v in before.items() if k not in ("for", "expr")} == {
+                k: v for k, v in after.items() if k not in ("for", "expr")}, name
             if "for" in before:
                 expected = FOR_OVERRIDES.get(name) or f"{duration_ms(before['for']) // 60_000}s"
                 assert after["for"] == expected, name
-            if "keep_firing_for" in before:
-                assert duration_ms(after["keep_firing_for"]) * CLOCK == duration_ms(before["keep_firing_for"]), name
+            held = hold_cases.parse_hold(before["expr"]) if "alert" in before else None
+            if held is not None:
+                assert after["expr"] == hold_cases.hold_expr(held.series, held.gate,
+                                                                 f"{duration_ms(held.window) // 60_000}s"), name
+                continue
             assert after["expr"] == scale_promql_durations(before["expr"], CLOCK)[0], name
             # Durations are the only difference: blank them out and the expressions are equal.
             assert _blank_durations(after["expr"]) == _blank_durations(before["expr"]), name
     wheres = {s.where for s in scaled}
-    assert wheres == {"for", "keep_firing_for", "range", "offset", "horizon"}, wheres
+    assert wheres == {"for", "hold", "range", "offset", "horizon"}, wheres
     assert all(duration_ms(s.new) * CLOCK == duration_ms(s.old) for s in scaled
                if not (s.where == "for" and s.rule in FOR_OVERRIDES) and s.where != "horizon"), scaled
-    assert {(s.rule, s.new) for s in scaled if s.where == "horizon"} == {
+    assert {(_alert_of(s.rule), s.new) for s in scaled if s.where == "horizon"} == {
         ("NPUOpticalRxPowerFalling", f"(4 * 3600) / {CLOCK}"), ("NPURoCEErrorsRising", f"(2 * 3600) / {CLOCK}"),
         ("NPUHBMSingleBitECCRising", f"(4 * 3600) / {CLOCK}")}
-    # Production's ratios hold: keep_firing_for 10m -> 10 s, the HCCL windows 5m -> 5 s, and the
+    # Production's ratios hold: the hold's 10m -> 10 s, the HCCL windows 5m -> 5 s, and the
     # double-bit ECC window is the [15s] that the e2e-dbe kill waits out.
-    assert {(s.where, s.new) for s in scaled if s.rule == "NPUHBMDoubleBitECC"} == {("keep_firing_for", "10s"),
+    assert {(s.where, s.new) for s in scaled if _alert_of(s.rule) == "NPUHBMDoubleBitECC"} == {("hold", "10s"),
                                                                                    ("range", "15s")}
-    assert {s.new for s in scaled if s.where == "keep_firing_for"} == {"10s"}
-    _, held = time_scaled_rules(RULE_FILES, tmp_path / "held", CLOCK, FOR_OVERRIDES, KEEP_FIRING_FOR)
-    assert {s.new for s in held if s.where == "keep_firing_for"} == {KEEP_FIRING_FOR}
-    assert [s for s in held if s.where != "keep_firing_for"] == [s for s in scaled if s.where != "keep_firing_for"]
-    assert {(s.where, s.new) for s in scaled if s.rule == "HCCLTimeout"} == {("keep_firing_for", "10s"),
+    assert {s.new for s in scaled if s.where == "hold"} == {"10s"}
+    assert len([s for s in scaled if s.where == "hold"]) == len(hold_cases.held_alerts())
+    _, held = time_scaled_rules(RULE_FILES, tmp_path / "held", CLOCK, FOR_OVERRIDES, HOLD)
+    assert {s.new for s in held if s.where == "hold"} == {HOLD}
+    assert [s for s in held if s.where != "hold"] == [s for s in scaled if s.where != "hold"]
+    assert {(s.where, s.new) for s in scaled if _alert_of(s.rule) == "HCCLTimeout"} == {("hold", "10s"),
                                                                             ("range", "5s"), ("offset", "5s")}
     promtool = shutil.which("promtool")
     assert promtool, "promtool missing (Debian package prometheus)"
     checked = subprocess.run([promtool, "check", "rules", *map(str, paths)], capture_output=True, text=True,
                              timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _alert_of(rule: str) -> str:
+    """The alert a rule serves: an alert's own name, or the alert whose condition a record holds."""
+    return rule.removeprefix(hold_cases.CONDITION_PREFIX)
 
 
 def _rules_of(path: Path) -> list[dict[str, Any]]:

@@ -20,15 +20,12 @@ hccn_tool link/ip sources every 2 s; the other sources off) instead of four sche
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,11 +33,21 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.cli import main as npuwatch
 from agent.daemon.assemble import AgentBundle
 from agent.web.server import make_server
 from dashboards.queries import iter_panel_queries, substitute
 from tests.support.agent_harness import demo_bundle
+from tests.support.hccl_fleet import (
+    CHIPS,
+    CULPRIT,
+    CULPRIT_NPU,
+    CULPRIT_RANK,
+    NODES,
+    Driver,
+    node_config,
+    run_fleet_fault,
+    triage_json,
+)
 from tests.support.paths import REPO
 from tests.support.prom_harness import (
     AMProcess,
@@ -59,80 +66,13 @@ ROUTING_EXAMPLE = REPO / "alerts" / "alertmanager.example.yml"
 INTERCONNECT = REPO / "dashboards" / "json" / "npu-interconnect-hccl.json"
 INCIDENT_PANEL = "HCCL incidents and culprits"
 
-NODES = [f"node-{index}" for index in range(1, 5)]
-CULPRIT, CULPRIT_NPU, CULPRIT_RANK = "node-3", 1, 5
-CHIPS = 2
 SCRAPE_S = 1.0
 EVAL_S = 1.0
-LOG_SCAN_S = 1.0
-TOOLS_S = 2.0
 RULE_FOR = "1s"
 ROUTING_GROUP_WAIT = "4s"
 # Alertmanager dispatch, the webhook POST, one more evaluation for `for: 1s`, and two CPU cores
 # shared with the fake tools.
 SLACK_S = 5.0
-
-NPU_SMI_OFF = ["npu_smi_usages", "npu_smi_common", "npu_smi_ecc", "npu_smi_health", "npu_smi_memory",
-               "npu_smi_board", "npu_smi_hccs", "npu_smi_hccs_bw"]
-# link_stat stays on: its change records date the link-down for `npuwatch triage --prometheus`
-HCCN_OFF = ["hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed"]
-
-
-def node_config(name: str) -> dict[str, Any]:
-    return {
-        "labels": {"node": name},
-        "collectors": {
-            "npu_smi": {"interval": f"{TOOLS_S:g}s", "timeout": "3s", "disable": NPU_SMI_OFF},
-            "hccn_tool": {"interval": f"{TOOLS_S:g}s", "timeout": "3s", "disable": HCCN_OFF},
-            "hccl_logs": {"enabled": True, "interval": f"{LOG_SCAN_S:g}s"},
-            "host": {"enabled": False},
-        },
-    }
-
-
-class Driver:
-    """One thread that runs every agent's log scan each second and its tool groups every two;
-    remembers when each full pass of log scans started and ended."""
-
-    def __init__(self, agents: dict[str, Any]) -> None:
-        self.agents = agents
-        self.passes: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="triage-driver", daemon=True)
-
-    def start(self) -> None:
-        for agent in self.agents.values():
-            agent.collect_once()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        tools_due = time.monotonic() + TOOLS_S
-        while not self._stop.is_set():
-            started = time.time()
-            for agent in self.agents.values():
-                agent.run_internal_by_name("hccl_logs")
-            self.passes.append((started, time.time()))
-            if time.monotonic() >= tools_due:
-                tools_due = time.monotonic() + TOOLS_S
-                for agent in self.agents.values():
-                    agent.collect_group("info")
-                    agent.collect_group("roce")
-            self._stop.wait(max(0.0, LOG_SCAN_S - (time.time() - started)))
-
-    def first_pass_after(self, moment: float, timeout: float = 20.0) -> float:
-        """The end of the first full pass of log scans that started after ``moment``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for started, ended in list(self.passes):
-                if started >= moment:
-                    return ended
-            time.sleep(0.05)
-        raise AssertionError(f"no log scan pass after {moment} within {timeout}s")
-
 
 def start_routing_alertmanager(tmp_path: Path, webhook_url: str) -> AMProcess:
     """Alertmanager with the shipped routing example: receivers point at the webhook, group_wait shortened."""
@@ -212,15 +152,6 @@ def online(tmp_path: Path) -> Iterator[Online]:
 
 def culprit_alerts(alerts: list[dict[str, str]]) -> list[tuple[str, str]]:
     return sorted((a.get("node", ""), a.get("npu", "")) for a in alerts if a.get("alertname") == "HCCLCulpritSuspected")
-
-
-def run_fleet_fault(dirs: list[Path]) -> dict[str, Any]:
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = npuwatch(["demo", "fleet", "hccl-hang", "--culprit", CULPRIT, "--npu", str(CULPRIT_NPU),
-                         *map(str, dirs)])
-    assert code == 0
-    return dict(json.loads(out.getvalue()))
 
 
 def test_the_culprit_is_named_online_within_two_cycles(online: Online) -> None:
@@ -304,10 +235,7 @@ def test_the_culprit_is_named_online_within_two_cycles(online: Online) -> None:
 
 
 def triage_online(url: str) -> tuple[dict[str, Any], int]:
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = npuwatch(["triage", "--prometheus", url, "--since", "1h", "--json"])
-    return dict(json.loads(out.getvalue())), code
+    return triage_json("--prometheus", url, "--since", "1h")
 
 
 def test_the_online_benchmark_names_the_culprit_of_its_synthetic_fleet() -> None:

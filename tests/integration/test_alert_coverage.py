@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.hold_cases import CONDITION_PREFIX
 from tests.support.paths import REPO
 
 ALERTS_DIR = REPO / "alerts"
@@ -277,14 +278,36 @@ def files_testing(area: str) -> list[Path]:
             if f"../{area}.rules.yml" in _load(path).get("rule_files", [])]
 
 
+def served_alert(rule: Rule) -> str | None:
+    """The alert ``rule`` is, or whose condition it records (``npuwatch:alert_condition:<alert>``, read by
+    that alert alone); None for a recording rule that feeds several."""
+    if rule.is_alert:
+        return rule.name
+    if rule.name.startswith(CONDITION_PREFIX):
+        return rule.name[len(CONDITION_PREFIX):]
+    return None
+
+
+def _checks_alert(check: dict[str, Any], alert: str) -> bool:
+    """An alert_rule_test of ``alert``, or a promql_expr_test of its ALERTS series (the hold cases)."""
+    return check.get("alertname") == alert or f'alertname="{alert}"' in str(check.get("expr", ""))
+
+
 def cases_by_file(rule: Rule) -> dict[Path, list[dict[str, Any]]]:
-    """The cases that can notice a change of ``rule``, by test file: those testing its alert, or
-    every case for a recording rule (its series feed alerts and promql_expr_test)."""
+    """The cases that can notice a change of ``rule``, by test file: those testing its alert (or the
+    alert whose condition it records), or every case for another recording rule (its series feed
+    alerts and promql_expr_test)."""
+    alert = served_alert(rule)
+    # A file over several areas (hold-test.yml) runs with the mutated area's file alone: only its
+    # cases of this area's alerts apply.
+    wanted = {alert} if alert is not None else {r.name for r in rules() if r.area == rule.area and r.is_alert}
     found: dict[Path, list[dict[str, Any]]] = {}
     for path in files_testing(rule.area):
+        shared = len(_load(path).get("rule_files", [])) > 1
         cases = [case for case in _load(path)["tests"]
-                 if not rule.is_alert
-                 or any(check.get("alertname") == rule.name for check in case.get("alert_rule_test", []))]
+                 if (alert is None and not shared)
+                 or any(_checks_alert(check, name) for name in wanted
+                        for check in case.get("alert_rule_test", []) + case.get("promql_expr_test", []))]
         if cases:
             found[path] = cases
     return found
@@ -361,9 +384,9 @@ def case_runs(rule: Rule) -> list[CaseRun]:
         interval = seconds(_load(path).get("evaluation_interval", "1m"))
         for case in cases:
             if rule.is_alert:
-                checks = [c for c in case["alert_rule_test"] if c["alertname"] == rule.name]
-                case = {k: v for k, v in case.items() if k != "promql_expr_test"}
-                case["alert_rule_test"] = checks
+                case = {**case, **{kind: [c for c in case.get(kind, []) if _checks_alert(c, rule.name)]
+                                   for kind in ("alert_rule_test", "promql_expr_test")}}
+                case = {k: v for k, v in case.items() if v}
             last = max([seconds(c["eval_time"]) for c in case.get("alert_rule_test", [])]
                        + [seconds(c["eval_time"]) for c in case.get("promql_expr_test", [])])
             runs.append(CaseRun(path, case, last / interval))
@@ -394,7 +417,7 @@ def _write_rules(root: Path, number: int, mutant: Mutant) -> Path:
 
 
 def _write_case(rules_path: Path, attempt: int, run: CaseRun) -> Path:
-    document = {**_load(run.source), "tests": [run.case]}
+    document = {**_load(run.source), "rule_files": [f"../{rules_path.name}"], "tests": [run.case]}
     target = rules_path.parent / "tests" / f"attempt{attempt:02d}-{run.source.name}"
     _dump(document, target)
     return target
@@ -473,7 +496,8 @@ def test_promql_reading() -> None:
 
 def test_rules_have_parts_to_check() -> None:
     """The readers find what is there (guards against a reader that silently finds nothing)."""
-    by_name = {rule.name: rule for rule in rules() if rule.is_alert}
+    # an alert held through scrape gaps reads its condition from the record just before it
+    by_name = {served_alert(rule): rule for rule in rules() if not rule.is_alert and served_alert(rule)}
     timeout = regex_alternations(by_name["HCCLTimeout"].expr)
     assert {tuple(alts) for alts in timeout.values()} == {
         ("exec_timeout", "connect_timeout", "rendezvous_timeout", "watchdog_timeout")

@@ -152,3 +152,49 @@ def test_check_baseline_reads_prometheus(tmp_path: Path) -> None:
     from agent.check.baseline import PROMQL
 
     assert sorted(seen) == sorted(query for pair in PROMQL.values() for query in pair)
+
+
+def test_check_baseline_takes_the_median_over_several_shards() -> None:
+    """Two --prometheus (shards): each one's per-chip values, the median over all of them taken here (a
+    median of the shards' medians would be wrong), a node both shards hold counted once."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlparse
+
+    from agent.check.baseline import PER_NODE
+
+    def serve(values: dict[str, float]) -> ThreadingHTTPServer:
+        class Api(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = parse_qs(urlparse(self.path).query)["query"][0]
+                assert query in PER_NODE.values(), query
+                result = [{"metric": {"job": "npuwatch", "instance": instance, "npu": "0", "model": "910B3",
+                                      "measure": "hbm_bandwidth"}, "value": [0, str(value)]}
+                          for instance, value in values.items()] \
+                    if "npu_check_bandwidth_bytes_per_second" in query else []
+                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    # the shards' medians are 4.0 and 4.5 (their mean 4.25); the fleet's over n1..n5 (n4 on both) is 4.5
+    one = serve({"n1:9101": 1.0, "n5:9101": 5.0, "n4:9101": 4.0})
+    two = serve({"n2:9101": 4.5, "n3:9101": 6.0, "n4:9101": 4.0})
+    try:
+        result = npuwatch("check-baseline", "--prometheus", f"http://127.0.0.1:{one.server_address[1]}",
+                          "--prometheus", f"http://127.0.0.1:{two.server_address[1]}")
+    finally:
+        for server in (one, two):
+            server.shutdown()
+            server.server_close()
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["models"] == {
+        "910B3": {"hbm_bandwidth": {"median": 4.5, "nodes": 5, "unit": "bytes_per_second"}}}

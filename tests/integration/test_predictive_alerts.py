@@ -28,10 +28,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support import hold_cases
 from tests.support import promql_eval as pe
 from tests.support.agent_harness import demo_bundle
 from tests.support.paths import REPO
-from tests.support.rule_files import alert_rules
 
 T0 = 1_750_003_200.0  # a multiple of an hour: subquery steps fall on whole minutes of the test
 SCRAPE_S = 120.0
@@ -66,7 +66,8 @@ def _number(text: str) -> float:
 
 
 def _rule(name: str, **labels: str) -> dict[str, Any]:
-    found = [rule for _, rule in alert_rules()
+    # a held alert's expr is its recorded condition (alerts/README.md, "Scrape gaps and restarts")
+    found = [rule for _, rule in hold_cases.conditions()
              if rule["alert"] == name and all(rule["labels"].get(k) == v for k, v in labels.items())]
     assert len(found) == 1, (name, labels, len(found))
     return found[0]
@@ -219,6 +220,10 @@ def _promtool_file(series: Series, checks: list[dict[str, Any]], path: Path) -> 
         text = " ".join(repr(values[i]) if i in values else "_" for i in range(max(values) + 1))
         labels = ", ".join(f'{k}="{v}"' for k, v in sorted({**LABELS, **dict(pairs)}.items()))
         inputs.append({"series": f"{name}{{{labels}}}", "values": text})
+    # the agent answered every scrape: no scrape-gap hold (alerts/README.md, "Scrape gaps and restarts")
+    steps = max(round((t - T0) / SCRAPE_S) for samples in series.values() for t, _ in samples)
+    up_labels = ", ".join(f'{k}="{v}"' for k, v in sorted(LABELS.items()))
+    inputs.append({"series": f"up{{{up_labels}}}", "values": f"1x{steps}"})
     document = {
         "rule_files": [str(p) for p in sorted((REPO / "alerts").glob("*.rules.yml"))],
         "evaluation_interval": f"{int(EVAL_S)}s",

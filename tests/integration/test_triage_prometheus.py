@@ -28,6 +28,7 @@ from agent.triage.prometheus import (
     PrometheusSource,
     closed_window,
     read_evidence,
+    read_fleet,
 )
 from tests.support.web_harness import make_certs
 
@@ -310,3 +311,68 @@ def test_the_command_reads_the_password_file_and_prints_the_report(tmp_path: Pat
     assert "node-b NPU 1 (rank 2)" in out and "link_down" in out
     expected = "Basic " + base64.b64encode(b"triage:s3cret").decode()
     assert {headers.get("Authorization") for _, _, _, headers in fake.requests} == {expected}
+
+
+# ----------------------------------------------------------------------------- several servers (shards)
+
+
+def shard_answer(name: str) -> Answer:
+    """``fleet_answer`` holding only node ``name``'s series: one shard of a sharded layout."""
+    def mine(labels: dict[str, str]) -> bool:
+        return labels.get("node") == name or labels.get("instance") == f"10.0.0.{name[-1]}:9101"
+
+    def answer(endpoint: str, form: dict[str, str]) -> tuple[int, Any]:
+        status, body = fleet_answer(endpoint, form)
+        body["data"]["result"] = [row for row in body["data"]["result"] if mine(row["metric"])]
+        return status, body
+
+    return answer
+
+
+def test_the_shards_are_read_and_joined_as_one_fleet(tmp_path: Path) -> None:
+    """node-a (the victims) on one shard, node-b (the culprit) on another: neither names it alone;
+    both, given as two --prometheus, do, with the credentials sent to each."""
+    secret = tmp_path / "password"
+    secret.write_text("s3cret\n", encoding="utf-8")
+    window = ("--since", str(T_START), "--until", str(T_END), "--json")
+    auth = ("--prometheus-user", "triage", "--prometheus-password-file", str(secret))
+    with serving(shard_answer("node-a")) as shard_a, serving(shard_answer("node-b")) as shard_b:
+        url_a, url_b = f"http://127.0.0.1:{shard_a.port}", f"http://127.0.0.1:{shard_b.port}"
+        alone, out_alone, _ = run("--prometheus", url_a, *auth, *window)
+        code, out, _ = run("--prometheus", url_a, "--prometheus", url_b, *auth, *window)
+    # the victims alone blame an address that no node read holds: no node, no link-down cause
+    [lone] = json.loads(out_alone)["incidents"]
+    assert alone == 1 and lone["culprits"][0]["node"] != "node-b", out_alone
+    assert lone["culprits"][0]["cause"] != "link_down", out_alone
+    assert code == 1, out
+    [incident] = json.loads(out)["incidents"]
+    best = incident["culprits"][0]
+    assert (best["node"], best["npu"], best["rank"], best["cause"]) == ("node-b", 1, 2, "link_down")
+    assert incident["reporting_ranks"] == [0, 1, 3] and incident["silent_ranks"] == [2]
+    expected = "Basic " + base64.b64encode(b"triage:s3cret").decode()
+    for fake in (shard_a, shard_b):
+        assert fake.requests
+        assert {headers.get("Authorization") for _, _, _, headers in fake.requests} == {expected}
+
+
+def test_a_node_two_servers_hold_counts_once() -> None:
+    """Two servers that both scrape the whole fleet (an HA pair): the same records as one."""
+    with serving(fleet_answer) as one, serving(fleet_answer) as two:
+        single = read_fleet([PrometheusSource(f"http://127.0.0.1:{one.port}")], WINDOW)
+        double = read_fleet([PrometheusSource(f"http://127.0.0.1:{one.port}"),
+                             PrometheusSource(f"http://127.0.0.1:{two.port}")], WINDOW)
+    for name in ("ranks", "failures", "blames", "addresses", "faults"):
+        assert getattr(double, name) == getattr(single, name), name
+    assert sorted(double.nodes) == ["node-a", "node-b"]
+    assert double.problems == []
+
+
+def test_an_unreachable_shard_is_a_problem_and_the_others_still_count() -> None:
+    with serving(fleet_answer) as gone:
+        dead = f"http://127.0.0.1:{gone.port}"
+    with serving(fleet_answer) as fake:
+        evidence = read_fleet([PrometheusSource(dead), PrometheusSource(f"http://127.0.0.1:{fake.port}")], WINDOW)
+    assert sorted(evidence.nodes) == ["node-a", "node-b"]
+    assert any(f"cannot reach {dead}" in problem for problem in evidence.problems), evidence.problems
+    report = analyze(evidence, WINDOW)
+    assert report.incidents and report.incidents[0].culprits[0].node == "node-b"

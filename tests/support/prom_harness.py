@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from tests.support import hold_cases
 from tests.support.ports import free_port
 
 __all__ = [
@@ -132,12 +133,12 @@ class _Process:
     def fail(self, message: str) -> HarnessError:
         return HarnessError(f"{self.name}: {message}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, ready_path: str = "/-/ready") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
                 raise self.fail(f"exited with status {self.popen.returncode} before it was ready")
-            if _http_ok(self.url + "/-/ready"):
+            if _http_ok(self.url + ready_path):
                 return
             time.sleep(0.1)
         raise self.fail(f"not ready after {timeout:.0f}s")
@@ -165,14 +166,14 @@ def _spawn(name: str, argv: list[str], port: int, log_path: Path) -> _Process:
     return _Process(name, popen, port, log_path)
 
 
-def _start(name: str, make_argv: Callable[[int], list[str]], log_path: Path) -> _Process:
+def _start(name: str, make_argv: Callable[[int], list[str]], log_path: Path, ready_path: str = "/-/ready") -> _Process:
     """Start on a free port; retry when another process grabbed the port in between."""
     last: HarnessError | None = None
     for _attempt in range(3):
         port = free_port()
         process = _spawn(name, make_argv(port), port, log_path)
         try:
-            process.wait_ready()
+            process.wait_ready(ready_path=ready_path)
             return process
         except HarnessError as exc:
             process.stop()
@@ -302,6 +303,66 @@ def start_prometheus(
 
     process = _start("prometheus", argv, workdir / "prometheus.log")
     return PromProcess(process.name, process.popen, process.port, process.log_path, config_path)
+
+
+def start_prometheus_with(config: Mapping[str, Any], workdir: Path, name: str = "prometheus",
+                          extra_args: Sequence[str] = ()) -> PromProcess:
+    """Prometheus on ``config`` as given (e.g. a layout of deploy/prometheus/layouts.py), data and log in
+    ``workdir``, the lifecycle API on; returns once /-/ready."""
+    binary = find_binary("prometheus", package="prometheus")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "prometheus.yml"
+    config_path.write_text(yaml.safe_dump(dict(config), sort_keys=False), encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.path={workdir / 'data'}", "--log.level=info", "--web.enable-lifecycle", *extra_args]
+
+    process = _start(name, argv, workdir / "prometheus.log")
+    return PromProcess(process.name, process.popen, process.port, process.log_path, config_path)
+
+
+# ----------------------------------------------------------------------------- VictoriaMetrics
+
+
+def start_victoriametrics(workdir: Path, extra_args: Sequence[str] = ()) -> PromProcess:
+    """VictoriaMetrics single node (Debian package victoria-metrics): its Prometheus API answers
+    ``PromProcess.query``; ``-search.latencyOffset=1s`` so the newest samples are seen at once."""
+    binary = find_binary("victoria-metrics", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"-storageDataPath={workdir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+                "-search.latencyOffset=1s", "-retentionPeriod=1d", *extra_args]
+
+    process = _start("victoria-metrics", argv, workdir / "victoria-metrics.log", ready_path="/health")
+    return PromProcess(process.name, process.popen, process.port, process.log_path)
+
+
+def start_vmagent(workdir: Path, scrape_config: Mapping[str, Any], remote_write_url: str) -> _Process:
+    """vmagent scraping per ``scrape_config`` (Prometheus syntax) and remote-writing every second."""
+    binary = find_binary("vmagent", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "scrape.yml"
+    config_path.write_text(yaml.safe_dump(dict(scrape_config), sort_keys=False), encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"-promscrape.config={config_path}", f"-remoteWrite.url={remote_write_url}",
+                f"-remoteWrite.tmpDataPath={workdir / 'queue'}", "-remoteWrite.flushInterval=1s",
+                f"-httpListenAddr=127.0.0.1:{port}"]
+
+    return _start("vmagent", argv, workdir / "vmagent.log", ready_path="/health")
+
+
+def start_vmalert(workdir: Path, args: Sequence[str]) -> _Process:
+    """vmalert with ``args`` (deploy/prometheus/layouts.py ``vmalert_args``), writing back every second."""
+    binary = find_binary("vmalert", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def argv(port: int) -> list[str]:
+        return [binary, *args, "-remoteWrite.flushInterval=1s", f"-httpListenAddr=127.0.0.1:{port}"]
+
+    return _start("vmalert", argv, workdir / "vmalert.log", ready_path="/health")
 
 
 # ----------------------------------------------------------------------------- Alertmanager
@@ -511,7 +572,8 @@ class ScaledDuration:
 
     file: str
     rule: str  # the alert or recording rule's name
-    where: str  # "for", "keep_firing_for", "range", "offset" or "horizon" (predict_linear's seconds ahead)
+    # "for", "hold" (the scrape-gap hold's window), "range", "offset" or "horizon" (predict_linear's seconds ahead)
+    where: str
     old: str
     new: str
 
@@ -625,19 +687,19 @@ def time_scaled_rules(
     dest_dir: Path,
     divide_by: int = 60,
     for_overrides: Mapping[str, str] | None = None,
-    keep_firing_for: str | None = None,
+    hold: str | None = None,
 ) -> tuple[list[Path], list[ScaledDuration]]:
     """Copies of ``rule_files`` on a clock ``divide_by`` times faster; nothing but durations changes.
 
-    Every ``for:``, every ``keep_firing_for:`` and every range selector and ``offset`` in an
-    expression is divided by ``divide_by`` (60: a production minute is a test second), so windows
-    keep their proportions to each other (``increase(...[15m])`` under ``for: 10m`` becomes
-    ``[15s]`` under ``for: 10s``). ``for_overrides`` (alert name -> duration) sets the ``for:`` of
-    the alerts whose ``for:`` is tied to something other than the clock (e.g. a number of probe
-    runs). ``keep_firing_for``, when given, replaces every ``keep_firing_for:`` instead of scaling
-    it: how long an alert outlives a scrape gap must cover an agent restart, which does not get 60
-    times faster with the clock. Numbers in expressions (``3 * 3600``) and annotation text stay as
-    shipped.
+    Every ``for:`` and every range selector and ``offset`` in an expression is divided by
+    ``divide_by`` (60: a production minute is a test second), so windows keep their proportions to
+    each other (``increase(...[15m])`` under ``for: 10m`` becomes ``[15s]`` under ``for: 10s``).
+    ``for_overrides`` (alert name -> duration) sets the ``for:`` of the alerts whose ``for:`` is tied
+    to something other than the clock (e.g. a number of probe runs). ``hold``, when given, replaces
+    the window of every hold (the canonical form of ``tests.support.hold_cases``) instead of scaling
+    it: how long an alert outlives a scrape gap must cover an agent
+    restart, which does not get 60 times faster with the clock. Numbers in expressions
+    (``3 * 3600``) and annotation text stay as shipped.
     """
     overrides = dict(for_overrides or {})
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -655,11 +717,12 @@ def time_scaled_rules(
                     unused.discard(name)
                     rule["for"] = new
                     changes.append(ScaledDuration(source.name, name, "for", old, new))
-                if "keep_firing_for" in rule:
-                    old = str(rule["keep_firing_for"])
-                    rule["keep_firing_for"] = keep_firing_for or scale_duration(old, divide_by)
-                    changes.append(ScaledDuration(source.name, name, "keep_firing_for", old,
-                                                  rule["keep_firing_for"]))
+                if "alert" in rule and (held := hold_cases.parse_hold(str(rule["expr"]))) is not None:
+                    old = held.window
+                    new_hold = hold or scale_duration(old, divide_by)
+                    rule["expr"] = hold_cases.hold_expr(held.series, held.gate, new_hold)
+                    changes.append(ScaledDuration(source.name, name, "hold", old, new_hold))
+                    continue
                 rule["expr"], found = scale_promql_durations(str(rule["expr"]), divide_by)
                 changes += [ScaledDuration(source.name, name, where, old, new) for where, old, new in found]
         target = dest_dir / source.name

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from collectors.catalogue import CATALOGUE
+from tests.support import hold_cases
 from tests.support.paths import REPO
-from tests.support.rule_files import alert_rules, alert_tests, rules
+from tests.support.rule_files import alert_rules, alert_tests, load_yaml, rules
 
 ALERTS_DIR = REPO / "alerts"
 RULE_FILES = sorted(ALERTS_DIR.glob("*.rules.yml"))
@@ -90,9 +91,12 @@ def template_queries(annotation: str) -> list[str]:
 
 def test_rule_and_test_files_exist() -> None:
     assert len(RULE_FILES) >= 5, RULE_FILES
-    assert {p.name.removesuffix(".rules.yml") for p in RULE_FILES} <= {
-        p.name.removesuffix("-test.yml") for p in TEST_FILES
-    }, "every alerts/<area>.rules.yml needs alerts/tests/<area>-test.yml"
+    # each area's cases are in alerts/tests/<area>-test.yml, or, for a file split off an area
+    # (probes-fleet.rules.yml from probes), in the test file that loads both
+    loaded = {Path(name).name for path in TEST_FILES for name in load_yaml(path).get("rule_files", [])}
+    areas = {p.name.removesuffix("-test.yml") for p in TEST_FILES}
+    assert {p.name for p in RULE_FILES} <= loaded, "every alerts/<area>.rules.yml needs a promtool test file"
+    assert all(p.name.removesuffix(".rules.yml").split("-")[0] in areas for p in RULE_FILES)
 
 
 def test_required_alerts_exist() -> None:
@@ -226,18 +230,58 @@ def _duration_s(text: str) -> int:
     return sum(int(n) * units[u] for n, u in parts)
 
 
-def test_node_alerts_keep_firing_through_a_scrape_gap_until_npuwatchdown_takes_over() -> None:
+def test_node_alerts_hold_through_a_scrape_gap_until_npuwatchdown_takes_over() -> None:
     """A killed or restarting agent makes its series stale; its node's alerts must not resolve
-    (and page again on return) before NPUWatchDown fires and inhibits them."""
+    (and page again on return) before NPUWatchDown fires and inhibits them. vmalert 1.79 has no
+    keep_firing_for, so the hold is the canonical expression of tests/support/hold_cases.py."""
     down = next(rule for _, rule in alert_rules()
                 if rule["alert"] == "NPUWatchDown" and rule["labels"]["severity"] == "warning")
     handover_s = _duration_s(down["for"]) + 60  # + the first failed scrape and one evaluation
-    short = [
-        rule["alert"] for _, rule in alert_rules()
-        if rule["alert"] != "NPUWatchDown" and rule["labels"].get("node") != "all"
-        and _duration_s(rule.get("keep_firing_for", "0s")) < handover_s
-    ]
-    assert not short, f"keep_firing_for shorter than {handover_s}s: {short}"
+    short = []
+    for _, rule in alert_rules():
+        if rule["alert"] == "NPUWatchDown" or rule["labels"].get("node") == "all":
+            continue
+        parsed = hold_cases.parse_hold(rule["expr"])
+        if parsed is None or _duration_s(parsed[1]) < handover_s:
+            short.append(rule["alert"])
+    assert not short, f"no hold of at least {handover_s}s in the expression: {short}"
+
+
+def test_no_rule_uses_keep_firing_for() -> None:
+    """vmalert 1.79 (Debian 12) refuses a rule file with keep_firing_for (learned in 1.92)."""
+    assert not [rule.get("alert") for _, rule in rules() if "keep_firing_for" in rule]
+
+
+def test_each_held_condition_is_recorded_just_before_its_alert_with_its_telling_labels() -> None:
+    """``npuwatch:alert_condition:<alert>`` is recorded in the alert's group, right before it (so the
+    alert reads this evaluation's value in Prometheus), labelled like the alert's selector."""
+    for path in RULE_FILES:
+        for group in load_yaml(path)["groups"]:
+            previous: dict[str, Any] | None = None
+            for rule in group["rules"]:
+                parsed = hold_cases.parse_hold(str(rule.get("expr", ""))) if "alert" in rule else None
+                if parsed is not None and parsed[0].startswith(hold_cases.CONDITION_PREFIX):
+                    series = parsed[0]
+                    name = series.split("{", 1)[0]
+                    assert name == hold_cases.CONDITION_PREFIX + rule["alert"], (path.name, rule["alert"])
+                    assert previous is not None and previous.get("record") == name, (path.name, rule["alert"])
+                    want = dict(re.findall(r'(\w+)="([^"]*)"', series.split("{", 1)[1])) if "{" in series else {}
+                    assert (previous.get("labels") or {}) == want, (path.name, rule["alert"])
+                    assert all(rule["labels"].get(k) == v for k, v in want.items()), (path.name, rule["alert"])
+                if parsed is not None:
+                    # held only while this very rule fires: its name and every static label
+                    gate = hold_cases.alerts_gate(rule["alert"], rule["labels"])
+                    assert parsed.gate == gate, (path.name, rule["alert"])
+                previous = rule
+    used = {rule["record"] for _, rule in rules() if rule.get("record", "").startswith(hold_cases.CONDITION_PREFIX)}
+    held = {h.name for h in hold_cases.held_alerts()}
+    assert used <= held, sorted(used - held)
+
+
+def test_the_hold_cases_are_current() -> None:
+    """alerts/tests/hold-test.yml is what ``python -m tests.support.hold_cases`` writes."""
+    assert hold_cases.HOLD_TEST.read_text(encoding="utf-8") == hold_cases.document(), (
+        "alerts/tests/hold-test.yml is stale: run python -m tests.support.hold_cases")
 
 
 # ----------------------------------------------------------------------------- Alertmanager

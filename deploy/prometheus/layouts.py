@@ -1,0 +1,250 @@
+"""The fleet beyond one Prometheus: the sharded layout and the VictoriaMetrics (remote write) layout, as data.
+
+    python deploy/prometheus/layouts.py           # rewrite the example files beside this script
+    python deploy/prometheus/layouts.py --check   # exit 1 when a committed example differs
+    python deploy/prometheus/layouts.py sharded --shards 4 --out DIR   # a sharded layout of 4 shards
+
+The end-to-end tests (tests/e2e/test_fleet_layouts.py) start the engines on these very configs (with
+their own targets, intervals and ports), so what is shipped is what is tested.
+
+Sharded (``sharded/``): N shards scrape the agents, each keeping the targets whose address hashes to
+its index (``hashmod`` over ``__address__``), and evaluate the per-node rule groups. A global
+Prometheus federates from every shard exactly the series the fleet-wide groups read (``FEDERATE``:
+the triage rules' inputs and the probe medians' inputs; the alerts' hold reads the ruler's own
+``ALERTS``) and
+evaluates those groups (``FLEET_RULE_FILES``: triage and probes-fleet). Each group runs on one tier
+only, so no alert fires twice and none is lost; all of them send to the same Alertmanager.
+
+VictoriaMetrics (``victoriametrics/``): vmagent (or Prometheus in agent mode) scrapes the agents and
+remote-writes to VictoriaMetrics; vmalert evaluates every shipped rule file against it, writes the
+recorded series and the alerts' state back, and sends to Alertmanager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+ALERTS = REPO / "alerts"
+JOB = "npuwatch"
+
+# The groups that join nodes with each other: on the global Prometheus of a sharded layout.
+FLEET_RULE_FILES = ("probes-fleet.rules.yml", "triage.rules.yml")
+
+# What the global federates: every series the fleet-wide groups read (tests/unit/test_prometheus_layouts.py
+# holds this list to the rule files), each from the agents' job only.
+FEDERATE = (
+    # triage.rules.yml: the incident window, device IPs, link and chip state, the log scanner's state
+    "npu_hccl_rank_last_seen_timestamp_seconds",
+    "npu_hccl_peer_blamed_timestamp_seconds",
+    "npu_hccl_rank_timeout_timestamp_seconds",
+    "npu_roce_ip_info",
+    "npu_roce_link_up",
+    "npu_healthy",
+    'npuwatch_collector_up{collector="hccl_logs"}',
+    # probes-fleet.rules.yml: the probe results and the chip model
+    "npu_probe_gemm_flops",
+    "npu_probe_gemm_efficiency_ratio",
+    "npu_info",
+    "npu_probe_allreduce_bus_bandwidth_bytes_per_second",
+)
+
+TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9611]\n  labels: {node: n}`
+RULES_DIR = "/etc/prometheus/npuwatch"  # where alerts/*.rules.yml are installed
+ALERTMANAGER = "alertmanager:9093"
+
+
+def rule_files() -> list[str]:
+    return sorted(path.name for path in ALERTS.glob("*.rules.yml"))
+
+
+def node_rule_files() -> list[str]:
+    """The per-node groups: every shipped rule file but the fleet-wide ones."""
+    return [name for name in rule_files() if name not in FLEET_RULE_FILES]
+
+
+def federate_match(job: str = JOB) -> list[str]:
+    """``match[]`` of the global's federation: each of ``FEDERATE`` from the agents' job."""
+    matchers = []
+    for selector in FEDERATE:
+        name, _, rest = selector.partition("{")
+        extra = rest.rstrip("}")
+        matchers.append(f'{name}{{job="{job}"{", " + extra if extra else ""}}}')
+    return matchers
+
+
+def _alerting(alertmanagers: Sequence[str]) -> dict[str, Any]:
+    return {"alertmanagers": [{"static_configs": [{"targets": list(alertmanagers)}]}]}
+
+
+def shard_config(index: int, shards: int, *, static_targets: Mapping[str, Mapping[str, str]] | None = None,
+                 rules_dir: str = RULES_DIR, alertmanagers: Sequence[str] = (ALERTMANAGER,),
+                 scrape_interval: str = "30s", evaluation_interval: str = "30s",
+                 rule_file_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Shard ``index`` of ``shards``: scrapes its share of the agents, evaluates the per-node groups.
+
+    Every shard is given the same targets (file_sd, or ``static_targets``: address -> labels) and keeps
+    those whose address hashes to its index, so adding a node never needs a shard chosen by hand.
+    """
+    if not 0 <= index < shards:
+        raise ValueError(f"shard index {index} is not in 0..{shards - 1}")
+    if static_targets is None:
+        discovery: dict[str, Any] = {"file_sd_configs": [{"files": [TARGETS_FILE]}]}
+    else:
+        discovery = {"static_configs": [{"targets": [address], "labels": dict(labels)}
+                                        for address, labels in static_targets.items()]}
+    names = node_rule_files() if rule_file_names is None else list(rule_file_names)
+    return {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
+        "rule_files": [f"{rules_dir}/{name}" for name in names],
+        "alerting": _alerting(alertmanagers),
+        "scrape_configs": [{
+            "job_name": JOB,
+            **discovery,
+            "relabel_configs": [
+                {"source_labels": ["__address__"], "modulus": shards, "target_label": "__tmp_hash",
+                 "action": "hashmod"},
+                {"source_labels": ["__tmp_hash"], "regex": str(index), "action": "keep"},
+            ],
+        }],
+    }
+
+
+def global_config(shard_addresses: Sequence[str], *, rules_dir: str = RULES_DIR,
+                  alertmanagers: Sequence[str] = (ALERTMANAGER,), scrape_interval: str = "30s",
+                  evaluation_interval: str = "30s", rule_file_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The global Prometheus: federates ``FEDERATE`` from every shard, evaluates the fleet-wide groups.
+
+    ``honor_labels`` keeps the agents' ``job``, ``instance`` and ``node``, so the rules see the series as a
+    single Prometheus scraping the agents would. One job per shard: a shard that is down is its own
+    ``up{job="npuwatch-federate-<i>"} == 0``.
+    """
+    names = list(FLEET_RULE_FILES) if rule_file_names is None else list(rule_file_names)
+    return {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
+        "rule_files": [f"{rules_dir}/{name}" for name in names],
+        "alerting": _alerting(alertmanagers),
+        "scrape_configs": [{
+            "job_name": f"{JOB}-federate-{index}",
+            "honor_labels": True,
+            "metrics_path": "/federate",
+            "params": {"match[]": federate_match()},
+            "static_configs": [{"targets": [address]}],
+        } for index, address in enumerate(shard_addresses)],
+    }
+
+
+def scrape_config(*, static_targets: Mapping[str, Mapping[str, str]] | None = None,
+                  scrape_interval: str = "30s") -> dict[str, Any]:
+    """The agents' scrape job alone: vmagent's ``-promscrape.config``."""
+    if static_targets is None:
+        discovery: dict[str, Any] = {"file_sd_configs": [{"files": [TARGETS_FILE]}]}
+    else:
+        discovery = {"static_configs": [{"targets": [address], "labels": dict(labels)}
+                                        for address, labels in static_targets.items()]}
+    return {"global": {"scrape_interval": scrape_interval}, "scrape_configs": [{"job_name": JOB, **discovery}]}
+
+
+def prometheus_agent_config(remote_write_url: str, **options: Any) -> dict[str, Any]:
+    """Prometheus in agent mode (``--enable-feature=agent``): scrape and remote-write, no rules, no queries."""
+    return {**scrape_config(**options), "remote_write": [{"url": remote_write_url}]}
+
+
+def vmalert_args(rule_files: Sequence[str], datasource: str, alertmanager_url: str, *,
+                 evaluation_interval: str = "30s") -> list[str]:
+    """vmalert's flags: the shipped rule files against VictoriaMetrics, results and state written back."""
+    return [*(f"-rule={path}" for path in rule_files),
+            f"-datasource.url={datasource}",
+            f"-remoteWrite.url={datasource}",  # recorded series and ALERTS go back into VictoriaMetrics
+            f"-remoteRead.url={datasource}",  # the alerts' state is restored from it after a restart
+            f"-notifier.url={alertmanager_url}",
+            f"-evaluationInterval={evaluation_interval}"]
+
+
+def victoriametrics_args(data_dir: str, listen: str, *, latency_offset: str = "5s") -> list[str]:
+    """VictoriaMetrics single node. ``-search.latencyOffset`` (default 30s) hides samples younger than it
+    from queries: vmalert and ``npuwatch triage --prometheus`` would not see the newest scrape; keep it at
+    the scrape interval or less (docs/fleet-scale.md)."""
+    return [f"-storageDataPath={data_dir}", f"-httpListenAddr={listen}", f"-search.latencyOffset={latency_offset}"]
+
+
+# ----------------------------------------------------------------------------- the shipped examples
+
+HEADER = """\
+# Generated by deploy/prometheus/layouts.py: do not edit, edit that script and run
+#   python deploy/prometheus/layouts.py
+# {what}
+"""
+
+
+def examples() -> dict[Path, str]:
+    def dump(what: str, data: Any) -> str:
+        return HEADER.format(what=what) + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+    files = {
+        HERE / "sharded" / f"shard-{index}.yml": dump(
+            f"Shard {index} of 2 (prometheus --config.file=shard-{index}.yml): the agents whose address hashes "
+            f"to {index}, the per-node rule groups.", shard_config(index, 2))
+        for index in range(2)
+    }
+    files[HERE / "sharded" / "global.yml"] = dump(
+        "The global Prometheus: federates what the fleet-wide rule groups read from every shard, evaluates them.",
+        global_config(["prometheus-shard-0:9090", "prometheus-shard-1:9090"]))
+    files[HERE / "victoriametrics" / "vmagent-scrape.yml"] = dump(
+        "vmagent -promscrape.config=vmagent-scrape.yml -remoteWrite.url=http://victoriametrics:8428/api/v1/write",
+        scrape_config())
+    files[HERE / "victoriametrics" / "prometheus-agent.yml"] = dump(
+        "Instead of vmagent: prometheus --enable-feature=agent --config.file=prometheus-agent.yml",
+        prometheus_agent_config("http://victoriametrics:8428/api/v1/write"))
+    args = vmalert_args([f"{RULES_DIR}/*.rules.yml"], "http://victoriametrics:8428", "http://alertmanager:9093")
+    vm = victoriametrics_args("/var/lib/victoria-metrics", ":8428")
+    files[HERE / "victoriametrics" / "flags.txt"] = (
+        HEADER.format(what="The command lines of the VictoriaMetrics layout, one flag a line.")
+        + "victoria-metrics\n" + "".join(f"  {flag}\n" for flag in vm)
+        + "vmalert\n" + "".join(f"  {flag}\n" for flag in args))
+    return files
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a committed example differs")
+    sub = parser.add_subparsers(dest="layout")
+    sharded = sub.add_parser("sharded", help="write a sharded layout of --shards shards into --out")
+    sharded.add_argument("--shards", type=int, required=True)
+    sharded.add_argument("--out", type=Path, required=True)
+    sharded.add_argument("--shard-address", action="append", default=[],
+                         help="host:port of each shard, for the global's federation "
+                              "(default prometheus-shard-<i>:9090)")
+    args = parser.parse_args(argv)
+    if args.layout == "sharded":
+        addresses = args.shard_address or [f"prometheus-shard-{i}:9090" for i in range(args.shards)]
+        if len(addresses) != args.shards:
+            parser.error("give one --shard-address per shard")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for index in range(args.shards):
+            (args.out / f"shard-{index}.yml").write_text(yaml.safe_dump(shard_config(index, args.shards),
+                                                                        sort_keys=False), encoding="utf-8")
+        (args.out / "global.yml").write_text(yaml.safe_dump(global_config(addresses), sort_keys=False),
+                                             encoding="utf-8")
+        return 0
+    stale = []
+    for path, text in examples().items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale.append(path)
+            if not args.check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    for path in stale:
+        print(f"{'stale' if args.check else 'wrote'} {path.relative_to(REPO)}", file=sys.stderr)
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

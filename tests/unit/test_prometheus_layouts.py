@@ -1,0 +1,116 @@
+"""deploy/prometheus/layouts.py against the rule files: the global federates exactly what the fleet-wide
+groups read, every rule runs on exactly one tier, and the shipped examples are what the script writes.
+
+The engines run these configs in tests/e2e/test_fleet_layouts.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.paths import REPO
+from tests.support.rule_files import load_yaml
+
+_SPEC = importlib.util.spec_from_file_location("npuwatch_layouts", REPO / "deploy" / "prometheus" / "layouts.py")
+assert _SPEC is not None and _SPEC.loader is not None
+layouts = importlib.util.module_from_spec(_SPEC)
+sys.modules["npuwatch_layouts"] = layouts
+_SPEC.loader.exec_module(layouts)
+
+_KEYWORDS = {"by", "on", "without", "ignoring", "group_left", "group_right", "and", "or", "unless", "offset",
+             "bool", "inf", "nan"}
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_LABEL_LIST = re.compile(r"\b(?:by|on|without|ignoring|group_left|group_right)\s*\([^)]*\)")
+
+
+def series_read(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects (functions, keywords and label names left out)."""
+    text = _STRING.sub('""', expr)
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = _LABEL_LIST.sub(" ", text)
+    names = set()
+    for match in re.finditer(r"(?<![\w:.])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?", text):
+        if match.group(2) or match.group(1).lower() in _KEYWORDS:
+            continue
+        names.add(match.group(1))
+    return names
+
+
+def template_series(text: str) -> set[str]:
+    """The metric names an annotation's template queries select."""
+    return {name for query in re.findall(r'printf "((?:[^"\\]|\\.)*)"', text) if "{" in query
+            for name in series_read(query.replace("%q", '""').replace("%[1]q", '""').replace("%[2]q", '""')
+                                    .replace("%[3]q", '""').replace("%[4]q", '""'))}
+
+
+def rules_of(names: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
+    return [rule for name in names for group in load_yaml(REPO / "alerts" / name)["groups"] for rule in group["rules"]]
+
+
+def read_and_recorded(names: list[str] | tuple[str, ...]) -> tuple[set[str], set[str]]:
+    read: set[str] = set()
+    recorded = set()
+    for rule in rules_of(names):
+        read |= series_read(str(rule["expr"]))
+        for text in (rule.get("annotations") or {}).values():
+            read |= template_series(text)
+        if "record" in rule:
+            recorded.add(rule["record"])
+        if "alert" in rule:
+            recorded.add("ALERTS")  # the ruler's own series, which the hold reads
+    return read, recorded
+
+
+def test_the_reader_finds_metric_names() -> None:
+    assert series_read('max by (job, instance) (npu_x{job="a", b=~"c|d"}[5m]) * on (job) group_left (node) '
+                       'y offset 5m > 3 * 3600 unless z:rec and time() - w') == {"npu_x", "y", "z:rec", "w"}
+
+
+def test_the_global_federates_exactly_what_the_fleet_groups_read() -> None:
+    read, recorded = read_and_recorded(layouts.FLEET_RULE_FILES)
+    federated = {selector.split("{", 1)[0] for selector in layouts.FEDERATE}
+    assert read - recorded == federated
+    # the one narrowed selector: only the log scanner's collector_up is read
+    assert 'npuwatch_collector_up{collector="hccl_logs"}' in layouts.FEDERATE
+    for rule in rules_of(layouts.FLEET_RULE_FILES):
+        for found in re.findall(r"npuwatch_collector_up\{[^}]*\}", str(rule["expr"])):
+            assert 'collector="hccl_logs"' in found, found
+
+
+def test_the_shards_need_nothing_the_global_records() -> None:
+    read, recorded = read_and_recorded(layouts.node_rule_files())
+    _, fleet_recorded = read_and_recorded(layouts.FLEET_RULE_FILES)
+    assert not (read & (fleet_recorded - recorded))
+
+
+def test_every_rule_runs_on_exactly_one_tier() -> None:
+    node, fleet = layouts.node_rule_files(), list(layouts.FLEET_RULE_FILES)
+    assert sorted(node + fleet) == layouts.rule_files()
+    assert not set(node) & set(fleet)
+    groups = [group["name"] for name in layouts.rule_files() for group in load_yaml(REPO / "alerts" / name)["groups"]]
+    assert len(groups) == len(set(groups))
+    shard = layouts.shard_config(0, 2)
+    glob = layouts.global_config(["a:9090", "b:9090"])
+    assert [Path(p).name for p in shard["rule_files"]] == node
+    assert [Path(p).name for p in glob["rule_files"]] == fleet
+
+
+def test_each_shard_keeps_its_hash_of_the_address() -> None:
+    for index in range(3):
+        relabel = layouts.shard_config(index, 3)["scrape_configs"][0]["relabel_configs"]
+        assert relabel[0] == {"source_labels": ["__address__"], "modulus": 3, "target_label": "__tmp_hash",
+                              "action": "hashmod"}
+        assert relabel[1] == {"source_labels": ["__tmp_hash"], "regex": str(index), "action": "keep"}
+    jobs = layouts.global_config(["a:9090", "b:9090"])["scrape_configs"]
+    assert [job["static_configs"][0]["targets"] for job in jobs] == [["a:9090"], ["b:9090"]]
+    assert all(job["honor_labels"] and job["metrics_path"] == "/federate" for job in jobs)
+
+
+def test_the_shipped_examples_are_current() -> None:
+    for path, text in layouts.examples().items():
+        assert path.exists() and path.read_text(encoding="utf-8") == text, (
+            f"{path} is stale: run python deploy/prometheus/layouts.py")
