@@ -226,7 +226,7 @@ def measure(chips: int, path: str, args: argparse.Namespace, *, work: Path, burn
 
         def dcmi_calls() -> float:
             """Library function calls so far: the fake logs one line each (the agent's own count,
-            npuwatch_dcmi_calls_total, is exported every 15 s and counts helper requests)."""
+            npuwatch_dcmi_calls_total, is exported every 15 s)."""
             calls_log = where / "dcmi-calls.log"
             return float(calls_log.read_bytes().count(b"\n")) if calls_log.exists() else 0.0
 
