@@ -7,10 +7,15 @@ Regenerate the golden file after a deliberate change of the document with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -114,22 +119,14 @@ def test_a_baseline_built_from_reports_is_used_and_a_bad_one_refused(tmp_path: P
     assert refused.returncode == 3 and "models.910B3.x.median" in refused.stdout
 
 
-def test_check_baseline_reads_prometheus(tmp_path: Path) -> None:
-    """The documented queries against a stand-in Prometheus API: medians and node counts by model and measure."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qs, urlparse
-
-    seen: list[str] = []
+@contextlib.contextmanager
+def _prometheus_api(answer: Callable[[str], list[dict[str, Any]]]) -> Iterator[str]:
+    """A stand-in Prometheus query API on 127.0.0.1: ``answer(query)`` is the vector's result; yields its URL."""
 
     class Api(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             query = parse_qs(urlparse(self.path).query)["query"][0]
-            seen.append(query)
-            bandwidth = "npu_check_bandwidth_bytes_per_second" in query
-            value = ("12" if query.startswith("count") else "1.5e12") if bandwidth else "0"
-            result = [{"metric": {"model": "910B3", "measure": "hbm_bandwidth"}, "value": [0, value]}] \
-                if bandwidth else []
+            result = answer(query)
             body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -142,10 +139,25 @@ def test_check_baseline_reads_prometheus(tmp_path: Path) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        result = npuwatch("check-baseline", "--prometheus", f"http://127.0.0.1:{server.server_address[1]}")
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_check_baseline_reads_prometheus(tmp_path: Path) -> None:
+    """The documented queries against a stand-in Prometheus API: medians and node counts by model and measure."""
+    seen: list[str] = []
+
+    def answer(query: str) -> list[dict[str, Any]]:
+        seen.append(query)
+        if "npu_check_bandwidth_bytes_per_second" not in query:
+            return []
+        value = "12" if query.startswith("count") else "1.5e12"
+        return [{"metric": {"model": "910B3", "measure": "hbm_bandwidth"}, "value": [0, value]}]
+
+    with _prometheus_api(answer) as url:
+        result = npuwatch("check-baseline", "--prometheus", url)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["models"] == {
         "910B3": {"hbm_bandwidth": {"median": 1.5e12, "nodes": 12, "unit": "bytes_per_second"}}}
@@ -157,44 +169,22 @@ def test_check_baseline_reads_prometheus(tmp_path: Path) -> None:
 def test_check_baseline_takes_the_median_over_several_shards() -> None:
     """Two --prometheus (shards): each one's per-chip values, the median over all of them taken here (a
     median of the shards' medians would be wrong), a node both shards hold counted once."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qs, urlparse
-
     from agent.check.baseline import PER_NODE
 
-    def serve(values: dict[str, float]) -> ThreadingHTTPServer:
-        class Api(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = parse_qs(urlparse(self.path).query)["query"][0]
-                assert query in PER_NODE.values(), query
-                result = [{"metric": {"job": "npuwatch", "instance": instance, "npu": "0", "model": "910B3",
-                                      "measure": "hbm_bandwidth"}, "value": [0, str(value)]}
-                          for instance, value in values.items()] \
-                    if "npu_check_bandwidth_bytes_per_second" in query else []
-                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
+    def shard(values: dict[str, float]) -> Callable[[str], list[dict[str, Any]]]:
+        def answer(query: str) -> list[dict[str, Any]]:
+            assert query in PER_NODE.values(), query
+            if "npu_check_bandwidth_bytes_per_second" not in query:
+                return []
+            return [{"metric": {"job": "npuwatch", "instance": instance, "npu": "0", "model": "910B3",
+                                "measure": "hbm_bandwidth"}, "value": [0, str(value)]}
+                    for instance, value in values.items()]
+        return answer
 
     # the shards' medians are 4.0 and 4.5 (their mean 4.25); the fleet's over n1..n5 (n4 on both) is 4.5
-    one = serve({"n1:9101": 1.0, "n5:9101": 5.0, "n4:9101": 4.0})
-    two = serve({"n2:9101": 4.5, "n3:9101": 6.0, "n4:9101": 4.0})
-    try:
-        result = npuwatch("check-baseline", "--prometheus", f"http://127.0.0.1:{one.server_address[1]}",
-                          "--prometheus", f"http://127.0.0.1:{two.server_address[1]}")
-    finally:
-        for server in (one, two):
-            server.shutdown()
-            server.server_close()
+    with _prometheus_api(shard({"n1:9101": 1.0, "n5:9101": 5.0, "n4:9101": 4.0})) as one, \
+            _prometheus_api(shard({"n2:9101": 4.5, "n3:9101": 6.0, "n4:9101": 4.0})) as two:
+        result = npuwatch("check-baseline", "--prometheus", one, "--prometheus", two)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["models"] == {
         "910B3": {"hbm_bandwidth": {"median": 4.5, "nodes": 5, "unit": "bytes_per_second"}}}
