@@ -9,7 +9,8 @@ A synthetic fleet of N nodes x 16 NPUs holds the series the fleet-wide groups re
 Prometheus' federation list, deploy/prometheus/layouts.py ``FEDERATE``): per NPU its device IP
 (``npu_roce_ip_info``), link and chip state, chip model (``npu_info``), GEMM probe flops and
 efficiency, and the rank it holds in its job's communicator (jobs of 64 nodes, 1024 ranks); per
-node ``up``, the log scanner's ``npuwatch_collector_up`` and two all-reduce bandwidths. One job is
+node the log scanner's ``npuwatch_collector_up``, two all-reduce bandwidths and ``up`` (no fleet-wide rule
+reads it and the global does not federate it; a VictoriaMetrics store fed by vmagent holds it). One job is
 hung: its culprit NPU's link is down and the 1023 other ranks report a timeout, each node blaming
 the culprit's rank and address. The series are written by remote write (protobuf, uncompressed
 snappy framing) into each engine: Prometheus 2.42 with ``--web.enable-remote-write-receiver``, or
