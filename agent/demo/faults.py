@@ -219,10 +219,13 @@ class AlertTrigger:
 ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUWatchDown": AlertTrigger(None, note="stop the agent (Ctrl-C `npuwatch run --demo`); fires after 5 min"),
     "NPUCollectorFailing": AlertTrigger("npu_smi_crash", note="any <tool>_crash/_garbage/_hang; 10 min"),
+    "NPUDCMIHelperFailing": AlertTrigger(None, note="set collectors.dcmi.library to a file that is not a DCMI "
+                                                    "library (the helper cannot start; npu-smi keeps serving); "
+                                                    "15 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves ~15 min later "
-                                                     "(5 min of increase, held 10 min through a scrape gap)"),
+                                                     "(5 min of increase, then held 10 min)"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves ~15 min later "
-                                                       "(5 min of increase, held 10 min through a scrape gap)"),
+                                                       "(5 min of increase, then held 10 min)"),
     "HCCLCulpritSuspected": AlertTrigger(None, note="`npuwatch demo fleet hccl-hang --culprit node-3 --npu 1 DIR1 "
                                                     "DIR2 DIR3 DIR4` over demo nodes one Prometheus scrapes; 1 min"),
     "NPUHCCSLinkUnhealthy": AlertTrigger("hccs_error", note="warning at once, critical after 5 min"),

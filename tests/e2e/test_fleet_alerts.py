@@ -54,7 +54,8 @@ The clock, and everything else that differs from production (alerts/README.md sa
   target at all), NPUOpticalModuleDegraded{condition="temperature_high"} (no demo fault heats the
   optic), NPUAllReduceBandwidthLow{reference="floor"} (a CPU all-reduce of 10 MB or more is under
   the NPU floors healthy or not), NPUProbeStale{reason="no_recent_pass"} (hours without a pass),
-  and the probe-timeout branch of HCCLTimeout.
+  NPUDCMIHelperFailing (the demo agents read no DCMI library) and the probe-timeout branch of
+  HCCLTimeout.
 """
 
 from __future__ import annotations
