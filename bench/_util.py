@@ -203,6 +203,27 @@ def stop_process(proc: Any, grace_s: float = 10.0) -> None:
             proc.wait(timeout=grace_s)
 
 
+def launch_until_answering(argv: Sequence[str], log_path: Path, port: int, *, cwd: Path = ROOT,
+                           env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> Any:
+    """Start ``argv`` (output to ``log_path``) and wait until /metrics on ``port`` answers or the process
+    has exited; returns the Popen either way (the caller judges ``poll()``)."""
+    import subprocess
+
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=None if env is None else dict(env),
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def answering_or_gone() -> bool:
+        if proc.poll() is not None:
+            return True
+        with contextlib.suppress(OSError):
+            return scrape(port, timeout_s=2).status == 200
+        return False
+
+    wait_until(answering_or_gone, timeout_s, 0.1)
+    return proc
+
+
 def start_server_process(demo_dir: Path, chips: int, log_path: Path, *, tools: str = "inprocess",
                          render: str = "cached", timeout_s: float = 60.0) -> tuple[Any, int]:
     """``python -m bench._util serve`` in a child; returns (Popen, port) once it answers."""

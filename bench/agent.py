@@ -24,7 +24,6 @@ Prints one table (metric | value | target | ok). What each row measures:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import shlex
 import subprocess
@@ -40,12 +39,12 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
 sys.path.insert(0, str(_BENCH_DIR.parent))
 
 from bench._util import (  # noqa: E402
-    ROOT,
     InProcessTools,
     Table,
     count_series,
     demo_agent,
     free_port,
+    launch_until_answering,
     mib,
     ms,
     percentile,
@@ -54,7 +53,6 @@ from bench._util import (  # noqa: E402
     start_server_process,
     stop_process,
     verdict,
-    wait_until,
 )
 
 SCRAPE_P99_TARGET_S = 0.005
@@ -185,17 +183,7 @@ def _counts(counts_dir: Path) -> dict[str, int]:
 
 def _launch(argv: list[str], log_path: Path, port: int) -> subprocess.Popen[bytes] | None:
     """Start ``argv``; the process once /metrics answers and it is still alive 1 s later."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-
-    def answering_or_gone() -> bool:
-        if proc.poll() is not None:
-            return True
-        with contextlib.suppress(OSError):
-            return scrape(port, timeout_s=2).status == 200
-        return False
-
-    wait_until(answering_or_gone, 60, 0.1)
+    proc: subprocess.Popen[bytes] = launch_until_answering(argv, log_path, port)
     time.sleep(1)  # `run` imports more after start(); a failure there ends the process
     if proc.poll() is not None:
         stop_process(proc)

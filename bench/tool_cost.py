@@ -36,7 +36,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._util import Table, free_port, percentile, scrape, stop_process, verdict, wait_until  # noqa: E402
+from bench._util import (  # noqa: E402
+    Table,
+    free_port,
+    launch_until_answering,
+    percentile,
+    scrape,
+    stop_process,
+    verdict,
+)
 
 TOOLS = ("npu-smi", "hccn_tool")
 FAKE_DCMI = ROOT / "tests" / "fixtures" / "dcmi" / "fake_dcmi.c"
@@ -202,21 +210,12 @@ def measure(chips: int, path: str, args: argparse.Namespace, *, work: Path, burn
            "FAKE_DCMI_CPU_US": str(int(args.dcmi_cpu * 1e6)), "FAKE_DCMI_PHY_BASE": "0",
            "FAKE_DCMI_LOG": str(where / "dcmi-calls.log"), "PYTHONPATH": str(ROOT)}
     log_path = where / "agent.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--config", str(config_file), "--demo",
-                                 "--demo-dir", str(demo_dir), "--demo-chips", str(chips),
-                                 "--web.listen-address", "127.0.0.1", "--web.port", str(port)],
-                                cwd=where, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    proc = launch_until_answering([sys.executable, "-m", "agent", "run", "--config", str(config_file), "--demo",
+                                   "--demo-dir", str(demo_dir), "--demo-chips", str(chips),
+                                   "--web.listen-address", "127.0.0.1", "--web.port", str(port)],
+                                  log_path, port, cwd=where, env=env)
     run = Run(chips=chips, path=path, intervals=_intervals(config_file, dcmi))
     try:
-        def answering() -> bool:
-            if proc.poll() is not None:
-                return True
-            with contextlib.suppress(OSError):
-                return scrape(port, timeout_s=2).status == 200
-            return False
-
-        wait_until(answering, 60, 0.1)
         if proc.poll() is not None:
             raise RuntimeError(f"the agent exited ({proc.returncode}); see {log_path}")
         counters = _install_costly_shims(node.bin_dir, where, burn, latency_s=args.latency, cpu_s=args.tool_cpu,
