@@ -277,21 +277,11 @@ def read_fleet(sources: Sequence[PrometheusSource], window: Window) -> Evidence:
 
 
 def _dedupe(evidence: Evidence) -> None:
-    """Drop records equal to an earlier one (the same node's series read from two servers)."""
+    """Drop records equal to an earlier one (the same node's series read from two servers; the records
+    are frozen dataclasses)."""
     for name in _EVIDENCE_LISTS:
         records = getattr(evidence, name)
-        seen: set[Any] = set()
-        kept = []
-        for record in records:
-            try:
-                hash(record)
-            except TypeError:  # an unhashable record is kept as it is
-                kept.append(record)
-                continue
-            if record not in seen:
-                seen.add(record)
-                kept.append(record)
-        records[:] = kept
+        records[:] = list(dict.fromkeys(records))
     evidence.problems[:] = list(dict.fromkeys(evidence.problems))
 
 
