@@ -16,6 +16,9 @@ from typing import Any
 from agent import __version__
 from agent.core.config import ConfigError, load_config
 from agent.core.terminal import add_color_option
+from agent.health.status import EXIT_STATUS_HELP
+from agent.health.windows import add_window_arguments
+from agent.health.windows import duration_flag as _duration
 
 __all__ = ["build_parser", "main"]
 
@@ -47,34 +50,13 @@ examples:
 """
 
 
-SCAN_LOGS_EXIT = """\
-exit status:
-  0  no HCCL/CANN error found (the verdict says UNKNOWN when nothing was read:
-     an empty directory, binary files only)
-  1  errors found
-  2  some input could not be read (missing, permission, corrupt .gz); the
-     readable ones are still reported, and this wins over 1
+SCAN_LOGS_EXIT = EXIT_STATUS_HELP + """\
 Unreadable inputs are named on stderr. Colour: --color, or NO_COLOR=1 to turn it off.
 """
 
-DIAGNOSE_EXIT = """\
-exit status:
-  0  ok: no local cause of HCCL timeouts found
-  1  WARN: a warning, log errors, or a culprit on another node
-  2  FAIL: a local fault (the verdict names every device it was found on)
-  3  UNKNOWN: could not check (npu-smi unusable, a tool hung, nothing checkable)
+DIAGNOSE_EXIT = EXIT_STATUS_HELP + """\
 Progress goes to stderr on a terminal only. Colour: --color, or NO_COLOR=1 to turn it off.
 """
-
-
-def _duration(text: str) -> float:
-    """``7200``, ``90m``, ``2h``: seconds, for a flag."""
-    from agent.core.config_values import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (seconds, or 500ms, 90s, 15m, 2h, 1d)") from None
 
 
 def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
@@ -126,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     scan = sub.add_parser(
         "scan-logs", help="scan HCCL/CANN logs, job logs or dmesg dumps for errors (exit 0 none, 1 found, "
-        "2 unreadable input)",
+        "3 nothing or not all read)",
         description="Count HCCL/CANN error incidents in log files and directories (plain or .gz), name the\n"
                     "first one and what the logs blame, each with its file and line, and end with a verdict\n"
                     "and the next step.",
@@ -145,8 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--probes", action="store_true", help="also run GEMM and node all-reduce baselines")
     diagnose.add_argument("--sample-gap", dest="sample_gap", type=_duration, metavar="DURATION",
                           help="gap between the two optics/counter samples: seconds or 500ms, 3s (default 3s)")
-    diagnose.add_argument("--window", type=_duration, metavar="DURATION",
-                          help="how far back logs and link flaps count: seconds or 90m, 2h, 1d (default 2h)")
+    add_window_arguments(diagnose)
     add_color_option(diagnose)
 
     bundle = sub.add_parser(
@@ -171,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         "triage", help="find the rank, node and cause behind an HCCL timeout from bundles or log directories "
         "(exit 0 none, 1 culprit named, 2 culprit unknown, 3 unreadable)",
         description="Read bundles (npuwatch bundle) or directories (one node each), group ranks by communicator "
-                    "and name the culprit of each HCCL incident with its evidence.")
+                    "and name the culprit of each HCCL incident with its evidence.",
+        epilog=EXIT_STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     triage.add_argument("paths", nargs="*", metavar="PATH", help="bundles or directories")
     triage.add_argument("--rank-table", dest="rank_table", metavar="FILE", help="the job's rank table (hccl.json)")
     triage.add_argument("--since", metavar="TIME", help="from this time (2h, 2025-10-24 10:00, epoch seconds)")
@@ -183,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     triage_prometheus.add_arguments(triage)
     gate = sub.add_parser(
         "check", help="tiered node checks with one verdict (exit 0 ok, 1 warn, 2 fail, 3 unknown)",
-        description="Run the quick, medium or long checks of this node and gate jobs on the verdict.")
+        description="Run the quick, medium or long checks of this node and gate jobs on the verdict.",
+        epilog=EXIT_STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(gate)
     from agent.check import cli as check_cli
 

@@ -6,9 +6,11 @@ against its references (``agent.check.references``), one result per chip, direct
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agent.check.references import Judgement, judge, references_for
+from agent.health import faults
 from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 
@@ -239,13 +241,13 @@ def sustained_gemm(run: DeviceRun) -> list[CheckResult]:
 
 def _watch_results(run: DeviceRun, npu: int, chip: int, where: str, seen: Any) -> list[Result]:
     out = []
-    limit = run.settings.max_temperature
+    judging = run.settings.judging
     if seen.max_temperature is not None:
-        status = FAIL if seen.max_temperature >= limit else PASS
         power = f", up to {seen.max_power:.0f} W" if seen.max_power is not None else ""
-        out.append(Result(status, f"{where}: up to {seen.max_temperature:g} C under load{power}", npu=npu, chip=chip,
-                          value=seen.max_temperature, threshold=limit, unit="celsius",
-                          basis="config check.max_temperature"))
+        hot = faults.temperature(seen.max_temperature, max_celsius=judging.max_temperature,
+                                 basis=judging.max_temperature_basis, npu=npu, chip=chip)
+        out.append(replace(hot, evidence=f"{where}: up to {seen.max_temperature:g} C under load{power}"
+                                         + (f" ({hot.evidence})" if hot.kind else "")))
     elif seen.errors:
         out.append(Result(UNKNOWN, f"{where}: npu-smi -t common did not answer while under load", npu=npu, chip=chip))
     if seen.min_busy_clock is not None and seen.rated_clock:

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from agent.check.levels import CHECKS, CONDITIONS, LEVELS, SelectionError
 from agent.check.report import EXIT_CODES, LevelReport
+from agent.health.windows import add_window_arguments
 
 __all__ = ["add_arguments", "add_baseline_arguments", "baseline_main", "main"]
 
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--prometheus", metavar="URL", action="append",
                        help="take the fleet medians from this Prometheus (or VictoriaMetrics); repeat it for "
                             "each shard: the medians are taken over all of them")
+    add_window_arguments(parser)
     parser.add_argument("--list", action="store_true", help="list the checks of each level and exit")
 
 
@@ -99,7 +101,8 @@ def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = No
 
         config, tool_env = demo_setup(config, Path(demo_dir), int(getattr(args, "demo_chips", 8) or 8))
     options = RunOptions(level=args.level, only=args.only, condition=args.condition, baseline_file=args.baseline,
-                         prometheus_url=args.prometheus, tool_env=tool_env)
+                         prometheus_url=args.prometheus, tool_env=tool_env, window_s=getattr(args, "window", None),
+                         flap_window_s=getattr(args, "flap_window", None))
     try:
         report = run_level(config, options)
     except (SelectionError, BaselineError) as exc:

@@ -45,6 +45,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("roce_flaps", "quick", "chip", "fewer than 2 RoCE link-down events in the flap window (1 warns)"),
     CheckSpec("net_health", "quick", "chip", "hccn_tool net_health Success"),
     CheckSpec("optics", "quick", "chip", "light on every lane, powers and temperature within the module's thresholds"),
+    CheckSpec("roce_errors", "quick", "chip", "no RoCE error counter rises between two readings"),
     CheckSpec("roce_ip", "quick", "chip", "RoCE addresses as /etc/hccn.conf sets them, none twice"),
     CheckSpec("versions", "quick", "node", "one driver and one firmware version on every card (and the expected ones)"),
     CheckSpec("hccl_errors", "quick", "node", "no HCCL/CANN error in the recent logs"),
@@ -67,7 +68,7 @@ _DMI_ITEM_RE = re.compile(r"^dmi_diag_[A-Za-z][\w]*$")
 CONDITIONS: dict[str, tuple[str, ...]] = {
     "NPUHealthy": ("tools", "chip_count", "chip_health", "hccs", "temperature", "versions", "gemm", "h2d_bandwidth",
                    "d2h_bandwidth", "dmi_diag", "dmi_bandwidth", "sustained_gemm"),
-    "NPUNetworkHealthy": ("roce_link", "roce_flaps", "net_health", "optics", "roce_ip", "hccl_errors",
+    "NPUNetworkHealthy": ("roce_link", "roce_flaps", "net_health", "optics", "roce_errors", "roce_ip", "hccl_errors",
                           "allreduce", "p2p_bandwidth"),
     "NPUMemoryHealthy": ("hbm_ecc", "hbm_bandwidth"),
 }

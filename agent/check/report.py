@@ -3,9 +3,11 @@
 The JSON document (``npuwatch check --json``) is a contract; ``FORMAT`` names its version::
 
     {
-      "format": "npuwatch-check/1",
-      "level": "quick", "verdict": "fail", "exit_code": 2, "exit_codes": "nagios",
-      "message": "FAIL roce_link: NPU 3: hccn_tool -i 3 -link -g says DOWN",
+      "format": "npuwatch-check/2",
+      "level": "quick", "exit_code": 2, "exit_codes": "nagios",
+      "verdict": {"status": "fail", "cause": "link_down", "npu": 3, "text": "RoCE link down on NPU 3 (...)",
+                  "summary": "...", "also": [], "action": "check the cable ...", "runbook": "https://..."},
+      "message": "FAIL roce_link: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN)",
       "node": "npu-node-01", "model": "910B3", "chips": 8,
       "started_at": 1764558000.0, "duration_s": 3.21, "budget_s": 10.0, "read_s": 2.9,
       "skipped": null,
@@ -20,8 +22,10 @@ The JSON document (``npuwatch check --json``) is a contract; ``FORMAT`` names it
       ]
     }
 
-``verdict`` is ok, warn, fail or unknown; ``exit_code`` follows ``exit_codes``: Nagios (0 ok, 1 warn,
-2 fail, 3 unknown) or node-problem-detector (0 OK for ok and warn, 1 NonOK for fail, 2 Unknown).
+``verdict`` is the one verdict object every command prints (``agent.health.verdict``: the lead cause that
+``diagnose`` and ``top`` name too); its ``status`` is ok, warn, fail or unknown. ``exit_code`` follows
+``exit_codes``: Nagios (0 ok, 1 warn, 2 fail, 3 unknown) or node-problem-detector (0 OK for ok and warn,
+1 NonOK for fail, 2 Unknown). Format 1 had ``verdict`` as the status word alone.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.health.results import CheckResult
-from agent.health.status import EXIT_CODES, FAIL, PASS, UNKNOWN, VERDICT_OF, WARN, worst
+from agent.health.status import EXIT_CODES, PASS, UNKNOWN, worst
+from agent.health.verdict import Verdict, lead
 
 __all__ = ["EXIT_CODES", "FORMAT", "MESSAGE_LIMIT", "LevelReport", "one_line"]
 
-FORMAT = "npuwatch-check/1"
+FORMAT = "npuwatch-check/2"
 MESSAGE_LIMIT = 80  # node-problem-detector keeps the first 80 characters of a plugin's output
 
 
@@ -53,14 +58,20 @@ class LevelReport:
     baseline_source: str | None = None
     baseline_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    chip_list_error: str | None = None  # why npu-smi listed no chip
 
     @property
     def status(self) -> str:
         return worst((check.status for check in self.checks), default=UNKNOWN)
 
     @property
+    def lead(self) -> Verdict:
+        """The lead cause of what the checks found (the one ranking of agent.health.verdict)."""
+        return lead(self.checks, chip_list_error=self.chip_list_error)
+
+    @property
     def verdict(self) -> str:
-        return VERDICT_OF[self.status]
+        return self.lead.status
 
     def exit_code(self, style: str = "nagios") -> int:
         return EXIT_CODES[style][self.verdict]
@@ -72,7 +83,7 @@ class LevelReport:
         return {
             "format": FORMAT,
             "level": self.level,
-            "verdict": self.verdict,
+            "verdict": self.lead.to_dict(),
             "exit_code": self.exit_code(style),
             "exit_codes": style,
             "message": self.message(),
@@ -94,16 +105,12 @@ def _clip(text: str, limit: int) -> str:
 
 
 def one_line(report: LevelReport) -> str:
-    """At most 80 characters: the verdict and the worst check (NPD shows this as the condition's message)."""
-    status = report.status
-    if status == PASS:
+    """At most 80 characters: the verdict and its lead cause (NPD shows this as the condition's message)."""
+    if report.status == PASS:
         text = f"OK: {len(report.checks)} {report.level} checks pass"
         return _clip(text + f" on {report.chips} chips" if report.chips else text, MESSAGE_LIMIT)
-    bad = [check for check in report.checks if check.status == status]
-    first = bad[0] if bad else None
-    if first is None:
-        return _clip(f"{status}: no check ran", MESSAGE_LIMIT)
-    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-    word = {FAIL: "FAIL", WARN: "WARN", UNKNOWN: "UNKNOWN"}[status]
-    head = f"{word} {first.name}{more}: "
-    return _clip(head + first.evidence, MESSAGE_LIMIT)
+    if not report.checks:
+        return _clip(f"{report.status}: no check ran", MESSAGE_LIMIT)
+    verdict = report.lead
+    where = f" {verdict.check}" if verdict.check else ""
+    return _clip(f"{verdict.word}{where}: {verdict.summary}", MESSAGE_LIMIT)

@@ -14,40 +14,25 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.check import checks_chip, checks_dmi, checks_node, checks_probe, checks_roce
+from agent.check import checks_dmi, checks_probe
 from agent.check.baseline import Baseline, BaselineError, from_prometheus, load_baseline
+from agent.check.checks_agent import check_agent
 from agent.check.device import DeviceRun, Runner
 from agent.check.levels import BUDGET_S, dmi_items_wanted, select, spec
-from agent.check.readings import read_quick
 from agent.check.report import LevelReport
 from agent.check.settings import CheckSettings
-from agent.health.logscan import scan_logs
+from agent.diagnose.logs import scan_recent_logs
+from agent.health.checks import ROCE_CHECKS, judge
 from agent.health.node import read_held
+from agent.health.quick import read_quick
 from agent.health.reader import NodeReader, open_reader
 from agent.health.readings import LogScan, QuickReadings
 from agent.health.results import CheckResult
 
 __all__ = ["RunOptions", "run_level"]
-
-_ROCE = ("roce_link", "roce_flaps", "net_health", "optics", "roce_ip")
-_QUICK_JUDGES: dict[str, Callable[[QuickReadings, CheckSettings], CheckResult]] = {
-    "chip_count": checks_chip.check_chip_count,
-    "chip_health": checks_chip.check_chip_health,
-    "hbm_ecc": checks_chip.check_hbm_ecc,
-    "hccs": checks_chip.check_hccs,
-    "temperature": checks_chip.check_temperature,
-    "roce_link": checks_roce.check_roce_link,
-    "roce_flaps": checks_roce.check_roce_flaps,
-    "net_health": checks_roce.check_net_health,
-    "optics": checks_roce.check_optics,
-    "roce_ip": checks_roce.check_roce_ip,
-    "versions": checks_chip.check_versions,
-    "hccl_errors": checks_node.check_hccl_errors,
-    "agent": checks_node.check_agent,
-}
 
 _DEVICE_CHECKS: dict[str, Runner] = {
     "gemm": checks_probe.gemm,
@@ -71,6 +56,8 @@ class RunOptions:
     tool_env: Mapping[str, str] | None = None
     use_baseline: bool = True  # False: judge by the fixed references only
     node: str | None = None  # the node's name in the report (default: the `node` label, else the host name)
+    window_s: float | None = None  # --window: the logs' look-back (default check.hccl_window, else the table's)
+    flap_window_s: float | None = None  # --flap-window (default check.flap_window, else the table's)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,6 +97,7 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
     (a baseline file that cannot be used raises BaselineError, a bad selection SelectionError)."""
     started_wall, started = clock(), time.monotonic()
     settings = CheckSettings.from_config(config)
+    settings = replace(settings, judging=settings.judging.with_windows(options.window_s, options.flap_window_s))
     names = select(options.level, options.only, options.condition, settings.skip)
     device_names = [name for name in names if spec(name).level != "quick"]
     baseline, baseline_error = resolve_baseline(config, options) if device_names else (None, None)
@@ -128,35 +116,38 @@ def _run_level(config: Any, options: RunOptions, tools: NodeReader, *, settings:
     deadline = started + budget
     device_names = [name for name in names if spec(name).level != "quick"]
     logs = config.collectors.hccl_logs
+    node = options.node or _node_name(config)
 
     def scan() -> LogScan:
-        return scan_logs(list(logs.paths), list(logs.globs), logs.kernel_log, window_s=settings.hccl_window_s,
-                         byte_budget=int(logs.byte_budget))
+        return scan_recent_logs(list(logs.paths), list(logs.globs), logs.kernel_log,
+                                window_s=settings.judging.window_s, byte_budget=int(logs.byte_budget), node=node)
 
     def agent() -> Any:
         from agent.check.local_agent import read_agent
 
         return read_agent(config, timeout_s=min(3.0, settings.tool_timeout_s))
 
-    roce = any(name in _ROCE for name in names)
+    roce = any(name in ROCE_CHECKS for name in names)
     readings = read_quick(tools, want_hccs="hccs" in names, want_boards="versions" in names, want_roce=roce,
                           scan=scan if "hccl_errors" in names else None, agent=agent if "agent" in names else None)
-    readings.node.held = read_held(settings.fault_history, readings.node.chips)
+    readings.node.node = node
+    readings.node.held = read_held(settings.judging.fault_history, readings.node.chips)
     checks: list[CheckResult] = []
     for name in names:
         if spec(name).level != "quick":
             continue
         judged_at = time.monotonic()
-        if name == "tools":
-            result = checks_node.check_tools(readings, settings, roce=roce)
+        if name == "agent":
+            result = check_agent(readings, settings.judging)
         else:
-            result = _QUICK_JUDGES[name](readings, settings)
+            result = judge(name, readings, settings.judging, roce=roce)
         checks.append(result.with_duration(time.monotonic() - judged_at))
     report = LevelReport(
         level=options.level, checks=checks, started_at=started_wall, duration_s=0.0, budget_s=budget,
-        node=options.node or _node_name(config), model=_model(readings), chips=len(readings.node.chips),
+        node=node, model=_model(readings), chips=len(readings.node.chips),
         read_s=readings.read_s, baseline_source=baseline.source if baseline is not None else None,
-        baseline_error=baseline_error, extra=dict(options.extra))
+        baseline_error=baseline_error, extra=dict(options.extra),
+        chip_list_error=None if readings.node.table.ok else readings.node.table.error)
     if device_names:
         dmi_only, dmi_skip = dmi_items_wanted(options.only, settings.skip)
         run = DeviceRun(config=config, settings=settings, readings=readings, baseline=baseline, tools=tools,

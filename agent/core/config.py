@@ -264,7 +264,9 @@ SCHEMA: Schema = {
         "flap_window": (optional(positive_duration), None,
                         "`roce_flaps` look-back (two link-down events in it fail, one warns); none: the "
                         "thresholds table's (15 min)"),
-        "hccl_window": (positive_duration, 3600.0, "`hccl_errors` warns on HCCL/CANN log errors this recent"),
+        "hccl_window": (optional(positive_duration), None,
+                        "`hccl_errors` look-back of check and diagnose (`--window` wins): HCCL/CANN log errors this "
+                        "recent warn; none: the thresholds table's incident look-back (2 h)"),
         "max_isolated_pages": (optional(integer(0)), None,
                                "`hbm_ecc` fails above this many isolated HBM pages (warns above 0); none: the "
                                "thresholds table's"),
@@ -282,7 +284,9 @@ SCHEMA: Schema = {
         "fleet_fail_ratio": (ratio, 0.85, "a measurement below this share of the fleet median fails"),
         "fleet_warn_ratio": (ratio, 0.92, "a measurement below this share of the fleet median warns"),
         "fleet_min_nodes": (integer(1), 5, "a fleet median over fewer nodes is not used"),
-        "max_temperature": (positive_float, 95.0, "`sustained_gemm` fails a chip this hot (°C) under load"),
+        "max_temperature": (optional(positive_float), None,
+                            "`temperature` and `sustained_gemm` fail a chip hotter than this (°C); none: the "
+                            "thresholds table's `chip_too_hot` (95)"),
         "sustained_duration": (optional(positive_duration), None,
                                "`sustained_gemm`: time under load; none: the worker's default (npu/cuda 3m, cpu "
                                "10s; cut to fit the long level's 15 min)"),

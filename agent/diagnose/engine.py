@@ -1,15 +1,12 @@
 """``npuwatch diagnose [--json] [--probes]``: HCCL-timeout triage of this node.
 
-Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.health``), judges
-each area (PASS / WARN / FAIL / UNKNOWN with evidence and a hint) and ends with one verdict that
-names the most likely cause and the device. A local hardware fault explains a timeout better than
-the log symptom, ordered by the weights ``npuwatch triage`` uses (``agent.triage.faults``): link
-down, flapping link, optics without light, failing net_health, HBM double-bit ECC errors,
-unhealthy chip... The checks judge each reading with the fault functions ``npuwatch check`` and
-triage's bundle reading call (``agent.health.faults``), and the logs are read by triage's reader; when nothing local
-is wrong, the triage engine's best culprit off this node is where the verdict points.
+Reads npu-smi, hccn_tool and the recent CANN/HCCL logs once (``agent.health.quick``), runs the one
+check set ``npuwatch check`` runs (``agent.health.checks``: the same checks, windows, thresholds and
+hints) and ends with the one verdict (``agent.health.verdict``): the lead cause, every device it was
+found on, what to do next and the runbook. When nothing local is wrong, the triage engine's best
+culprit off this node is where the verdict points (``agent.diagnose.evidence``).
 
-Exit status: 0 ok, 1 warn, 2 fail, 3 could not check (npu-smi unusable, nothing checkable).
+Exit status: the one policy of ``agent.health.status`` (0 ok, 1 warn, 2 fail, 3 could not check).
 The text is rendered by ``agent.diagnose.render`` (colour on a terminal); while the node is read,
 a progress line goes to stderr when it is a terminal.
 
@@ -35,56 +32,32 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from agent.core.config_values import parse_duration
 from agent.core.humanize import plural, size
 from agent.core.terminal import Progress, Style, use_color
-from agent.diagnose.checks_chip import check_chip_count, check_chip_health, check_ecc, check_hccs, check_temperature
-from agent.diagnose.checks_logs import check_logs
-from agent.diagnose.checks_roce import (
-    check_flaps,
-    check_ip_config,
-    check_link,
-    check_net_health,
-    check_optics,
-    check_packet_errors,
-)
-from agent.diagnose.evidence import remote_culprit, triage_node
+from agent.diagnose.evidence import culprit_text, remote_culprit, triage_node
 from agent.diagnose.logs import scan_recent_logs
 from agent.diagnose.render import render_text
-from agent.diagnose.results import (
-    CAUSES,
-    DEFAULT_SAMPLE_GAP_S,
-    DEFAULT_WINDOW_S,
-    FAIL,
-    PASS,
-    UNKNOWN,
-    WARN,
-    Check,
-    Finding,
-)
-from agent.diagnose.verdict import EXIT_CODES, Report, Verdict, decide
+from agent.diagnose.report import Report
 from agent.handling.levels import history_of
-from agent.health.node import read_cards, read_held, read_node
+from agent.health.checks import run_checks
+from agent.health.node import read_held
+from agent.health.quick import read_quick
 from agent.health.reader import ToolReader, open_reader
-from agent.health.readings import LogScan, NodeReadings
-from agent.health.results import Result
-from agent.health.thresholds import fault_table, max_isolated_pages
+from agent.health.readings import LogScan
+from agent.health.results import CheckResult, Result
+from agent.health.settings import JudgeSettings
+from agent.health.status import FAIL, PASS, UNKNOWN, WARN
+from agent.health.thresholds import fault_kind
+from agent.health.verdict import lead
 
-__all__ = [
-    "EXIT_CODES",
-    "DiagnoseOptions",
-    "Report",
-    "Verdict",
-    "decide",
-    "diagnose",
-    "main",
-    "probe_checks",
-    "render_text",
-]
+__all__ = ["DEFAULT_SAMPLE_GAP_S", "DiagnoseOptions", "Report", "diagnose", "main", "probe_checks", "render_text"]
+
+DEFAULT_SAMPLE_GAP_S = 3.0
 
 SAMPLE_GAP_ENV = "NPUWATCH_DIAGNOSE_SAMPLE_GAP"
 Say = Callable[[str], None]
@@ -101,7 +74,8 @@ def _seconds(value: Any) -> float:
 
 @dataclass(frozen=True)
 class DiagnoseOptions:
-    window_s: float = DEFAULT_WINDOW_S  # how far back logs and link flaps count
+    window_s: float | None = None  # --window: how far back logs count (None: check.hccl_window, else the table's)
+    flap_window_s: float | None = None  # --flap-window (None: check.flap_window, else the table's)
     sample_gap_s: float = DEFAULT_SAMPLE_GAP_S  # between the two optics/counter samples
     probes: bool = False
 
@@ -112,11 +86,13 @@ class DiagnoseOptions:
         ``NPUWATCH_DIAGNOSE_SAMPLE_GAP`` sets the gap when the namespace has none.
         """
         window = getattr(args, "window", None)
+        flap_window = getattr(args, "flap_window", None)
         gap = getattr(args, "sample_gap", None)
         if gap is None and os.environ.get(SAMPLE_GAP_ENV):
             gap = os.environ[SAMPLE_GAP_ENV]
         return cls(
-            window_s=_seconds(window) if window is not None else DEFAULT_WINDOW_S,
+            window_s=_seconds(window) if window is not None else None,
+            flap_window_s=_seconds(flap_window) if flap_window is not None else None,
             sample_gap_s=_seconds(gap) if gap is not None else DEFAULT_SAMPLE_GAP_S,
             probes=bool(getattr(args, "probes", False)),
         )
@@ -138,29 +114,23 @@ def _probe_summary(result: Any) -> str:
     return result.message or result.outcome
 
 
-def _probe_check(name: str, result: Any) -> Check:
-    """The probe's check with its one node-wide result (the shared schema's ``results``)."""
-    check = _probe_status(name, result)
-    return replace(check, results=(Result(check.status, check.evidence),))
-
-
-def _probe_status(name: str, result: Any) -> Check:
-    """pass -> PASS (WARN with warnings), fail/timeout -> FAIL, skipped/error -> UNKNOWN."""
-    label = "this node"
+def _probe_check(name: str, result: Any) -> CheckResult:
+    """pass -> PASS (WARN probe_slow with warnings), fail/timeout -> FAIL probe_failed, skipped/error -> UNKNOWN."""
     if result.outcome == "pass":
         if result.warnings:
-            text = "; ".join(result.warnings)
-            finding = Finding("probe_degraded", WARN, None, label, f"{name}: {text}")
-            return Check(name, WARN, f"{_probe_summary(result)}; {text}", CAUSES["probe_degraded"][1],
-                         None, (finding,))
-        return Check(name, PASS, _probe_summary(result))
+            text = f"{_probe_summary(result)}; {'; '.join(result.warnings)}"
+            return CheckResult(name, WARN, text, (Result(WARN, text, kind="probe_slow"),),
+                               fault_kind("probe_slow").hint)
+        text = _probe_summary(result)
+        return CheckResult(name, PASS, text, (Result(PASS, text),))
     if result.outcome in ("fail", "timeout"):
         stage = f" at {result.stage}" if result.stage else ""
-        detail = f"{name} {result.outcome}{stage}: {result.message or _probe_summary(result)}"
-        return Check(name, FAIL, detail, CAUSES["probe_failed"][1], None,
-                     (Finding("probe_failed", FAIL, None, label, detail),))
-    return Check(name, UNKNOWN, f"{result.outcome}: {result.message or 'no reason given'}",
-                 "a probe that could not run says nothing about the hardware; see `npuwatch probe --help`")
+        text = f"{name} {result.outcome}{stage}: {result.message or _probe_summary(result)}"
+        return CheckResult(name, FAIL, text, (Result(FAIL, text, kind="probe_failed"),),
+                           fault_kind("probe_failed").hint)
+    text = f"{result.outcome}: {result.message or 'no reason given'}"
+    return CheckResult(name, UNKNOWN, text, (Result(UNKNOWN, text),),
+                       "a probe that could not run says nothing about the hardware; see `npuwatch probe --help`")
 
 
 def _probe_events(name: str, say: Say) -> Callable[[dict[str, Any]], None]:
@@ -181,7 +151,7 @@ def _probe_events(name: str, say: Say) -> Callable[[dict[str, Any]], None]:
     return on_event
 
 
-def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
+def probe_checks(config: Any, say: Say = _quiet) -> list[CheckResult]:
     """GEMM and node all-reduce baselines through ``agent.probes.runner`` (children, with deadlines)."""
     names = ("probe_gemm", "probe_allreduce")
     try:
@@ -190,21 +160,21 @@ def probe_checks(config: Any, say: Say = _quiet) -> list[Check]:
 
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage
-        return [Check(name, UNKNOWN, f"probe runner unavailable: {exc}",
-                      results=(Result(UNKNOWN, f"probe runner unavailable: {exc}"),)) for name in names]
+        return [CheckResult(name, UNKNOWN, f"probe runner unavailable: {exc}",
+                            (Result(UNKNOWN, f"probe runner unavailable: {exc}"),)) for name in names]
     runs: dict[str, Callable[[], Any]] = {
         "probe_gemm": lambda: probe_runner.run_gemm(settings, on_event=_probe_events("probe_gemm", say)),
         "probe_allreduce": lambda: probe_runner.run_allreduce(
             settings, scope="node", on_event=_probe_events("probe_allreduce", say)),
     }
-    checks: list[Check] = []
+    checks: list[CheckResult] = []
     for name in names:
         say(f"{name}: starting")
         try:
             checks.append(_probe_check(name, runs[name]()))
         except Exception as exc:
             text = f"probe runner raised {type(exc).__name__}: {exc}"
-            checks.append(Check(name, UNKNOWN, text, results=(Result(UNKNOWN, text),)))
+            checks.append(CheckResult(name, UNKNOWN, text, (Result(UNKNOWN, text),)))
     return checks
 
 
@@ -224,40 +194,27 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
 
 def _diagnose(config: Any, options: DiagnoseOptions, tools: ToolReader, say: Say) -> Report:
     logs = config.collectors.hccl_logs
-
+    settings = JudgeSettings.from_config(config).with_windows(options.window_s, options.flap_window_s)
     node = str(config.labels.get("node") or "") or socket.gethostname()
 
     def scan() -> LogScan:
         return scan_recent_logs(list(logs.paths), list(logs.globs), logs.kernel_log,
-                                window_s=options.window_s, byte_budget=int(logs.byte_budget), node=node)
+                                window_s=settings.window_s, byte_budget=int(logs.byte_budget), node=node)
 
-    readings: NodeReadings = read_node(tools, options.sample_gap_s, scan, say)
-    readings.node = node
-    readings.held = read_held(history_of(config).path, readings.chips)
-    assert readings.logs is not None
-    _, hccs = read_cards(tools, want_hccs=readings.table.ok, want_boards=False)
-    expected = int(config.expected_chips)
-    checks = [
-        check_logs(readings.logs),
-        *([check_chip_count(readings, expected)] if expected else []),
-        check_chip_health(readings, fault_table(config)),
-        check_ecc(readings, max_isolated_pages(config)),
-        check_hccs(readings, hccs),
-        check_temperature(readings),
-        check_link(readings),
-        check_flaps(readings, options.window_s),
-        check_optics(readings),
-        check_packet_errors(readings),
-        check_net_health(readings),
-        check_ip_config(readings, config.collectors.hccn_tool.hccn_conf),
-    ]
+    readings = read_quick(tools, scan=scan, gap_s=options.sample_gap_s, say=say)
+    readings.node.node = node
+    readings.node.held = read_held(history_of(config).path, readings.node.chips)
+    checks = run_checks(readings, settings)
     if options.probes:
         checks.extend(probe_checks(config, say))
     say("judging")
-    remote = remote_culprit(triage_node(readings, checks, options.window_s), readings.node)
-    verdict = decide(checks, readings.logs, remote, None if readings.table.ok else readings.table.error,
-                     tools.hung())
-    return Report(tuple(checks), verdict, len(readings.chips))
+    table = readings.node.table
+    remote = None
+    if readings.node.logs is not None and readings.node.logs.events:
+        culprit = remote_culprit(triage_node(readings.node, checks, settings.window_s), node)
+        remote = culprit_text(culprit) if culprit is not None else None
+    verdict = lead(checks, chip_list_error=None if table.ok else table.error, remote=remote)
+    return Report(tuple(checks), verdict, len(readings.node.chips))
 
 
 def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,

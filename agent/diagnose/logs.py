@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from agent.diagnose.results import DEFAULT_WINDOW_S
 from agent.health.logscan import scan_logs
 from agent.health.readings import LogScan
+from agent.health.thresholds import INCIDENT_LOOK_BACK_S
 from agent.triage.evidence import Evidence
 from agent.triage.logs import LogReader, read_stream
 from collectors.hccl.classify import Event
@@ -32,7 +32,7 @@ class _TriageFiles:
 
 
 def scan_recent_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None, *,
-                     window_s: float = DEFAULT_WINDOW_S, byte_budget: int = 64 << 20, now: float | None = None,
+                     window_s: float = INCIDENT_LOOK_BACK_S, byte_budget: int = 64 << 20, now: float | None = None,
                      node: str = "this node") -> LogScan:
     """The logs of the last ``window_s``; ``scan.evidence`` holds triage's records of the files read."""
     files = _TriageFiles(node)

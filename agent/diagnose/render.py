@@ -17,8 +17,10 @@ import textwrap
 from collections.abc import Sequence
 
 from agent.core.terminal import Style
-from agent.diagnose.results import PASS, Check
-from agent.diagnose.verdict import Report, Verdict
+from agent.diagnose.report import Report
+from agent.health.results import CheckResult
+from agent.health.status import PASS
+from agent.health.verdict import Verdict
 from agent.triage.flight import rank_ranges
 
 __all__ = ["WIDTH", "render_text", "verdict_lines"]
@@ -48,12 +50,10 @@ def verdict_lines(word: str, summary: str, *, also: Sequence[str] = (), action: 
     return lines
 
 
-def _device_cell(check: Check) -> str:
-    """``-``, ``NPU 3``, or every NPU a finding of the check names (``NPU 3,5``, ``NPU 0-7``)."""
-    npus = {finding.npu for finding in check.findings if finding.npu is not None}
-    if check.device is not None:
-        npus.add(check.device)
-    if not npus:
+def _device_cell(check: CheckResult) -> str:
+    """``-``, ``NPU 3``, or every NPU of the check's worst results (``NPU 3,5``, ``NPU 0-7``)."""
+    npus = {result.npu for result in check.results if result.npu is not None and result.status == check.status}
+    if check.status == PASS or not npus:
         return "-"
     return f"NPU {rank_ranges(npus)}"
 

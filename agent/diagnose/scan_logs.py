@@ -13,10 +13,10 @@ what to do next. Inputs that could not be read are listed on stderr. ``--json`` 
 with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``time_range``,
 ``hints``, ``events_total``, ``lines``, ``bytes`` and ``errors``.
 
-Exit status: 0 no error found, 1 errors found, 2 some input could not be read (missing path,
-permission, corrupt gzip) - 2 wins over 1 because the scan is incomplete; the results for the
-readable inputs are still printed. A scan that read nothing (an empty directory, binary files
-only) exits 0 with an UNKNOWN verdict.
+Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 errors
+found, 3 could not tell: a scan that read nothing (an empty directory, binary files only) or one whose
+inputs could not all be read (missing path, permission, corrupt gzip; the results for the readable
+inputs are still printed). ``--json`` also carries the verdict object every command prints.
 """
 
 from __future__ import annotations
@@ -37,16 +37,14 @@ from agent.core.humanize import duration, plural, size
 from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.advice import category_action, category_runbook
 from agent.diagnose.render import verdict_lines
+from agent.health.verdict import Verdict
 from agent.triage.timefmt import span, stamp
 from collectors.hccl.classify import Event, StreamClassifier
 from collectors.hccl.hints import Hint
 from collectors.hccl.tail import iter_line_batches
 
-__all__ = ["EXIT_ERRORS", "EXIT_OK", "EXIT_UNREADABLE", "ScanReport", "main", "scan_paths"]
+__all__ = ["ScanReport", "main", "scan_paths", "verdict"]
 
-EXIT_OK = 0
-EXIT_ERRORS = 1
-EXIT_UNREADABLE = 2
 BINARY_PROBE = 8192
 BINARY_SKIPPED = "binary file skipped"
 SHOWN_PLACES = 3  # path:line places printed per culprit hint
@@ -287,9 +285,8 @@ def _hint_lines(report: ScanReport) -> list[str]:
     return out
 
 
-def verdict(report: ScanReport, paths: Sequence[str] = ()) -> tuple[str, str, str, str | None]:
-    """(word, summary, next step, runbook URL) of a scan: WARN errors found, UNKNOWN nothing read or
-    an incomplete scan without errors, ok a clean one."""
+def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
+    """The scan's verdict: warn errors found, unknown nothing read or an incomplete scan, ok a clean one."""
     unreadable = f"{plural(len(report.errors), 'input')} could not be read (named on stderr)"
     if report.events_total:
         first = report.first
@@ -305,7 +302,8 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> tuple[str, str, st
             (kind, value), n = report.hints.most_common(1)[0]
             places = report.hint_places.get((kind, value), [])
             step += f"; the logs blame {value} most ({kind} x{n}" + (f", first at {places[0]})" if places else ")")
-        return "WARN", summary, step, category_runbook(first.category)
+        return Verdict("unknown" if report.errors else "warn", first.category, None, summary, action=step,
+                       runbook=category_runbook(first.category))
     if report.files_read == 0:
         if report.errors:
             why = unreadable
@@ -313,28 +311,29 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> tuple[str, str, st
             why = f"only binary files under {', '.join(paths) or 'the inputs'}"
         else:
             why = f"no files under {', '.join(paths) or 'the inputs'}"
-        return ("UNKNOWN", f"nothing read: {why}",
-                "point scan-logs at the CANN log directory ($ASCEND_PROCESS_LOG_PATH, by default ~/ascend/log) "
-                "or at the job's log files", None)
+        return Verdict("unknown", "nothing_read", None, f"nothing read: {why}",
+                       action="point scan-logs at the CANN log directory ($ASCEND_PROCESS_LOG_PATH, by default "
+                              "~/ascend/log) or at the job's log files")
     read = plural(report.files_read, "file")
     if report.errors:
-        return ("UNKNOWN", f"no HCCL/CANN errors in the {read} read, but {unreadable}",
-                "fix the paths or permissions of those inputs and scan again", None)
-    return "ok", f"no HCCL/CANN errors found in {read} ({plural(sum(f.lines for f in report.files), 'line')})", "", None
+        return Verdict("unknown", "not_read", None, f"no HCCL/CANN errors in the {read} read, but {unreadable}",
+                       action="fix the paths or permissions of those inputs and scan again")
+    return Verdict("ok", None, None,
+                   f"no HCCL/CANN errors found in {read} ({plural(sum(f.lines for f in report.files), 'line')})")
 
 
 def render_text(report: ScanReport, style: Style | None = None, paths: Sequence[str] = ()) -> str:
     """What was scanned, the first error, counts, culprit hints with their places, then the verdict."""
     out = _summary_lines(report) + _hint_lines(report)
-    word, summary, step, runbook = verdict(report, paths)
+    judged = verdict(report, paths)
     out.append("")
-    out.extend(verdict_lines(word, summary, action=step, runbook=runbook, style=style))
+    out.extend(verdict_lines(judged.word, judged.summary, action=judged.action, runbook=judged.runbook, style=style))
     return "\n".join(out) + "\n"
 
 
 def main(paths: list[str], as_json: bool, out: IO[str] | None = None, err: IO[str] | None = None,
          color: str | None = None) -> int:
-    """Run the scan and print it; the exit status (0 clean, 1 errors found, 2 unreadable input).
+    """Run the scan and print it; the exit status is the verdict's (0 clean, 1 errors found, 3 unreadable input).
 
     Inputs that could not be read are named on ``err`` (stderr); ``color`` is ``--color``'s value.
     """
@@ -345,12 +344,12 @@ def main(paths: list[str], as_json: bool, out: IO[str] | None = None, err: IO[st
     for error in report.errors:
         errors.write(f"npuwatch scan-logs: cannot read {error}\n")
     errors.flush()
+    judged = verdict(report, paths)
     if as_json:
-        json.dump(report.to_dict(), stream, indent=2, sort_keys=False)
+        json.dump({**report.to_dict(), "verdict": judged.to_dict(), "exit_code": judged.exit_code()}, stream,
+                  indent=2, sort_keys=False)
         stream.write("\n")
     else:
         stream.write(render_text(report, Style(use_color(color, stream)), paths))
     stream.flush()
-    if report.errors:
-        return EXIT_UNREADABLE
-    return EXIT_ERRORS if report.events_total else EXIT_OK
+    return judged.exit_code()

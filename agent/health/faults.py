@@ -17,7 +17,7 @@ from agent.core.humanize import duration, plural
 from agent.handling.escalation import HELD_LEVEL
 from agent.health.results import Result
 from agent.health.status import PASS, UNKNOWN, WARN
-from agent.health.thresholds import threshold_of
+from agent.health.thresholds import fault_kind
 from collectors import hccn_ip, hccn_link_stat, hccn_stat, npu_smi_info
 from collectors.fault_levels import FaultTable, default_table, judge_static
 from collectors.hccn_ip import HccnConfEntry, IpRecord
@@ -34,6 +34,7 @@ __all__ = [
     "LEVEL_KINDS",
     "chip_count",
     "chip_health",
+    "device_lost",
     "epoch",
     "error_counters",
     "flapping",
@@ -47,6 +48,7 @@ __all__ = [
     "rising_errors",
     "roce_ip",
     "temperature",
+    "version",
 ]
 
 
@@ -71,7 +73,7 @@ def latest(samples: Sequence[Any]) -> Any:
 
 
 def _fault(kind: str, evidence: str, **fields: Any) -> Result:
-    entry = threshold_of(kind)
+    entry = fault_kind(kind)
     fields.setdefault("threshold", entry.threshold)
     fields.setdefault("unit", entry.unit)
     return Result(entry.status, evidence, kind=kind, **fields)
@@ -106,7 +108,7 @@ def flapping(record: LinkStatRecord, device: int, *, window_s: float, up_now: bo
     last = epoch(max(change.at for change in changes)) if changes else None
     window = duration(window_s)
     fields: dict[str, Any] = {"value": len(downs), "basis": basis or f"look-back {window}", **where}
-    flap = threshold_of("link_flap")
+    flap = fault_kind("link_flap")
     if len(downs) >= int(flap.threshold or 2):
         return _fault("link_flap", f"{hccn_command(device, 'link_stat')} shows {len(downs)} link-down events in "
                                    f"the last {window} ({plural(len(changes), 'change')})",
@@ -142,7 +144,7 @@ def optics(record: OpticalRecord, device: int, **where: Any) -> Result:
     rx = record.rx_power_watts
     low = record.thresholds.get("rxpower_low_watts")
     fields: dict[str, Any] = {"value": min(rx.values()) if rx else None, "unit": "watts", **where}
-    dark_watts = float(threshold_of("optics_dark").threshold or 0.0)
+    dark_watts = float(fault_kind("optics_dark").threshold or 0.0)
     command = hccn_command(device, "optical")
     if record.signal_lost or (bool(rx) and all(watts < dark_watts for watts in rx.values())):
         flags = [key for key, value in record.flags.items() if value and key.startswith("rx")]
@@ -282,7 +284,7 @@ def hbm_ecc(record: EccRecord, *, max_pages: int | None = None, basis: str | Non
     hbm = record.hbm
     double = int(hbm.double_bit_errors or 0)
     pages = int((hbm.double_bit_isolated_pages or 0) + (hbm.single_bit_isolated_pages or 0))
-    limit = int(max_pages if max_pages is not None else threshold_of("hbm_pages_over").threshold or 0)
+    limit = int(max_pages if max_pages is not None else fault_kind("hbm_pages_over").threshold or 0)
     fields: dict[str, Any] = {"value": pages, "unit": "pages", **where}
     if double > 0:
         return _fault("hbm_dbe", f"npu-smi -t ecc: {plural(double, 'HBM double-bit error')}, "
@@ -305,23 +307,42 @@ def hccs(record: HccsRecord, **where: Any) -> Result:
     return _fault("hccs_unhealthy", f"npu-smi -t hccs: HCCS health {health}", value=health, **where)
 
 
-def temperature(celsius: float | None, **where: Any) -> Result:
-    """The chip's temperature (``npu-smi info``) against the table's warning and failing degrees."""
+def temperature(celsius: float | None, *, max_celsius: float | None = None, basis: str | None = None,
+                **where: Any) -> Result:
+    """The chip's temperature (``npu-smi info``) against the table's warning and failing degrees (``max_celsius``,
+    ``check.max_temperature``, replaces the failing one): over the limit, not at it."""
     if celsius is None:
         return Result(UNKNOWN, "npu-smi info prints no temperature", **where)
-    for kind in ("chip_too_hot", "chip_hot"):
-        limit = float(threshold_of(kind).threshold or 0.0)
+    limits = (("chip_too_hot", max_celsius if max_celsius is not None else fault_kind("chip_too_hot").threshold),
+              ("chip_hot", fault_kind("chip_hot").threshold))
+    for kind, threshold in limits:
+        limit = float(threshold or 0.0)
         if celsius > limit:
-            return _fault(kind, f"npu-smi info: {celsius:g} C, over {limit:g} C", value=celsius, **where)
-    hot = threshold_of("chip_hot")
+            return _fault(kind, f"npu-smi info: {celsius:g} C, over {limit:g} C", value=celsius, threshold=limit,
+                          basis=basis if kind == "chip_too_hot" else None, **where)
+    hot = fault_kind("chip_hot")
     return Result(PASS, f"{celsius:g} C", value=celsius, threshold=hot.threshold, unit=hot.unit, **where)
 
 
+def device_lost(npu: int, said: str, **fields: Any) -> Result:
+    """The kernel log says the driver lost the device's heartbeat (``said``: where it says so)."""
+    return _fault("device_lost", f"{said}: its heartbeat was lost", npu=npu, **fields)
+
+
+def version(what: str, value: str, target: str, *, basis: str, **where: Any) -> Result:
+    """One card's ``what`` (driver or firmware) version against the one the node should run."""
+    if value == target:
+        return Result(PASS, f"{what} {value}", value=value, threshold=target, basis=basis, **where)
+    return _fault("firmware_mismatch", f"{what} {value}, not {target}", value=value, threshold=target, basis=basis,
+                  **where)
+
+
 def chip_count(seen: int, expected: int) -> Result:
-    """``npu-smi`` lists ``seen`` chips of ``expected`` (0: not set, nothing to compare)."""
+    """``npu-smi`` lists ``seen`` chips of ``expected`` (0: not set, nothing to compare: a default config must not
+    make every node unknown; the evidence says what to set)."""
     basis = "config expected_chips"
     if not expected:
-        return Result(UNKNOWN, f"npu-smi lists {seen} chips; expected_chips is not set, so nothing to compare",
+        return Result(PASS, f"npu-smi lists {seen} chips (expected_chips is not set, so a missing chip is not seen)",
                       value=seen, unit="chips", basis=basis + " (unset)")
     text = f"npu-smi lists {seen} of {expected} expected chips"
     if seen < expected:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Union
 
 from agent.health.status import PASS, UNKNOWN, rank, worst
+from agent.health.thresholds import fault_kind
 
 __all__ = ["CheckResult", "Result", "Value", "fold"]
 
@@ -84,6 +85,7 @@ class CheckResult:
             "status": self.status,
             "evidence": self.evidence,
             "hint": self.hint,
+            "npu": top.npu if top is not None and self.status != PASS else None,
             "duration_s": round(self.duration_s, 3),
             "value": top.value if top else None,
             "threshold": top.threshold if top else None,
@@ -95,7 +97,10 @@ class CheckResult:
 
 def fold(name: str, results: Iterable[Result], ok_text: str, hint: str = "", empty: str = "nothing to check"
          ) -> CheckResult:
-    """One check from its results: the worst status; the evidence lists what did not pass, worst first."""
+    """One check from its results: the worst status; the evidence lists what did not pass, worst first.
+
+    The hint is the fault kind's of the worst result that found one (its ``kind``), else ``hint``: a check that
+    found a fault says what to do about that fault, the same words on every command."""
     items = tuple(results)
     if not items:
         return CheckResult(name, UNKNOWN, empty, (), hint)
@@ -105,4 +110,5 @@ def fold(name: str, results: Iterable[Result], ok_text: str, hint: str = "", emp
         return CheckResult(name, PASS, ok_text, items)
     shown = [r.evidence for r in bad[:3]]
     more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
-    return CheckResult(name, status, "; ".join(shown) + more, items, hint)
+    kinds = [r.kind for r in bad if r.kind is not None and r.status == status]
+    return CheckResult(name, status, "; ".join(shown) + more, items, fault_kind(kinds[0]).hint if kinds else hint)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["EXIT_CODES", "FAIL", "PASS", "STATUSES", "UNKNOWN", "VERDICT_OF", "WARN", "rank", "worst"]
+__all__ = ["EXIT_CODES", "EXIT_STATUS_HELP", "FAIL", "PASS", "STATUSES", "UNKNOWN", "VERDICT_OF", "WARN", "rank",
+           "worst"]
 
 PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
 STATUSES = (PASS, WARN, UNKNOWN, FAIL)  # least to most severe
@@ -22,6 +23,18 @@ EXIT_CODES: dict[str, dict[str, int]] = {
     "nagios": {"ok": 0, "warn": 1, "fail": 2, "unknown": 3},
     "npd": {"ok": 0, "warn": 0, "fail": 1, "unknown": 2},
 }
+# The one exit-status policy, as every judging command's --help prints it (docs/health-checks.md#exit-status).
+EXIT_STATUS_HELP = """\
+exit status (check, diagnose, scan-logs and triage alike):
+  0  ok: nothing wrong found
+  1  warn: a warning or log errors (check, diagnose, scan-logs); every incident's
+     culprit named (triage)
+  2  fail: a fault on this node (check, diagnose); an incident whose culprit could
+     not be named (triage)
+  3  unknown: could not tell: nothing read or checked (a missing npu-smi, an empty
+     directory, binary files only) or an input that could not be read
+check --exit-codes npd: 0 ok and warn, 1 fail, 2 unknown.
+"""
 
 
 def rank(status: str) -> int:

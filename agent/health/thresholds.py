@@ -1,11 +1,21 @@
-"""The one thresholds table: per fault kind, the check that judges it, its status, threshold, look-back and alert.
+"""The one fault vocabulary: per fault kind, the check that judges it, its status, threshold, look-back, alert,
+triage weight and cause group, what a person calls it, what to do about it and the runbook that says more.
 
-Every judgement of ``agent.health.faults`` takes its threshold and status from here, and
+Every judgement of ``agent.health.faults`` takes its threshold and status from here; ``npuwatch check``,
+``diagnose``, ``top`` and ``triage`` name, order and explain a fault by its record, and
 tests/unit/test_health_thresholds.py fails when an alert rule (``alerts/*.rules.yml``) that sees the
 same quantity holds it to another number or window. Where the alert cannot see the agent's
 quantity, ``alert_note`` says why it uses a coarser signal. ``check.flap_window`` and
 ``check.max_isolated_pages`` override ``window_s`` of ``link_flap`` and ``threshold`` of
 ``hbm_pages_over`` for every consumer that reads the config (``check`` and ``diagnose``).
+
+The weight says how well the fault alone explains an HCCL timeout on the ranks that use that NPU or
+node, most convincing first: a dead or flapping link, a dark optic, a failing net_health, HBM
+double-bit errors, a chip taken out of service, unhealthy, missing or without a heartbeat (3.6-5.0);
+HCCS, a wrong RoCE address, a chip too hot, too many isolated pages, a failed probe, RoCE completion
+errors (3.0-3.5); then what slows or breaks some traffic (2.0-2.5) and background that rarely stops a
+job alone (1.0 and less). Every kind that fails weighs at least ``FAIL_WEIGHT`` and every kind that
+warns less.
 """
 
 from __future__ import annotations
@@ -16,8 +26,13 @@ from typing import Any
 from agent.health.status import FAIL, WARN
 from collectors.fault_levels import FaultTable, configured_table
 
-__all__ = ["INCIDENT_LOOK_BACK_S", "THRESHOLDS", "AlertBound", "Threshold", "fault_table", "flap_window_s",
-           "max_isolated_pages", "threshold_of"]
+__all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "INCIDENT_LOOK_BACK_S", "AlertBound", "FaultKind",
+           "fault_kind", "fault_table", "flap_window_s", "max_isolated_pages"]
+
+# The culprit causes a triage report names (JSON ``cause``): each fault kind belongs to one.
+CAUSE_GROUPS = ("link_down", "link_flap", "roce_errors", "optics", "chip_fault", "hbm_ecc", "process_hang",
+                "process_exit", "desync", "slow_chip", "unknown")
+FAIL_WEIGHT = 3.0
 
 
 @dataclass(frozen=True)
@@ -31,117 +46,189 @@ class AlertBound:
 
 
 @dataclass(frozen=True)
-class Threshold:
-    kind: str  # the fault kind (agent.triage.faults.FAULT_KINDS names the same kinds)
+class FaultKind:
+    kind: str
     check: str  # the check that judges it (npu_check_result{check}, --only, check.skip)
     status: str  # FAIL or WARN
     threshold: float | str | None  # what a value is held to
     unit: str | None
+    label: str  # what a person calls it: "RoCE link down"
+    weight: float  # how well it explains an HCCL timeout (triage's and every verdict's order)
+    cause: str  # its culprit cause group, one of CAUSE_GROUPS
+    hint: str  # what to do about it
     window_s: float | None = None  # look-back (a consumer may pass its own window)
     alert: str | None = None  # the shipped alert that pages it
     severity: str | None = None  # that alert's severity label for this fault
     bounds: tuple[AlertBound, ...] = ()  # what the alert's expression must agree on
     alert_note: str = ""  # why the alert differs from the agent's judgement, where it does
+    runbook: str | None = None  # the alert whose runbook covers it, when it is not ``alert``
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    def runbook_alert(self) -> str | None:
+        """The alert whose runbook (``alerts/runbooks/<alert>.md``) explains this kind."""
+        return self.runbook or self.alert
 
 
 _FLAP_WINDOW_S = 900.0
-# How far back an HCCL timeout's investigation looks (`diagnose --window`, triage of saved link_stat
-# output): a job hangs for up to its HCCL timeouts before it dies, and the cause comes before that.
+# How far back an HCCL timeout's investigation looks (`diagnose --window`, `check --window`, triage of saved
+# link_stat output): a job hangs for up to its HCCL timeouts before it dies, and the cause comes before that.
 INCIDENT_LOOK_BACK_S = 7200.0
 # The handling-level alerts read npu_fault_handling, a label rather than a number the table could bound.
 _LEVEL_NOTE = ("the alert reads the chip's level from npu_fault_handling, which adds the agent's history "
                "(repeated and lasting codes, held separations) to what one reading shows")
-THRESHOLDS: dict[str, Threshold] = {t.kind: t for t in (
-    Threshold("link_down", "roce_link", FAIL, "UP", None, alert="NPURoCELinkDown", severity="critical",
-              bounds=(AlertBound("npu_roce_link_up", "==", 0),)),
+_LINK_HINT = ("check the cable or optical module and the switch port of this NPU "
+              "(hccn_tool -i N -optical -g, -link_stat -g)")
+_OPTICS = "NPUOpticalModuleDegraded"
+FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
+    FaultKind("link_down", "roce_link", FAIL, "UP", None, "RoCE link down", 5.0, "link_down", _LINK_HINT,
+              alert="NPURoCELinkDown", severity="critical", bounds=(AlertBound("npu_roce_link_up", "==", 0),)),
     # Two downs in the window flap (at least three state changes: down, up, down); one that came
     # back up is a warning. The alert counts the same in its own samples.
-    Threshold("link_flap", "roce_flaps", FAIL, 2, "link-down events", _FLAP_WINDOW_S, "NPURoCELinkFlapping",
-              "warning", (AlertBound("npu_roce_link_up", ">=", 3, "15m"),
-                          AlertBound("npu_roce_link_up_transitions_total", ">=", 2, "15m")),
+    FaultKind("link_flap", "roce_flaps", FAIL, 2, "link-down events", "RoCE link flapping", 4.5, "link_flap",
+              "a flapping port breaks HCCL links mid-job: reseat or replace the optical module/cable and check the "
+              "switch port's error counters", _FLAP_WINDOW_S, "NPURoCELinkFlapping", "warning",
+              (AlertBound("npu_roce_link_up", ">=", 3, "15m"),
+               AlertBound("npu_roce_link_up_transitions_total", ">=", 2, "15m")),
               "pages as a warning: the port is up between flaps, so jobs may still run; the node's own "
               "check fails it so a scheduler stops placing jobs there"),
-    Threshold("link_down_once", "roce_flaps", WARN, 1, "link-down events", _FLAP_WINDOW_S,
+    FaultKind("link_down_once", "roce_flaps", WARN, 1, "link-down events", "RoCE link went down", 2.0, "link_flap",
+              "one outage in the window: if jobs failed then, that was why; watch for more", _FLAP_WINDOW_S,
               alert_note="no alert: one down and up is two state changes, under NPURoCELinkFlapping's three; "
-                         "a port still down pages NPURoCELinkDown"),
-    Threshold("optics_dark", "optics", FAIL, 1e-5, "watts", alert="NPUOpticalModuleDegraded", severity="warning",
+                         "a port still down pages NPURoCELinkDown", runbook="NPURoCELinkDown"),
+    FaultKind("optics_dark", "optics", FAIL, 1e-5, "watts", "optical module receives no light", 4.2, "optics",
+              "the fibre is unplugged or broken, or the far-end module is off: clean, reseat or swap the module "
+              "and fibre", alert=_OPTICS, severity="warning",
               bounds=(AlertBound("npu_optical_signal_lost", "==", 1),),
               alert_note="the agent calls a lane dark under 0.01 mW or with LOS/LoL set; the alert pages "
                          "LOS/LoL, and every lane under 0.1 mW (rx_power_low), which a dark lane also is; "
                          "a warning, because a dark port also pages NPURoCELinkDown (critical)"),
-    Threshold("optics_weak", "optics", WARN, "the module's rx power low threshold", "watts",
-              alert="NPUOpticalModuleDegraded", severity="warning",
-              bounds=(AlertBound("npu_optical_rx_power_watts", "<", 1e-4),),
+    FaultKind("optics_weak", "optics", WARN, "the module's rx power low threshold", "watts",
+              "weak optical receive power", 2.2, "optics",
+              "rx power is below the module's low threshold: clean the fibre ends, check the far end",
+              alert=_OPTICS, severity="warning", bounds=(AlertBound("npu_optical_rx_power_watts", "<", 1e-4),),
               alert_note="the module's own rx-low threshold is not exported (one series per module and "
                          "lane would double the optics series); the alert holds every lane to a fixed "
                          "0.1 mW (-10 dBm), under the thresholds modules commonly program"),
-    Threshold("optics_out_of_range", "optics", WARN, "the module's thresholds", None,
-              alert="NPUOpticalModuleDegraded", severity="warning",
-              bounds=(AlertBound("npu_optical_temperature_celsius", ">", 70),),
+    FaultKind("optics_out_of_range", "optics", WARN, "the module's thresholds", None,
+              "optical module reading outside its thresholds", 1.0, "optics",
+              "tx power or module temperature is outside the module's own thresholds: reseat or swap the module",
+              alert=_OPTICS, severity="warning", bounds=(AlertBound("npu_optical_temperature_celsius", ">", 70),),
               alert_note="tx power or module temperature outside the module's own thresholds; the alert "
                          "pages a module over a fixed 70 C (the thresholds are not exported)"),
-    Threshold("roce_errors_rising", "roce_errors", WARN, 0, "errors",
-              alert_note="diagnose samples the counters twice; no alert pages a rise alone"),
-    Threshold("roce_error_counters", "roce_errors", WARN, 0, "errors",
-              alert_note="non-zero since boot: a bundle's single reading, weighed by triage only"),
-    Threshold("net_health", "net_health", FAIL, "Success", None, alert="NPURoCENetHealthFailed",
-              severity="warning", bounds=(AlertBound("npu_roce_net_healthy", "==", 0),),
+    FaultKind("roce_errors_rising", "roce_errors", WARN, 0, "errors", "RoCE packet errors rising", 2.5,
+              "roce_errors", "errors grew while they were watched: check optics, cable and the switch's PFC/ECN "
+              "settings", alert_note="the commands sample the counters twice; no alert pages a rise alone",
+              runbook="HCCLRoCECQEError"),
+    FaultKind("roce_error_counters", "roce_errors", WARN, 0, "errors", "RoCE error counters non-zero", 0.8,
+              "roce_errors", "non-zero since boot: compare with a second reading before acting",
+              alert_note="non-zero since boot: a bundle's single reading, weighed by triage only",
+              runbook="NPURoCEErrorsRising"),
+    FaultKind("roce_cqe", "hccl_errors", FAIL, 0, "errors", "RoCE completion (CQE) errors", 3.0, "roce_errors",
+              "RoCE completion errors: check link, optics and PFC on this and the peer's port",
+              alert="HCCLRoCECQEError", severity="critical",
+              alert_note="read from the HCCL logs (npu_hccl_errors_total{category=\"roce_cqe\"})"),
+    FaultKind("net_health", "net_health", FAIL, "Success", None, "RoCE network health check failing", 4.0,
+              "roce_errors", "the port cannot reach its detect address: check netdetect/gateway in hccn.conf and "
+              "the switch or VLAN path", alert="NPURoCENetHealthFailed", severity="warning",
+              bounds=(AlertBound("npu_roce_net_healthy", "==", 0),),
               alert_note="pages as a warning after 10 minutes: net_health flips while a switch reconverges"),
-    Threshold("net_health_init", "net_health", WARN, "Success", None,
-              alert_note="Init means no detect address is configured: a setup gap, not a fault to page"),
-    Threshold("hbm_dbe", "hbm_ecc", FAIL, 0, "errors", alert="NPUHBMDoubleBitECC", severity="critical",
+    FaultKind("net_health_init", "net_health", WARN, "Success", None, "RoCE network health not configured", 1.0,
+              "roce_errors", "no detect address: set netdetect_N in hccn.conf (hccn_tool -i N -netdetect -s ...)",
+              alert_note="Init means no detect address is configured: a setup gap, not a fault to page",
+              runbook="NPURoCENetHealthFailed"),
+    FaultKind("hbm_dbe", "hbm_ecc", FAIL, 0, "errors", "HBM double-bit ECC errors", 3.8, "hbm_ecc",
+              "uncorrectable HBM errors: drain the node, reset the chip, replace it if they return",
+              alert="NPUHBMDoubleBitECC", severity="critical",
               bounds=(AlertBound("npu_hbm_ecc_current_errors", ">", 0),
                       AlertBound("npu_hbm_ecc_errors_total", ">", 0, "15m"))),
-    Threshold("hbm_pages_over", "hbm_ecc", FAIL, 60, "pages",
+    FaultKind("hbm_pages_over", "hbm_ecc", FAIL, 60, "pages", "too many HBM pages isolated", 3.1, "hbm_ecc",
+              "the chip has retired more HBM pages than the threshold: drain the node and replace the chip",
               alert_note="isolated pages are not exported as a series of their own; the double-bit errors "
-                         "that isolate them page NPUHBMDoubleBitECC"),
-    Threshold("hbm_pages_isolated", "hbm_ecc", WARN, 0, "pages",
-              alert_note="history, not a page: the errors behind the pages paged when they happened"),
-    Threshold("chip_unhealthy", "chip_health", FAIL, "OK", None, alert="NPUUnhealthy", severity="critical",
-              bounds=(AlertBound("npu_health_state", "==", 1),)),
-    Threshold("chip_warning", "chip_health", WARN, "OK", None, alert="NPUUnhealthy", severity="warning",
-              bounds=(AlertBound("npu_healthy", "==", 0),)),
-    Threshold("chip_fault_isolate", "chip_health", FAIL, "OK", None, alert="NPUFaultIsolate", severity="critical",
-              alert_note=_LEVEL_NOTE),
-    Threshold("chip_fault_reset", "chip_health", FAIL, "OK", None, alert="NPUFaultResetWhenIdle", severity="warning",
+                         "that isolate them page NPUHBMDoubleBitECC", runbook="NPUHBMDoubleBitECC"),
+    FaultKind("hbm_pages_isolated", "hbm_ecc", WARN, 0, "pages", "HBM pages isolated after ECC errors", 1.0,
+              "hbm_ecc", "pages were retired after earlier errors; plan a chip check if the count grows",
+              alert_note="history, not a page: the errors behind the pages paged when they happened",
+              runbook="NPUHBMDoubleBitECC"),
+    FaultKind("chip_unhealthy", "chip_health", FAIL, "OK", None, "unhealthy chip", 3.7, "chip_fault",
+              "look up the error codes (npu-smi info -t health -i N) and dmesg; reset or replace the chip",
+              alert="NPUUnhealthy", severity="critical", bounds=(AlertBound("npu_health_state", "==", 1),)),
+    FaultKind("chip_warning", "chip_health", WARN, "OK", None, "chip health warning", 1.0, "chip_fault",
+              "look up the error codes (npu-smi info -t health -i N); usually not fatal",
+              alert="NPUUnhealthy", severity="warning", bounds=(AlertBound("npu_healthy", "==", 0),)),
+    FaultKind("chip_fault_isolate", "chip_health", FAIL, "OK", None, "chip fault: take the chip out of service",
+              3.9, "chip_fault", "drain the chip now, collect `npuwatch bundle`, repair or replace it; after the "
+              "repair of a ManuallySeparateNPU chip, `npuwatch faults clear --npu N`",
+              alert="NPUFaultIsolate", severity="critical", alert_note=_LEVEL_NOTE),
+    FaultKind("chip_fault_reset", "chip_health", FAIL, "OK", None, "chip fault: reset the chip", 3.4, "chip_fault",
+              "reset the chip once no job uses it (npu-smi set -t reset -i N -c C), then check the codes are gone",
+              alert="NPUFaultResetWhenIdle", severity="warning",
               alert_note=_LEVEL_NOTE + "; it pages as a warning: a reset when the chip is idle clears it, the job on "
                                        "it has failed already or can finish"),
-    Threshold("chip_fault_drain", "chip_health", WARN, "OK", None, alert="NPUFaultDrainAfterJob",
-              severity="warning", alert_note=_LEVEL_NOTE),
-    Threshold("hccs_unhealthy", "hccs", FAIL, "OK", None, alert="NPUHCCSLinkUnhealthy", severity="critical",
-              bounds=(AlertBound("npu_hccs_healthy", "==", 0),)),
-    Threshold("chip_hot", "temperature", WARN, 85.0, "celsius", alert="NPUTemperatureHigh", severity="warning",
+    FaultKind("chip_fault_drain", "chip_health", WARN, "OK", None, "chip fault: isolate the chip after its job",
+              2.4, "chip_fault", "give the chip no new job, let the running one finish, then reset or repair it",
+              alert="NPUFaultDrainAfterJob", severity="warning", alert_note=_LEVEL_NOTE),
+    FaultKind("hccs_unhealthy", "hccs", FAIL, "OK", None, "HCCS link unhealthy", 3.5, "chip_fault",
+              "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset or repair",
+              alert="NPUHCCSLinkUnhealthy", severity="critical", bounds=(AlertBound("npu_hccs_healthy", "==", 0),)),
+    FaultKind("chip_hot", "temperature", WARN, 85.0, "celsius", "chip running hot", 1.0, "chip_fault",
+              "check the fans and the air flow before the chip reaches the failing degrees",
+              alert="NPUTemperatureHigh", severity="warning",
               bounds=(AlertBound("npu_temperature_celsius", ">", 85),)),
-    Threshold("chip_too_hot", "temperature", FAIL, 95.0, "celsius", alert="NPUTemperatureHigh",
-              severity="critical", bounds=(AlertBound("npu_temperature_celsius", ">", 95),)),
-    Threshold("chip_missing", "chip_count", FAIL, "expected_chips", "chips", alert="NPUChipMissing",
-              severity="critical",
+    FaultKind("chip_too_hot", "temperature", FAIL, 95.0, "celsius", "chip too hot", 3.3, "chip_fault",
+              "check the fans, the air flow and the inlet temperature; a chip this hot throttles or stops",
+              alert="NPUTemperatureHigh", severity="critical",
+              bounds=(AlertBound("npu_temperature_celsius", ">", 95),)),
+    FaultKind("chip_missing", "chip_count", FAIL, "expected_chips", "chips", "chip missing from npu-smi", 3.6,
+              "chip_fault", "npu-smi no longer lists the chip: check dmesg and PCIe; a reboot or repair is needed",
+              alert="NPUChipMissing", severity="critical",
               alert_note="the alert holds npu_chips to npuwatch_expected_chips, the same config value, and also "
                          "pages a chip listed an hour ago and gone now, which a one-off check cannot see"),
-    Threshold("device_lost", "hccl_errors", FAIL, 0, "heartbeats lost",
-              alert_note="read from the kernel log by check and diagnose; the agent exports no series for it"),
-    Threshold("ip_mismatch", "roce_ip", FAIL, "/etc/hccn.conf", None,
-              alert_note="hccn.conf is read by the commands only; the agent exports no series for it"),
+    FaultKind("device_lost", "hccl_errors", FAIL, 0, "heartbeats lost", "device heartbeat lost (kernel log)", 3.6,
+              "chip_fault", "the driver lost the device: check dmesg around that time; reset or replace the chip",
+              alert_note="read from the kernel log by check and diagnose; the agent exports no series for it",
+              runbook="NPUUnhealthy"),
+    FaultKind("ip_mismatch", "roce_ip", FAIL, "/etc/hccn.conf", None, "RoCE address differs from hccn.conf", 3.4,
+              "roce_errors", "the rank table uses the configured address: reapply it with hccn_tool -i N -ip -s ...",
+              alert_note="hccn.conf is read by the commands only; the agent exports no series for it",
+              runbook="HCCLTimeout"),
+    FaultKind("firmware_mismatch", "versions", FAIL, "one version", None, "driver or firmware version differs",
+              3.2, "chip_fault", "upgrade the odd card (or the node) to the fleet's versions; mixed versions break "
+              "HCCL links", alert_note="versions are read by the commands only (npu-smi info -t board)",
+              runbook="HCCLTimeout"),
+    FaultKind("tool_hung", "tools", FAIL, 0, "failed calls", "npu-smi or hccn_tool hung or failed", 3.0,
+              "chip_fault", "a hung or crashing npu-smi or hccn_tool points at the driver: check dmesg, then run "
+              "the command shown by hand", alert="NPUCollectorFailing", severity="warning",
+              alert_note="the agent's collectors page a tool that keeps failing (npuwatch_collector_up)"),
+    FaultKind("probe_failed", "probes", FAIL, "correct and finished", None, "probe failed", 3.2, "chip_fault",
+              "rerun `npuwatch probe ...` on this node alone; compare with a healthy node",
+              alert_note="each probe has its own alerts (alerts/probes.rules.yml)", runbook="HCCLTimeout"),
+    FaultKind("probe_slow", "probes", WARN, "the reference", None, "probe below its threshold", 1.0, "slow_chip",
+              "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset",
+              alert_note="each probe has its own alerts (alerts/probes.rules.yml)", runbook="NPUGEMMProbeSlow"),
 )}
 
 
-def threshold_of(kind: str) -> Threshold:
+def fault_kind(kind: str) -> FaultKind:
     try:
-        return THRESHOLDS[kind]
+        return FAULT_KINDS[kind]
     except KeyError:
-        raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(THRESHOLDS)}") from None
+        raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(FAULT_KINDS)}") from None
 
 
 def flap_window_s(config: Any) -> float:
     """``check.flap_window`` when the config sets it, else the table's look-back for ``link_flap``."""
     value = config.check.flap_window
-    return float(value) if value is not None else float(threshold_of("link_flap").window_s or 0.0)
+    return float(value) if value is not None else float(fault_kind("link_flap").window_s or 0.0)
 
 
 def max_isolated_pages(config: Any) -> int:
     """``check.max_isolated_pages`` when the config sets it, else the table's ``hbm_pages_over``."""
     value = config.check.max_isolated_pages
-    return int(value) if value is not None else int(threshold_of("hbm_pages_over").threshold or 0)
+    return int(value) if value is not None else int(fault_kind("hbm_pages_over").threshold or 0)
 
 
 def fault_table(config: Any) -> FaultTable:

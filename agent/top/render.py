@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from agent.core.humanize import duration
 from agent.health.faults import LEVEL_ACTIONS, LEVEL_KINDS
 from agent.health.status import FAIL
-from agent.health.thresholds import THRESHOLDS, threshold_of
+from agent.health.thresholds import FAULT_KINDS, fault_kind
 from agent.top.history import History, sparkline
 from agent.top.model import Fetched, NodeView, NpuRow
 
@@ -65,7 +65,7 @@ def _fit(line: Line, width: int) -> Line:
 def _status_style(kind: str | None) -> str:
     if kind is None:
         return "ok"
-    entry = THRESHOLDS.get(kind)
+    entry = FAULT_KINDS.get(kind)
     return "bad" if entry is not None and entry.status == FAIL else "warn"
 
 
@@ -74,9 +74,9 @@ def _level_style(level: str) -> str:
 
 
 def _temperature_style(celsius: float) -> str:
-    if celsius >= float(threshold_of("chip_too_hot").threshold or 0):
+    if celsius >= float(fault_kind("chip_too_hot").threshold or 0):
         return "bad"
-    if celsius >= float(threshold_of("chip_hot").threshold or 0):
+    if celsius >= float(fault_kind("chip_hot").threshold or 0):
         return "warn"
     return "ok"
 
@@ -170,7 +170,7 @@ def _columns(width: int, history: History, state: TopState) -> list[_Column]:
     ]
     used = sum(c.width for c in columns)
     if width - used >= 2 * (spark_w + 1) + 30:
-        hot = float(threshold_of("chip_too_hot").threshold or 100.0)
+        hot = float(fault_kind("chip_too_hot").threshold or 100.0)
         columns += [_Column("AI Core history", spark_w + 1, _spark(history.aicore, spark_w, 0.0, 1.0, ascii_only)),
                     _Column("Temp history", spark_w + 1, _spark(history.temperature, spark_w, 30.0, hot, ascii_only))]
     for title in _DROPPED_FIRST:  # the codes say what to do: they keep room before these

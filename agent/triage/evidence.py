@@ -313,4 +313,7 @@ class Evidence:
 
     @property
     def empty(self) -> bool:
-        return not self.nodes and not any(getattr(self, name) for name in _LISTS)
+        """Nothing was read: no record, and no file or byte of any node (an empty directory is empty)."""
+        read = any(coverage.files or coverage.bytes or coverage.taken_at is not None
+                   for coverage in self.nodes.values())
+        return not read and not any(getattr(self, name) for name in _LISTS)

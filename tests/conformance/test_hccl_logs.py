@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnose.scan_logs import EXIT_ERRORS, main
+from agent.diagnose.scan_logs import main
+from agent.health.status import EXIT_CODES
 from collectors.hccl.classify import StreamClassifier
 from tests.support.paths import CORPUS
 
@@ -126,7 +127,7 @@ def test_corpus_file_incidents_and_hints(path: Path) -> None:
 def test_scan_logs_over_the_corpus() -> None:
     out = io.StringIO()
     code = main([str(path) for path in corpus_files()], True, out=out)
-    assert code == EXIT_ERRORS
+    assert code == EXIT_CODES["nagios"]["warn"]
     data = json.loads(out.getvalue())
     expected: dict[str, int] = {}
     for incidents, _ in EXPECTED.values():

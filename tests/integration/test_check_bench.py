@@ -22,5 +22,5 @@ def test_the_check_benchmark_prints_a_row_per_case() -> None:
     assert set(rows) == {"quick, 8 chips", "quick, 16 chips", "quick, 8 chips, hccn_tool hangs",
                          "quick, 8 chips, npu-smi hangs"}
     for cells in rows.values():
-        assert int(cells[1]) == 13 and cells[3] == "10 s" and cells[4] in ("yes", "NO")
+        assert int(cells[1]) == 14 and cells[3] == "10 s" and cells[4] in ("yes", "NO")
     assert "(fail)" in rows["quick, 8 chips, hccn_tool hangs"][2]

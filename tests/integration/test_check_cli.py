@@ -39,17 +39,19 @@ def test_the_golden_document_has_the_documented_shape() -> None:
     assert list(document) == ["format", "level", "verdict", "exit_code", "exit_codes", "message", "node", "model",
                               "chips", "started_at", "duration_s", "budget_s", "read_s", "skipped", "baseline",
                               "checks"]
-    assert document["format"] == "npuwatch-check/1"
+    assert document["format"] == "npuwatch-check/2"
+    assert list(document["verdict"]) == ["status", "cause", "npu", "check", "text", "summary", "also", "action",
+                                         "runbook"]
     for check in document["checks"]:
-        assert list(check) == ["name", "status", "evidence", "hint", "duration_s", "value", "threshold", "unit",
-                               "basis", "results"]
+        assert list(check) == ["name", "status", "evidence", "hint", "npu", "duration_s", "value", "threshold",
+                               "unit", "basis", "results"]
         for result in check["results"]:
             assert list(result) == ["status", "npu", "chip", "peer", "value", "threshold", "unit", "basis",
                                     "measure", "model", "kind", "evidence"]
     # the manual's description of the document names every key
     manual = (REPO / "docs" / "check.md").read_text(encoding="utf-8")
     section = manual.split("## The `--json` document", 1)[1].split("\n## ", 1)[0]
-    for key in (*document, *document["checks"][0], *document["checks"][0]["results"][0]):
+    for key in (*document, *document["verdict"], *document["checks"][0], *document["checks"][0]["results"][0]):
         assert f"`{key}`" in section, key
 
 
@@ -68,7 +70,7 @@ def test_a_failing_check_changes_the_verdict_and_the_exit_code(tmp_path: Path, c
     assert failed.returncode == fail
     if style == "npd":  # node-problem-detector shows stdout as the condition's message
         assert failed.stdout.count("\n") == 1 and len(failed.stdout.rstrip("\n")) <= 80
-        assert failed.stdout.startswith("FAIL roce_link: NPU 0: hccn_tool -i 0 -link -g says DOWN")
+        assert failed.stdout.startswith("FAIL roce_link: RoCE link down on NPU 0 (hccn_tool -i 0 -link -g says DOWN)")
     else:
         assert failed.stdout.splitlines()[0].startswith("FAIL roce_link")
         assert re.search(r"^roce_link\s+FAIL\s", failed.stdout, re.M)

@@ -78,7 +78,7 @@ def test_a_slow_node_fails_every_measurement_against_the_fleet_median(medium_run
     for name in MEDIUM:
         result = checks[name]["results"][0]
         assert result["value"] < result["threshold"], result
-    assert report["verdict"] == "fail" and code == 2
+    assert report["verdict"]["status"] == "fail" and code == 2
 
 
 @pytest.fixture
@@ -125,7 +125,9 @@ def test_a_hot_chip_fails_the_sustained_gemm(node: DemoNode) -> None:
     assert (hot["value"], hot["threshold"]) == (97, 95.0)
     _, cooler = run_check(node.directory, check_config(merge_check(WIDE, max_temperature=98)), level="long",
                           only=("sustained_gemm",))
-    assert by_name(cooler)["sustained_gemm"]["status"] == "PASS"
+    # over the table's chip_hot still warns: check.max_temperature moves only the failing degrees
+    assert by_name(cooler)["sustained_gemm"]["status"] == "WARN"
+    assert {r["kind"] for r in by_name(cooler)["sustained_gemm"]["results"] if r["npu"] == 2} >= {"chip_hot"}
     assert code == 2
 
 

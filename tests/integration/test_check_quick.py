@@ -17,7 +17,7 @@ from agent.demo.node import DemoNode
 from tests.support.check_harness import CHIPS, by_name, check_config, failing_npus, run_check
 
 QUICK = ["tools", "chip_count", "chip_health", "hbm_ecc", "hccs", "temperature", "roce_link", "roce_flaps",
-         "net_health", "optics", "roce_ip", "versions", "hccl_errors", "agent"]
+         "net_health", "optics", "roce_errors", "roce_ip", "versions", "hccl_errors", "agent"]
 
 
 
@@ -40,7 +40,7 @@ def test_a_healthy_node_passes_every_quick_check_but_the_absent_agent(healthy: t
         [name for name in QUICK if name != "agent"], "PASS")
     # no agent listens on the configured port: that check could not look, which is never a pass
     assert checks["agent"]["status"] == "UNKNOWN"
-    assert report["verdict"] == "unknown" and code == 3
+    assert report["verdict"]["status"] == "unknown" and code == 3
     assert report["chips"] == CHIPS and report["model"] == "910B3"
     assert checks["chip_count"]["value"] == CHIPS and checks["chip_count"]["threshold"] == CHIPS
 
@@ -61,7 +61,7 @@ def test_a_chip_fault_fails_its_check_on_that_chip_only(node: DemoNode, check: s
     result = by_name(report)[check]
     assert result["status"] == "FAIL", result
     assert failing_npus(result) == {chip}
-    assert report["verdict"] == "fail" and code == 2
+    assert report["verdict"]["status"] == "fail" and code == 2
     assert report["message"].startswith(f"FAIL {check}")
 
 
@@ -86,7 +86,7 @@ def test_a_warning_health_state_warns(node: DemoNode) -> None:
     for style, expected in (("nagios", 1), ("npd", 0)):
         code, report = run_check(node.directory, check_config(), only=("chip_health",), exit_codes=style)
         assert by_name(report)["chip_health"]["status"] == "WARN"
-        assert report["verdict"] == "warn" and code == expected
+        assert report["verdict"]["status"] == "warn" and code == expected
 
 
 @pytest.mark.parametrize(("tool_fault", "kind"), [
@@ -233,9 +233,9 @@ def test_conditions_select_their_group(node: DemoNode) -> None:
 
 def test_a_hung_tool_costs_one_round_of_timeouts_not_one_per_waiting_call(node: DemoNode) -> None:
     """Calls that waited for their turn behind the hung ones are skipped, not run into the same hang."""
-    from agent.check.readings import read_quick
     from agent.check.runner import _tool_config
     from agent.core.config import apply_overrides
+    from agent.health.quick import read_quick
     from agent.health.reader import HCCN_PARALLEL, ToolReader
 
     node.set_fault("hccn_tool_hang")

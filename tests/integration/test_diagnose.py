@@ -22,6 +22,7 @@ import pytest
 
 from agent.demo.node import DemoNode
 from agent.diagnose import engine as diagnose
+from agent.health.checks import NODE_CHECKS
 from tests.support.diagnose_harness import GAP_S, by_name, make_config, run
 from tests.support.paths import REPO
 
@@ -48,13 +49,12 @@ def test_healthy_node_is_ok(node: DemoNode, tmp_path: Path, capsys: pytest.Captu
     assert code == 0
     assert report["exit_code"] == 0
     assert report["verdict"]["status"] == "ok"
-    assert report["verdict"]["device"] is None
+    assert report["verdict"]["npu"] is None
     checks = by_name(report)
-    assert set(checks) == {"hccl_errors", "chip_health", "hbm_ecc", "hccs", "temperature", "roce_link", "roce_flaps",
-                           "optics", "roce_errors", "net_health", "roce_ip"}
-    for check in report["checks"]:  # the schema npuwatch check shares (docs/health-checks.md), plus device
-        assert list(check) == ["name", "status", "evidence", "hint", "device", "value", "threshold", "unit", "basis",
-                               "results"]
+    assert list(checks) == ["tools", *NODE_CHECKS]  # the one check set, in npuwatch check's order
+    for check in report["checks"]:  # the schema npuwatch check shares (docs/health-checks.md)
+        assert list(check) == ["name", "status", "evidence", "hint", "npu", "duration_s", "value", "threshold", "unit",
+                               "basis", "results"]
         assert check["results"] and all(result["status"] == "PASS" for result in check["results"])
     assert {c["status"] for c in checks.values()} == {"PASS"}
     # the demo node's hccn.conf holds its ports' addresses; the clean plog and the demo job's log are read
@@ -73,7 +73,7 @@ def test_text_output_is_an_aligned_table(node: DemoNode, tmp_path: Path,
     assert lines[0].split() == ["CHECK", "STATUS", "DEVICE", "EVIDENCE"]
     status_column = lines[0].index("STATUS")
     rows = [line for line in lines[1:] if not line.startswith(" ")]
-    assert len(rows) == 11
+    assert len(rows) == 1 + len(NODE_CHECKS)
     assert {row[status_column:].split()[0] for row in rows} <= {"PASS", "WARN", "FAIL", "UNKNOWN"}
     assert any(line.strip().startswith("hint: ") for line in lines)
     assert "\x1b" not in text  # not a terminal: no colour
@@ -94,11 +94,11 @@ def test_link_down_fails_and_names_the_device(node: DemoNode, tmp_path: Path,
     assert code == 2
     checks = by_name(report)
     assert checks["roce_link"]["status"] == "FAIL"
-    assert checks["roce_link"]["device"] == 3
+    assert checks["roce_link"]["npu"] == 3
     assert checks["roce_link"]["hint"]
     assert checks["optics"]["status"] == "PASS"
     verdict = report["verdict"]
-    assert (verdict["status"], verdict["cause"], verdict["device"]) == ("fail", "link_down", 3)
+    assert (verdict["status"], verdict["cause"], verdict["npu"]) == ("fail", "link_down", 3)
     assert verdict["text"].startswith("RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN)")
 
 
@@ -112,9 +112,9 @@ def test_flapping_link(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFix
     checks = by_name(report)
     assert checks["roce_link"]["status"] == "PASS"
     assert checks["roce_flaps"]["status"] == "FAIL"
-    assert checks["roce_flaps"]["device"] == 2
+    assert checks["roce_flaps"]["npu"] == 2
     assert "3 link-down events" in checks["roce_flaps"]["evidence"]
-    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_flapping", 2)
+    assert (report["verdict"]["cause"], report["verdict"]["npu"]) == ("link_flap", 2)
     assert "NPU 2" in report["verdict"]["text"]
 
 
@@ -124,12 +124,12 @@ def test_optics_without_light(node: DemoNode, tmp_path: Path, capsys: pytest.Cap
     assert code == 2
     checks = by_name(report)
     optics = checks["optics"]
-    assert (optics["status"], optics["device"]) == ("FAIL", 1)
+    assert (optics["status"], optics["npu"]) == ("FAIL", 1)
     assert "rx_los_flag" in optics["evidence"]
     # the dark port's error counters rise between the two samples
-    assert (checks["roce_errors"]["status"], checks["roce_errors"]["device"]) == ("WARN", 1)
+    assert (checks["roce_errors"]["status"], checks["roce_errors"]["npu"]) == ("WARN", 1)
     verdict = report["verdict"]
-    assert (verdict["status"], verdict["device"]) == ("fail", 1)
+    assert (verdict["status"], verdict["npu"]) == ("fail", 1)
     # no light takes the link down; the verdict leads with the link and names the optics too
     assert verdict["cause"] == "link_down"
     assert "optical module receives no light on NPU 1" in verdict["text"]
@@ -140,9 +140,9 @@ def test_double_bit_ecc(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFi
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 2
     ecc = by_name(report)["hbm_ecc"]
-    assert (ecc["status"], ecc["device"]) == ("FAIL", 2)
+    assert (ecc["status"], ecc["npu"]) == ("FAIL", 2)
     assert "double-bit" in ecc["evidence"]
-    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("ecc_double_bit", 2)
+    assert (report["verdict"]["cause"], report["verdict"]["npu"]) == ("hbm_dbe", 2)
 
 
 def test_local_hardware_outranks_other_local_causes(node: DemoNode, tmp_path: Path,
@@ -153,9 +153,9 @@ def test_local_hardware_outranks_other_local_causes(node: DemoNode, tmp_path: Pa
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 2
     checks = by_name(report)
-    assert (checks["chip_health"]["status"], checks["chip_health"]["device"]) == ("FAIL", 1)
+    assert (checks["chip_health"]["status"], checks["chip_health"]["npu"]) == ("FAIL", 1)
     assert "80E18005" in checks["chip_health"]["evidence"]
-    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_down", 3)
+    assert (report["verdict"]["cause"], report["verdict"]["npu"]) == ("link_down", 3)
 
 
 def _plog_time(ts: float) -> str:
@@ -192,7 +192,7 @@ def test_logs_blaming_a_remote_rank_on_a_healthy_node(node: DemoNode, tmp_path: 
     assert "exec_timeout" in logs["evidence"]
     assert "EI0002" in logs["evidence"]
     verdict = report["verdict"]
-    assert (verdict["status"], verdict["cause"], verdict["device"]) == ("warn", "remote_peer", None)
+    assert (verdict["status"], verdict["cause"], verdict["npu"]) == ("warn", "remote_peer", None)
     assert verdict["text"].startswith("look at remote rank 5 / IP 29.7.0.15, not this node")
 
 
@@ -202,7 +202,7 @@ def test_local_fault_beats_the_log_symptom(node: DemoNode, tmp_path: Path,
     node.set_fault("net_health_fail", chip=2)
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 2
-    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("net_health", 2)
+    assert (report["verdict"]["cause"], report["verdict"]["npu"]) == ("net_health", 2)
 
 
 def test_old_log_errors_are_outside_the_window(node: DemoNode, tmp_path: Path,
@@ -226,36 +226,35 @@ def test_hccn_conf_mismatch(node: DemoNode, tmp_path: Path, capsys: pytest.Captu
     code, report = run(node, capsys, make_config(tmp_path))
     assert code == 2
     ip = by_name(report)["roce_ip"]
-    assert (ip["status"], ip["device"]) == ("FAIL", 2)
+    assert (ip["status"], ip["npu"]) == ("FAIL", 2)
     assert "29.1.2.99" in ip["evidence"]
     assert report["verdict"]["cause"] == "ip_mismatch"
 
 
-def test_npu_smi_hang_is_unknown_quickly(node: DemoNode, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_npu_smi_hang_fails_quickly(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hung npu-smi is the driver's symptom: it fails the tools check on every command (check's policy)."""
     node.set_fault("npu_smi_hang")
     started = time.monotonic()
     code, report = run(node, capsys, make_config(tmp_path, timeout="0.5s"))
     assert time.monotonic() - started < 5
-    assert code == 3
+    assert code == 2
     health = by_name(report)["chip_health"]
     assert health["status"] == "UNKNOWN"
     assert "no answer within 0.5s" in health["evidence"]
-    assert report["verdict"]["status"] == "unknown"
+    assert (report["verdict"]["status"], report["verdict"]["cause"]) == ("fail", "tool_hung")
 
 
-def test_hccn_tool_hang_is_unknown_quickly(node: DemoNode, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_hccn_tool_hang_fails_quickly(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     node.set_fault("hccn_tool_hang")
     started = time.monotonic()
     code, report = run(node, capsys, make_config(tmp_path, timeout="0.5s"))
     # at most one round of parallel calls waits for the timeout; the rest are skipped
     assert time.monotonic() - started < 5
-    assert code == 3
+    assert code == 2
     checks = by_name(report)
     assert checks["roce_link"]["status"] == "UNKNOWN"
     assert checks["chip_health"]["status"] == "PASS"
-    assert (report["verdict"]["status"], report["verdict"]["cause"]) == ("unknown", "tool_hung")
+    assert (report["verdict"]["status"], report["verdict"]["cause"]) == ("fail", "tool_hung")
 
 
 class _FakeResult:
@@ -312,10 +311,10 @@ def test_cli_json(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2, proc.stderr
     report = json.loads(proc.stdout)
-    assert set(report) == {"checks", "verdict", "exit_code"}
+    assert set(report) == {"format", "checks", "verdict", "exit_code"}
     assert report["exit_code"] == 2
-    assert set(report["verdict"]) == {"status", "cause", "device", "text"}
-    assert (report["verdict"]["cause"], report["verdict"]["device"]) == ("link_down", 1)
+    assert set(report["verdict"]) == {"status", "cause", "npu", "check", "text", "summary", "also", "action", "runbook"}
+    assert (report["verdict"]["cause"], report["verdict"]["npu"]) == ("link_down", 1)
 
 
 # ----------------------------------------------------------------------------- what a person reads
@@ -369,7 +368,8 @@ def test_demo_reads_ascend_process_log_path(node: DemoNode, tmp_path: Path, caps
 def test_a_long_window_reads_as_a_person_writes_it(node: DemoNode, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     write_clean_plog(node)
-    args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=GAP_S, window=100800)
+    args = argparse.Namespace(json=True, probes=False, verbose=False, sample_gap=GAP_S, window=100800,
+                              flap_window=100800)
     assert diagnose.main(args, make_config(tmp_path), node.directory) == 0
     checks = by_name(json.loads(capsys.readouterr().out))
     assert checks["hccl_errors"]["evidence"].startswith("no HCCL errors in the last 28 h (2 files read, ")

@@ -25,8 +25,7 @@ import pytest
 import yaml
 
 from agent.demo.node import DemoNode
-from agent.health.thresholds import threshold_of
-from agent.triage.faults import fault_kind
+from agent.health.thresholds import fault_kind
 from tests.support.paths import REPO
 
 CHIPS = 10
@@ -43,11 +42,11 @@ class Planted:
 
     @property
     def check(self) -> str:
-        return threshold_of(self.kind).check
+        return fault_kind(self.kind).check
 
     @property
     def status(self) -> str:
-        return threshold_of(self.kind).status
+        return fault_kind(self.kind).status
 
 
 PLANTED = (

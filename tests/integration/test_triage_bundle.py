@@ -258,7 +258,7 @@ def test_node_and_cluster_verdicts_agree(tmp_path: Path) -> None:
     diagnosed = cli("diagnose", "--demo", "--demo-dir", str(tmp_path / "node-a"), "--json",
                     env={"NPUWATCH_DIAGNOSE_SAMPLE_GAP": "0.2"})
     verdict = json.loads(diagnosed.stdout)["verdict"]
-    assert (verdict["cause"], verdict["device"]) == ("link_down", 3)
+    assert (verdict["cause"], verdict["npu"]) == ("link_down", 3)
     bundled = cli("bundle", "--demo", "--demo-dir", str(tmp_path / "node-a"), "-o", str(tmp_path / "a.tar.gz"))
     assert bundled.returncode == 0, bundled.stderr
     done = cli("triage", "--json", str(tmp_path / "a.tar.gz"))

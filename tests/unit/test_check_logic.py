@@ -370,8 +370,10 @@ def test_a_wrong_product_after_sustained_load_fails() -> None:
 
 
 @pytest.mark.parametrize(("temperature", "clock", "statuses"), [
-    (94.0, 1800e6, [PASS, PASS]),
-    (95.0, 1800e6, [FAIL, PASS]),
+    (85.0, 1800e6, [PASS, PASS]),
+    (94.0, 1800e6, [WARN, PASS]),  # over the table's chip_hot
+    (95.0, 1800e6, [WARN, PASS]),  # at chip_too_hot, not over it: the one comparison of agent.health.faults
+    (95.5, 1800e6, [FAIL, PASS]),
     (60.0, 1619e6, [PASS, WARN]),  # under 90 % of the rated 1800 MHz while busy
     (60.0, 1620e6, [PASS, PASS]),
 ])
@@ -384,7 +386,7 @@ def test_the_watch_judges_heat_and_a_busy_clock(temperature: float, clock: float
     seen.add(CommonRecord(aicore_usage_ratio=0.9, aicore_max_frequency_hertz=1800e6, aicore_frequency_hertz=clock,
                           temperature_celsius=temperature, power_watts=300.0))
     seen.add(CommonRecord(aicore_usage_ratio=0.1, aicore_frequency_hertz=800e6, temperature_celsius=50.0))
-    results = _watch_results(_fake_run(max_temperature=95.0), 0, 0, "NPU 0", seen)
+    results = _watch_results(_fake_run(), 0, 0, "NPU 0", seen)
     assert [r.status for r in results] == statuses
     assert results[0].value == temperature  # the hottest sample; the idle 800 MHz one is not a throttle
 

@@ -147,21 +147,18 @@ def test_probe_progress_names_the_stage(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_every_cause_has_a_next_step_and_a_runbook_that_exists() -> None:
     """Each cause a verdict can name says what to do and links an alert runbook of this repository."""
-    from agent.diagnose import advice
-    from agent.diagnose.results import CAUSES
+    from agent.health.thresholds import FAULT_KINDS
+    from agent.health.verdict import RUNBOOK_BASE, VERDICT_CAUSES, runbook_url
 
-    verdict_causes = {"remote_peer", "log_errors", "no_chip_list", "tool_hung", "not_checked"}
-    assert set(advice.RUNBOOKS) == set(CAUSES) | verdict_causes
-    for cause in [*CAUSES, *verdict_causes]:
-        assert advice.action(cause), cause
-        url = advice.runbook(cause)
-        assert url is not None and url.startswith(advice.RUNBOOK_BASE)
-        assert (REPO / "alerts" / "runbooks" / url[len(advice.RUNBOOK_BASE):]).is_file(), url
-    for check in ("probe_gemm", "probe_allreduce"):
-        for cause in ("probe_failed", "probe_degraded"):
-            url = advice.runbook(cause, check)
-            assert url is not None and (REPO / "alerts" / "runbooks" / url.rsplit("/", 1)[1]).is_file()
-    assert advice.runbook("link_down") == advice.RUNBOOK_BASE + "NPURoCELinkDown.md"
+    for cause, (action, alert) in VERDICT_CAUSES.items():
+        assert action, cause
+        if alert is not None:
+            assert (REPO / "alerts" / "runbooks" / f"{alert}.md").is_file(), cause
+    for kind in FAULT_KINDS.values():
+        url = runbook_url(kind.runbook_alert)
+        assert url is not None and url.startswith(RUNBOOK_BASE), kind.kind
+        assert (REPO / "alerts" / "runbooks" / url[len(RUNBOOK_BASE):]).is_file(), url
+    assert runbook_url(FAULT_KINDS["link_down"].runbook_alert) == RUNBOOK_BASE + "NPURoCELinkDown.md"
     # the same pages the alert rules link
     rules = "".join(path.read_text() for path in (REPO / "alerts").glob("*.rules.yml"))
-    assert f"runbook_url: {advice.RUNBOOK_BASE}NPURoCELinkDown.md" in rules
+    assert f"runbook_url: {RUNBOOK_BASE}NPURoCELinkDown.md" in rules

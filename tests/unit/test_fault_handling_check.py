@@ -10,10 +10,9 @@ import pytest
 
 from agent.check.settings import CheckSettings
 from agent.core.config import build_config
-from agent.diagnose.advice import RUNBOOKS
-from agent.diagnose.results import KIND_CAUSES
 from agent.health import faults
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
+from agent.health.thresholds import fault_kind
 from collectors.fault_levels import LEVELS, FaultTable, default_table
 
 EXPECTED = {
@@ -60,18 +59,18 @@ def test_a_code_in_no_list_fails_an_alarm_chip_and_warns_otherwise() -> None:
 def test_diagnose_advises_the_runbook_of_the_alert_that_pages_the_level(level: str) -> None:
     kind = faults.LEVEL_KINDS[level]
     assert kind is not None
-    assert RUNBOOKS[KIND_CAUSES[kind]] == f"{ALERT_OF_LEVEL[level]}.md"
+    assert fault_kind(kind).runbook_alert == ALERT_OF_LEVEL[level]
 
 
 def test_the_configured_table_replaces_the_packaged_one_and_a_broken_one_does_not(tmp_path: Path) -> None:
     newer = tmp_path / "faultCode.json"
     newer.write_text(json.dumps({"SeparateNPUCodes": ["80E21007"]}), encoding="utf-8")
     settings = CheckSettings.from_config(build_config({"faults": {"codes_file": str(newer)}}))
-    assert settings.fault_table.levels == {"80E21007": "SeparateNPU"}
-    assert faults.chip_health("OK", ["80E21007"], said="npu-smi", table=settings.fault_table).status == FAIL
+    assert settings.judging.fault_table.levels == {"80E21007": "SeparateNPU"}
+    assert faults.chip_health("OK", ["80E21007"], said="npu-smi", table=settings.judging.fault_table).status == FAIL
     broken = tmp_path / "broken.json"
     broken.write_text("{", encoding="utf-8")
-    assert CheckSettings.from_config(build_config({"faults": {"codes_file": str(broken)}})).fault_table \
+    assert CheckSettings.from_config(build_config({"faults": {"codes_file": str(broken)}})).judging.fault_table \
         == default_table()
 
 

@@ -103,6 +103,6 @@ def test_the_columns_differ_where_the_table_says_why() -> None:
 
 
 def test_check_counts_the_diagnose_column() -> None:
-    from agent.check import checks_node
+    from agent.health import checks_node
 
     assert checks_node.TIMEOUT_CATEGORIES is DIAGNOSE_TIMEOUT_CATEGORIES

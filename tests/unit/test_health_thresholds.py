@@ -11,14 +11,13 @@ import pytest
 from agent.check.levels import CHECKS
 from agent.check.settings import CheckSettings
 from agent.core.config import build_config
-from agent.diagnose.results import KIND_CAUSES
 from agent.health.status import FAIL, WARN
-from agent.health.thresholds import THRESHOLDS, AlertBound, Threshold
-from agent.triage.faults import FAIL_WEIGHT, FAULT_KINDS, is_failure
+from agent.health.thresholds import CAUSE_GROUPS, FAIL_WEIGHT, FAULT_KINDS, AlertBound, FaultKind
+from agent.triage.faults import is_failure
 from tests.support import hold_cases
 from tests.support.paths import REPO
 
-WITH_ALERT = [entry for entry in THRESHOLDS.values() if entry.alert]
+WITH_ALERT = [entry for entry in FAULT_KINDS.values() if entry.alert]
 
 
 def rules() -> dict[str, list[dict[str, Any]]]:
@@ -42,7 +41,7 @@ def satisfies(expr: str, bound: AlertBound) -> bool:
 
 
 @pytest.mark.parametrize("entry", WITH_ALERT, ids=[entry.kind for entry in WITH_ALERT])
-def test_the_alert_sees_the_tables_threshold_and_look_back(entry: Threshold) -> None:
+def test_the_alert_sees_the_tables_threshold_and_look_back(entry: FaultKind) -> None:
     assert entry.alert in RULES, f"{entry.kind}: no alert rule named {entry.alert}"
     mine = [rule for rule in RULES[entry.alert] if rule["labels"]["severity"] == entry.severity]
     assert mine, f"{entry.kind}: no {entry.alert} rule of severity {entry.severity}"
@@ -57,13 +56,13 @@ def test_the_alert_sees_the_tables_threshold_and_look_back(entry: Threshold) -> 
 
 def test_the_flap_rule_counts_what_the_table_counts() -> None:
     """Two link-downs are three state changes (down, up, down) or two link-ups of the counter."""
-    flap = THRESHOLDS["link_flap"]
+    flap = FAULT_KINDS["link_flap"]
     changes, ups = flap.bounds
     assert changes.value == 2 * float(flap.threshold or 0) - 1 and ups.value == float(flap.threshold or 0)
 
 
 def test_every_entry_with_a_coarser_alert_or_none_says_why() -> None:
-    for entry in THRESHOLDS.values():
+    for entry in FAULT_KINDS.values():
         if not entry.alert or not entry.bounds:
             assert entry.alert_note, f"{entry.kind}: say why no alert sees the table's threshold"
         if entry.alert and (entry.status == FAIL) != (entry.severity == "critical"):
@@ -77,24 +76,25 @@ def test_bounds_that_disagree_are_caught() -> None:
     assert satisfies(expr, AlertBound("npu_roce_link_up_transitions_total", ">=", 3, "15m"))
 
 
-def test_every_kind_is_a_triage_fault_a_diagnose_cause_and_a_check() -> None:
-    checks = {spec.name for spec in CHECKS} | {"roce_errors"}  # roce_errors: diagnose only (two samples)
-    for entry in THRESHOLDS.values():
+def test_every_kind_is_judged_by_a_check_weighed_by_its_status_and_explained() -> None:
+    checks = {spec.name for spec in CHECKS} | {"probes"}  # probes: every probe check (gemm, allreduce, ...)
+    runbooks = {path.stem for path in (REPO / "alerts" / "runbooks").glob("*.md")}
+    for entry in FAULT_KINDS.values():
         assert entry.status in (FAIL, WARN)
         assert entry.check in checks, entry
-        assert entry.kind in FAULT_KINDS, entry
+        assert entry.cause in CAUSE_GROUPS, entry
         assert is_failure(entry.kind) == (entry.status == FAIL)
-        # triage weighs what the table fails above what it warns
-        assert (FAULT_KINDS[entry.kind].weight >= FAIL_WEIGHT) == (entry.status == FAIL), entry
-        if entry.kind not in ("roce_error_counters", "device_lost"):
-            assert entry.kind in KIND_CAUSES, entry
+        # every surface ranks what the table fails above what it warns
+        assert (entry.weight >= FAIL_WEIGHT) == (entry.status == FAIL), entry
+        assert entry.label and entry.hint, entry
+        assert entry.runbook_alert in runbooks, entry
 
 
 def test_the_config_keys_override_the_table() -> None:
-    default = CheckSettings.from_config(build_config({}))
-    assert default.flap_window_s == THRESHOLDS["link_flap"].window_s
-    assert default.max_isolated_pages == THRESHOLDS["hbm_pages_over"].threshold
+    default = CheckSettings.from_config(build_config({})).judging
+    assert default.flap_window_s == FAULT_KINDS["link_flap"].window_s
+    assert default.max_isolated_pages == FAULT_KINDS["hbm_pages_over"].threshold
     assert default.flap_window_basis == "the thresholds table"
-    set_ = CheckSettings.from_config(build_config({"check": {"flap_window": "1h", "max_isolated_pages": 5}}))
+    set_ = CheckSettings.from_config(build_config({"check": {"flap_window": "1h", "max_isolated_pages": 5}})).judging
     assert (set_.flap_window_s, set_.max_isolated_pages) == (3600.0, 5)
     assert set_.flap_window_basis == "config check.flap_window"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnose.scan_logs import EXIT_ERRORS, EXIT_OK, EXIT_UNREADABLE, main, scan_paths
+from agent.diagnose.scan_logs import main, scan_paths
+from agent.health.status import EXIT_CODES
 from tests.support import paths
 
 FIXTURES = paths.FIXTURES / "hccl_logs"
@@ -20,6 +21,8 @@ def run(paths: list[str], as_json: bool) -> tuple[int, str]:
     out = io.StringIO()
     code = main(paths, as_json, out=out)
     return code, out.getvalue()
+
+EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = (EXIT_CODES["nagios"][status] for status in ("ok", "warn", "unknown"))
 
 
 def test_clean_file_exits_zero() -> None:
@@ -67,7 +70,7 @@ def test_gzip_input_is_read(tmp_path: Path) -> None:
     assert data["counts_by_category"] == {"connect_timeout": 2}
 
 
-def test_corrupt_gzip_and_missing_path_exit_two_but_still_report(tmp_path: Path) -> None:
+def test_corrupt_gzip_and_missing_path_exit_unknown_but_still_report(tmp_path: Path) -> None:
     bad = tmp_path / "broken.log.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
     good = tmp_path / "good.log"
@@ -82,7 +85,7 @@ def test_corrupt_gzip_and_missing_path_exit_two_but_still_report(tmp_path: Path)
 def test_binary_files_are_skipped(tmp_path: Path) -> None:
     (tmp_path / "core.bin").write_bytes(b"\0\1\2EI0002: [PID: 1] 2025-01-01-00:00:00.000.000 x\n")
     code, text = run([str(tmp_path)], True)
-    assert code == EXIT_OK
+    assert code == EXIT_UNREADABLE  # nothing but a binary file: nothing read
     assert json.loads(text)["files"][0]["error"] == "binary file skipped"
 
 
@@ -107,7 +110,7 @@ def test_no_timestamps_first_error_is_first_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize("as_json", [False, True])
 def test_empty_directory(tmp_path: Path, as_json: bool) -> None:
     code, text = run([str(tmp_path)], as_json)
-    assert code == EXIT_OK
+    assert code == EXIT_UNREADABLE  # nothing read is UNKNOWN, never ok
     assert text
 
 
@@ -151,7 +154,7 @@ def test_a_scan_that_read_nothing_is_unknown(tmp_path: Path, content: bytes | No
     if content is not None:
         (tmp_path / "core").write_bytes(content)
     code, text, err = run_text([str(tmp_path)])
-    assert code == EXIT_OK  # nothing found is still "no error found"
+    assert code == EXIT_UNREADABLE  # nothing read is UNKNOWN, never ok
     what = "only binary files" if content else "no files"
     assert f"UNKNOWN: nothing read: {what} under {tmp_path}" in text
     assert err == ""
@@ -199,10 +202,10 @@ def test_help_documents_the_exit_codes() -> None:
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices["scan-logs"]
     text = sub.format_help()
-    assert "exit status:" in text
-    for code, meaning in (("0", "no HCCL/CANN error found"), ("1", "errors found"),
-                          ("2", "some input could not be read")):
-        assert f"  {code}  {meaning}" in text
+    assert "exit status (" in text
+    for code, meaning in (("0", "ok"), ("1", "warn"), ("2", "fail"), ("3", "unknown")):
+        assert f"  {code}  {meaning}: " in text
+    assert "scan-logs" in text and "nothing read or checked" in text
     assert "--color {auto,always,never}" in text
 
 

@@ -25,7 +25,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-@pytest.mark.parametrize(("name", "code"), [("errors", 1), ("clean", 0), ("nothing_read", 0)])
+@pytest.mark.parametrize(("name", "code"), [("errors", 1), ("clean", 0), ("nothing_read", 3)])
 @pytest.mark.parametrize("suffix", [".txt", ".color.txt"])
 def test_golden_text(name: str, code: int, suffix: str, tmp_path: Path, utc: None) -> None:
     got, text, err = scan_logs_golden.run(name, tmp_path, color=suffix == ".color.txt")

@@ -1,6 +1,8 @@
-"""Quick checks of the chips: count, health and error codes, HBM ECC, HCCS, temperature, driver and firmware versions.
+"""The chip checks every command runs: count, health and error codes, HBM ECC, HCCS, temperature, driver and
+firmware versions.
 
-Pure: each takes the readings (``agent.check.readings.QuickReadings``) and the settings.
+Pure: each takes the readings (``agent.health.readings.QuickReadings``) and the settings; a fault's hint is its
+kind's (``agent.health.thresholds``), so every command gives the same advice for the same fault.
 """
 
 from __future__ import annotations
@@ -8,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from agent.check.settings import CheckSettings
 from agent.health import faults
 from agent.health.readings import QuickReadings, Reading
 from agent.health.results import CheckResult, Result, fold
-from agent.health.status import FAIL, PASS, UNKNOWN, WARN
-from agent.health.thresholds import threshold_of
+from agent.health.settings import JudgeSettings
+from agent.health.status import PASS, UNKNOWN, WARN
+from agent.health.thresholds import fault_kind
 from collectors.base import ChipRef
 from collectors.npu_smi_kv import chip_argv
 
@@ -39,18 +41,19 @@ def _chip(ref: ChipRef, status: str, evidence: str, **fields: Any) -> Result:
     return Result(status, evidence, npu=ref.npu, chip=ref.chip, **fields)
 
 
-def check_chip_count(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+def check_chip_count(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     name = "chip_count"
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
     result = faults.chip_count(len(readings.node.chips), settings.expected_chips)
-    hints = {UNKNOWN: "set expected_chips in the config (0 = unknown)", PASS: "",
-             WARN: "a chip gone from npu-smi needs dmesg and PCIe checks, then a reboot or repair"}
-    return CheckResult(name, result.status, result.evidence, (result,), hints.get(result.status, hints[WARN]))
+    hint = {PASS: "",
+            WARN: "npu-smi lists more chips than expected_chips: set it to the chips this node has"}.get(
+        result.status, fault_kind("chip_missing").hint)
+    return CheckResult(name, result.status, result.evidence, (result,), hint)
 
 
-def check_chip_health(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+def check_chip_health(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """The health word (``-t health``, else the table's) and the active error codes of every chip."""
     name = "chip_health"
     missing = no_chip_list(name, readings)
@@ -67,13 +70,10 @@ def check_chip_health(readings: QuickReadings, settings: CheckSettings) -> Check
         results.append(faults.chip_health(word, codes, said=said, table=settings.fault_table,
                                           held=readings.node.held.get(ref), npu=ref.npu, chip=ref.chip)
                        .where(label(readings, ref)))
-    return fold(name, results, f"{len(results)} chips OK, no error code that needs handling",
-                "follow the handling level of the code (docs/fault-codes.md): SeparateNPU isolate the chip, "
-                "RestartNPU/FreeRestartNPU reset it when idle, PreSeparateNPU isolate it after its job; "
-                "without a code, read npu-smi info -t health -i N and dmesg")
+    return fold(name, results, f"{len(results)} chips OK, no error code that needs handling")
 
 
-def check_hbm_ecc(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+def check_hbm_ecc(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """No current HBM double-bit error, isolated pages at most ``check.max_isolated_pages``."""
     name = "hbm_ecc"
     missing = no_chip_list(name, readings)
@@ -89,14 +89,10 @@ def check_hbm_ecc(readings: QuickReadings, settings: CheckSettings) -> CheckResu
         results.append(faults.hbm_ecc(reading.value, max_pages=settings.max_isolated_pages,
                                       basis=settings.max_isolated_pages_basis, npu=ref.npu, chip=ref.chip)
                        .where(where))
-    uncorrectable = any(r.status == FAIL for r in results)
-    return fold(name, results, f"no HBM double-bit error or isolated page on {len(results)} chips",
-                "uncorrectable HBM errors or too many isolated pages: drain the node, reset the chip, replace it "
-                "if they return" if uncorrectable else
-                "pages were retired after earlier ECC errors: plan a chip check if the count grows")
+    return fold(name, results, f"no HBM double-bit error or isolated page on {len(results)} chips")
 
 
-def check_hccs(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+def check_hccs(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """HCCS health of every chip (``npu-smi info -t hccs``)."""
     name = "hccs"
     missing = no_chip_list(name, readings)
@@ -110,24 +106,24 @@ def check_hccs(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
             results.append(_chip(ref, UNKNOWN, f"{where}: {reading.error}"))
         else:
             results.append(faults.hccs(reading.value, npu=ref.npu, chip=ref.chip).where(where))
-    return fold(name, results, f"HCCS healthy on {len(results)} chips",
-                "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset or repair")
+    return fold(name, results, f"HCCS healthy on {len(results)} chips")
 
 
-def check_temperature(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+def check_temperature(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """Each chip's temperature in ``npu-smi info`` under the warning and failing degrees of the table."""
     name = "temperature"
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
     table = {(status.npu, status.chip): status for status in readings.node.table.value.chips}
-    results = [faults.temperature(table[(ref.npu, ref.chip)].temperature_celsius, npu=ref.npu, chip=ref.chip)
-               .where(label(readings, ref)) for ref in readings.node.chips]
-    return fold(name, results, f"{len(results)} chips under {threshold_of('chip_hot').threshold:g} C",
-                "check the fans, the air flow and the inlet temperature; a chip this hot throttles or stops")
+    basis = settings.max_temperature_basis
+    results = [faults.temperature(table[(ref.npu, ref.chip)].temperature_celsius, max_celsius=settings.max_temperature,
+                                  basis=basis, npu=ref.npu, chip=ref.chip).where(label(readings, ref))
+               for ref in readings.node.chips]
+    return fold(name, results, f"{len(results)} chips at most {fault_kind('chip_hot').threshold:g} C")
 
 
-def check_versions(readings: QuickReadings, settings: CheckSettings) -> CheckResult:
+def check_versions(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """One driver and one firmware version on every card (``-t board``), equal to the expected ones when set."""
     name = "versions"
     missing = no_chip_list(name, readings)
@@ -145,23 +141,21 @@ def check_versions(readings: QuickReadings, settings: CheckSettings) -> CheckRes
     banner = readings.node.table.value.version
     for index, (what, expected) in enumerate((("driver", settings.expected_driver),
                                                ("firmware", settings.expected_firmware))):
-        values = {npu: pair[index] for npu, pair in found.items() if pair[index]}
+        values: dict[int, str] = {npu: str(pair[index]) for npu, pair in found.items() if pair[index]}
         if not values:
             results.append(Result(UNKNOWN, f"no card prints a {what} version"))
             continue
-        target = expected or Counter(values.values()).most_common(1)[0][0]
+        target: str = expected or Counter(values.values()).most_common(1)[0][0]
         basis = f"config check.expected_{what}" if expected else f"the {what} most cards run"
         odd = [(npu, value) for npu, value in sorted(values.items()) if value != target]
-        results += [Result(FAIL, f"NPU {npu}: {what} {value}, not {target}", npu=npu, value=value, threshold=target,
-                           basis=basis) for npu, value in odd]
+        results += [faults.version(what, value, target, basis=basis, npu=npu).where(f"NPU {npu}") for npu, value in odd]
         if not odd:
             results.append(Result(PASS, f"{what} {target} on {len(values)} cards", value=target, threshold=target,
                                   basis=basis))
     if banner and settings.expected_driver and banner != settings.expected_driver:
-        results.append(Result(FAIL, f"npu-smi {banner}, not {settings.expected_driver}", value=banner,
-                              threshold=settings.expected_driver, basis="config check.expected_driver"))
+        results.append(faults.version("driver", banner, settings.expected_driver, basis="config check.expected_driver")
+                       .where("npu-smi"))
     drivers = sorted({pair[0] for pair in found.values() if pair[0]})
     firmwares = sorted({pair[1] for pair in found.values() if pair[1]})
     ok_text = f"driver {', '.join(drivers) or '?'}, firmware {', '.join(firmwares) or '?'} on {len(found)} cards"
-    return fold(name, results, ok_text,
-                "upgrade the odd card (or the node) to the fleet's versions; mixed versions break HCCL links")
+    return fold(name, results, ok_text)
