@@ -228,3 +228,22 @@ def test_an_ai_core_bus_error_beside_an_hbm_double_bit_error_is_the_same_fault()
     assert close.codes[AIC_BUS] == "RestartBusiness"
     _, apart = step(table, history, "Alarm", [HBM, AIC_BUS], 11.0)
     assert apart.codes[AIC_BUS] == "RestartRequest"
+
+
+def test_faults_show_lists_raised_and_lasting_levels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from agent.handling import cli as faults_cli
+    from agent.handling.history import FaultHistory
+
+    FaultHistory(tmp_path / "fault_history.json").update(lambda chips: {"3:0": ChipHistory(
+        active={LINK_DOWN: 0.0}, raised={"AB": Raised("RestartNPU", 5.0, 600.0)}, lasting={LINK_DOWN: 20.0})})
+    config = argparse.Namespace(state_dir=str(tmp_path))
+    assert faults_cli.main(argparse.Namespace(faults_command="show", json=False), config) == faults_cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "NPU 3 chip 0: RestartNPU for AB since" in out and "released 600 s after its last recovery" in out
+    assert f"NPU 3 chip 0: {LINK_DOWN} has lasted past its duration rule since" in out
+    assert faults_cli.main(argparse.Namespace(faults_command="show", json=True), config) == faults_cli.EXIT_OK
+    shown = json.loads(capsys.readouterr().out)["3:0"]
+    assert shown["raised"] == {"AB": {"level": "RestartNPU", "since": 5.0, "release_s": 600.0}}
+    assert shown["lasting_since"] == {LINK_DOWN: 20.0}
