@@ -12,6 +12,7 @@ window, lasting N seconds) lives in ``agent.handling``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -150,14 +151,12 @@ class FaultTable:
         return sum(entry.file == path for entry in self.skipped)
 
 
+_HEX = re.compile(r"(?:0[xX])?([0-9A-Fa-f]{1,16})")
+
+
 def _value(code: str) -> int | None:
-    text = code.strip()
-    if text[:2].lower() == "0x":
-        text = text[2:]
-    try:
-        return int(text, 16) if text and text.isalnum() else None
-    except ValueError:
-        return None
+    match = _HEX.fullmatch(code.strip())
+    return int(match.group(1), 16) if match else None
 
 
 def normalise(code: str) -> str:

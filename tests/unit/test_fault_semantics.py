@@ -60,6 +60,8 @@ def test_codes_are_compared_by_value() -> None:
     assert normalise("200001002") != normalise("20001002")  # a different value
     levels, _, _ = parse_code_lists({"SeparateNPUCodes": ["0x00ab"], "NotHandleFaultCodes": ["AB"]})
     assert levels == {"AB": "SeparateNPU"}
+    levels, _, skipped = parse_code_lists({"SeparateNPUCodes": ["zz", "\uff18", "0x", "12345678901234567", "CD"]})
+    assert levels == {"CD": "SeparateNPU"} and len(skipped) == 4  # only ASCII hex of at most 16 digits is a code
 
 
 def test_rule_codes_are_compared_by_value_too() -> None:
