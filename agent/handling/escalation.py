@@ -83,10 +83,11 @@ def _echoes(active: Mapping[str, float]) -> set[str]:
     return {code for code in AIC_BUS_CODES & set(active) if abs(active[code] - hbm) < SAME_FAULT_S}
 
 
-def _lasts(table: FaultTable, code: str, history: ChipHistory, active: Mapping[str, float],
+def _lasts(table: FaultTable, code: str, history: ChipHistory, appeared: Mapping[str, float],
            now: float) -> tuple[float | None, float | None]:
     """The code's duration level after this poll: (since when it holds, or None; when an earlier one was
-    released, or None). A level released while the code was away may start again from a new appearance."""
+    released, or None). A level released while the code was away may start again from a new appearance
+    (``appeared``: code -> when the appearance that lasts until now began)."""
     rule = table.duration_rule(code)
     if rule is None:
         return None, None
@@ -96,7 +97,7 @@ def _lasts(table: FaultTable, code: str, history: ChipHistory, active: Mapping[s
         if gone is None or now - gone <= rule.recover_s:
             return since, None
         since, released = None, gone + rule.recover_s
-    began = active.get(code)
+    began = appeared.get(code)
     if began is not None and (now - began > rule.timeout_s or rule.timeout_s == 0):
         since = began + rule.timeout_s
     return since, released
@@ -120,8 +121,12 @@ def _escalated(table: FaultTable, code: str, static: str, marks: ChipHistory) ->
 
 
 def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Sequence[str],
-         now: float) -> tuple[ChipHistory, ChipLevels]:
-    """The chip's history after a poll that saw ``codes`` at ``now``, and its levels (keyed by code as printed)."""
+         now: float, *, exact: bool = False) -> tuple[ChipHistory, ChipLevels]:
+    """The chip's history after a poll that saw ``codes`` at ``now``, and its levels (keyed by code as printed).
+
+    ``exact``: the call reports a change as it happens (a DCMI fault event), so a code it no longer lists ended
+    at ``now`` and lasted from its first sighting until then; a poll only knows that it ended since the last one.
+    """
     keys = {code: normalise(code) for code in codes}
     active = {key: history.active.get(key, now) for key in keys.values()}
     echoes = _echoes(active)
@@ -130,8 +135,10 @@ def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Seq
     recovered = dict(history.recovered)
     seen = {code: list(times) for code, times in history.seen.items()}
     lasting: dict[str, float] = {}
-    for code in (set(active) | set(history.lasting)) - echoes:
-        since, released = _lasts(table, code, history, active, now)
+    appeared = {**({code: at for code, at in history.active.items() if code not in active} if exact else {}),
+                **active}
+    for code in (set(appeared) | set(history.lasting)) - echoes:
+        since, released = _lasts(table, code, history, appeared, now)
         if released is not None:
             recovered[code] = released
         if since is not None:

@@ -48,13 +48,14 @@ class FaultLevels:
         self.history = history
         self._clock = clock
 
-    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str]) -> ChipLevels:
+    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str], *, exact: bool = False) -> ChipLevels:
+        """The chip's levels now that it reports ``codes`` (``exact``: reported as they changed, see ``step``)."""
         key = chip_key(chip.npu, chip.chip)
         now = self._clock()
         judged: list[ChipLevels] = []
 
         def change(chips: dict[str, ChipHistory]) -> dict[str, ChipHistory]:
-            after, levels = step(self.table, chips.get(key, ChipHistory()), health, codes, now)
+            after, levels = step(self.table, chips.get(key, ChipHistory()), health, codes, now, exact=exact)
             judged.append(levels)
             chips[key] = after
             return chips

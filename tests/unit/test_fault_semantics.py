@@ -249,3 +249,21 @@ def test_faults_show_lists_raised_and_lasting_levels(tmp_path: Path, capsys: pyt
     shown = json.loads(capsys.readouterr().out)["3:0"]
     assert shown["raised"] == {"AB": {"level": "RestartNPU", "since": 5.0, "release_s": 600.0}}
     assert shown["lasting_since"] == {LINK_DOWN: 20.0}
+
+
+def test_events_end_an_appearance_when_they_say_so() -> None:
+    # The device plugin's own sequence (FaultTimeout 30, RecoverTimeout 60), one call per fault event: the level is
+    # held, released after 61 s clear, and held again by an appearance of 31 s that has already ended.
+    _, duration, _ = parse_escalation({"FaultDuration": [_duration(FaultTimeout=30, RecoverTimeout=60)]})
+    table = FaultTable({}, (), duration)
+    history, out = ChipHistory(), []
+    for now, codes in [(0, ["AB"]), (40, ["AB"]), (50, []), (111, ["AB"]), (142, [])]:
+        history, levels = step(table, history, "Warning", codes, now, exact=True)
+        out.append(levels.chip)
+    assert out == ["SubHealthFault", "PreSeparateNPU", "PreSeparateNPU", "SubHealthFault", "PreSeparateNPU"]
+    # polled, the same 31 s appearance might have been a one-poll blip: it does not count
+    history, out = ChipHistory(), []
+    for now, codes in [(111, ["AB"]), (142, [])]:
+        history, levels = step(table, history, "Warning", codes, now)
+        out.append(levels.chip)
+    assert out == ["SubHealthFault", None]
