@@ -103,11 +103,13 @@ def _lasts(table: FaultTable, code: str, history: ChipHistory, appeared: Mapping
     return since, released
 
 
-def _released(mark: Held | Raised, code: str, active: Mapping[str, float], recovered: Mapping[str, float],
+def _released(mark: Held | Raised, code: str, faulty: Mapping[str, float], recovered: Mapping[str, float],
               now: float) -> bool:
-    if mark.release_s is None or code in active:
+    """Whether the code has stayed recovered for the mark's release window (``faulty``: codes active or lasting)."""
+    last = recovered.get(code, mark.since)
+    if mark.release_s is None or code in faulty or last < mark.since:
         return False
-    return now - recovered.get(code, mark.since) > mark.release_s
+    return now - last > mark.release_s
 
 
 def _escalated(table: FaultTable, code: str, static: str, marks: ChipHistory) -> str:
@@ -151,10 +153,10 @@ def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Seq
     for code in set(history.active) - set(active):
         if table.duration_rule(code) is None:
             recovered[code] = now
-    held = {code: mark for code, mark in history.held.items()
-            if not _released(mark, code, active, recovered, now)}
+    faulty = {**active, **lasting}
+    held = {code: mark for code, mark in history.held.items() if not _released(mark, code, faulty, recovered, now)}
     raised = {code: mark for code, mark in history.raised.items()
-              if not _released(mark, code, active, recovered, now)}
+              if not _released(mark, code, faulty, recovered, now)}
     for code, times in list(seen.items()):
         rule = table.frequency_rule(code)
         kept = [at for at in times if rule is not None and now - at <= rule.window_s]

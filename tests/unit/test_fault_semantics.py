@@ -267,3 +267,18 @@ def test_events_end_an_appearance_when_they_say_so() -> None:
         history, levels = step(table, history, "Warning", codes, now)
         out.append(levels.chip)
     assert out == ["SubHealthFault", None]
+
+
+def test_a_held_level_is_not_released_while_its_code_is_still_lasting() -> None:
+    from agent.handling.escalation import Held
+
+    # link down held at 200000 (48 h release); an older recovery at 100; the port went up at 200010, and its
+    # duration level holds until it has been up for 60 s: the release window has not even started
+    history = ChipHistory(held={LINK_DOWN: Held(200000.0, 172800.0)}, lasting={LINK_DOWN: 199990.0},
+                          cleared={LINK_DOWN: 200010.0}, recovered={LINK_DOWN: 100.0})
+    after, levels = step(default_table(), history, "OK", [], 200030.0)
+    assert levels.chip == "ManuallySeparateNPU" and LINK_DOWN in after.held
+    after, levels = step(default_table(), after, "OK", [], 200071.0)  # up for 61 s: the window starts at 200070
+    assert after.recovered[LINK_DOWN] == 200070.0 and LINK_DOWN in after.held
+    after, levels = step(default_table(), after, "OK", [], 200070.0 + 172801.0)
+    assert levels.chip is None and after.held == {}
