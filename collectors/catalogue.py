@@ -81,6 +81,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npu_fault_handling", "gauge", "The chip's most severe handling level of its active codes, or "
                "a ManuallySeparateNPU held until `npuwatch faults clear` (always 1; none without a level).",
                (*CHIP, "handling"), "npu_smi_health"),
+    MetricSpec("npuwatch_fault_table_skipped_entries", "gauge", "Entries of a fault table file (a rule, a list, a "
+               "code) that were invalid and skipped; the rest of the file is used (docs/fault-codes.md).", ("file",),
+               "fault_table"),
     MetricSpec("npu_hbm_temperature_celsius", "gauge", "HBM temperature.", CHIP, "npu_smi_memory"),
     MetricSpec("npu_hccs_healthy", "gauge", "1 when the HCCS links report OK.", CHIP, "npu_smi_hccs"),
     MetricSpec("npu_hccs_errors_total", "counter", "HCCS link error count.", (*CHIP, "link"),

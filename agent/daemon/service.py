@@ -30,6 +30,7 @@ from agent.dcmi import metrics as dcmi_metrics
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
+from agent.handling.metrics import table_samples
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
@@ -118,6 +119,7 @@ class Agent:
             state_dir.mkdir(parents=True, exist_ok=True)
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
+        self._internal.append(InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table)))
         self.probe_controller = ProbeController(self, self.probe_metrics)
         # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
         self.dcmi = open_backend(config, tool_env)

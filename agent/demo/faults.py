@@ -222,6 +222,9 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUDCMIHelperFailing": AlertTrigger(None, note="set collectors.dcmi.library to a file that is not a DCMI "
                                                     "library (the helper cannot start; npu-smi keeps serving); "
                                                     "15 min"),
+    "NPUFaultTableEntriesSkipped": AlertTrigger(None, note="set faults.escalation_file to a faultCustomization.json "
+                                                           "with a rule outside the device plugin's limits (say "
+                                                           "TimeWindow 30) and reload; 5 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves ~15 min later "
                                                      "(5 min of increase, then held 10 min)"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves ~15 min later "

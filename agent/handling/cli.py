@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from agent.handling.escalation import ChipHistory
@@ -34,6 +35,10 @@ def _show(history: FaultHistory, as_json: bool) -> int:
     if as_json:
         print(json.dumps({key: {"held": {code: {"since": mark.since, "release_s": mark.release_s}
                                          for code, mark in chip.held.items()},
+                                "raised": {code: {"level": mark.level, "since": mark.since,
+                                                  "release_s": mark.release_s}
+                                           for code, mark in chip.raised.items()},
+                                "lasting_since": dict(chip.lasting),
                                 "active_since": dict(chip.active),
                                 "occurrences": {code: list(times) for code, times in chip.seen.items()}}
                           for key, chip in sorted(chips.items())}, indent=2))
@@ -45,6 +50,11 @@ def _show(history: FaultHistory, as_json: bool) -> int:
         for code, mark in sorted(chip.held.items()):
             print(f"NPU {npu} chip {number}: ManuallySeparateNPU for {code} since {_when(mark.since)}"
                   f" (clear after repair: npuwatch faults clear --npu {npu} --chip {number})")
+        for code, raised in sorted(chip.raised.items()):
+            print(f"NPU {npu} chip {number}: {raised.level} for {code} since {_when(raised.since)}"
+                  f" (released {raised.release_s:g} s after its last recovery)")
+        for code, since in sorted(chip.lasting.items()):
+            print(f"NPU {npu} chip {number}: {code} has lasted past its duration rule since {_when(since)}")
         for code, times in sorted(chip.seen.items()):
             print(f"NPU {npu} chip {number}: {code} became active {len(times)} time(s), last {_when(max(times))}")
     return EXIT_OK
@@ -64,7 +74,7 @@ def _clear(history: FaultHistory, npu: int, chip: int | None) -> int:
                 continue
             cleared.extend(f"NPU {key.replace(':', ' chip ')}: {code}" for code in sorted(state.held))
             seen = {code: times for code, times in state.seen.items() if code not in state.held}
-            chips[key] = ChipHistory(state.active, seen, {})
+            chips[key] = replace(state, seen=seen, held={})
         return chips
 
     history.update(change)

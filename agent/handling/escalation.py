@@ -1,11 +1,17 @@
 """One poll of one chip's error codes against its history: the new history and each code's level.
 
-Pure. An occurrence is a code becoming active (absent at the previous poll, present now), not each poll
-that still sees it. A code's duration is counted from the poll that first saw it, so it is known to the
-resolution of the poll interval: a code seen by two consecutive polls has lasted at least one interval,
-one seen by a single poll is taken as shorter than that. A level of ManuallySeparateNPU is held after
-its code goes away, until ``npuwatch faults clear`` (or, for a rule with a release window, until the
-code has not become active again for that long).
+Pure, and the device plugin's rules over time (docs/fault-codes.md):
+
+- A code *occurs* when it becomes active (absent at the previous poll, present now); a poll that still
+  sees it is the same occurrence. A code that also has a duration rule occurs, for its frequency rule,
+  only when an appearance lasts past that rule's timeout, so short blips count nothing.
+- A duration level starts once the code has been active longer than ``FaultTimeout`` and stays until the
+  code has stayed clear longer than ``RecoverTimeout``: a flapping code keeps its level.
+- A frequency level starts when the code has occurred ``Times`` times within ``TimeWindow`` (the count then
+  starts again) and stays until the code has stayed recovered for ``ReleaseTimeWindow``, counted from the
+  last recovery. A ManuallySeparateNPU without a release window stays until ``npuwatch faults clear``.
+
+Durations are known to the resolution of the poll interval: a code seen by one poll only has lasted 0 s.
 """
 
 from __future__ import annotations
@@ -13,74 +19,174 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from collectors.fault_levels import ChipLevels, FaultTable, most_severe, normalise, static_level
+from collectors.fault_levels import (
+    AIC_BUS_CODES,
+    HBM_DOUBLE_BIT_CODE,
+    SAME_FAULT_S,
+    ChipLevels,
+    FaultTable,
+    chip_decision,
+    most_severe,
+    normalise,
+    static_level,
+)
 
-__all__ = ["HELD_LEVEL", "ChipHistory", "Held", "step"]
+__all__ = ["HELD_LEVEL", "ChipHistory", "Held", "Raised", "step"]
 
 HELD_LEVEL = "ManuallySeparateNPU"
 
 
 @dataclass(frozen=True)
 class Held:
-    """A manual separation: since when, and after how long without the code it releases itself (None: never)."""
+    """A manual separation: since when, and after how long recovered it releases itself (None: never)."""
 
     since: float
     release_s: float | None = None
 
 
 @dataclass(frozen=True)
+class Raised:
+    """A frequency level other than ManuallySeparateNPU, held until the code has stayed recovered ``release_s``."""
+
+    level: str
+    since: float
+    release_s: float
+
+
+@dataclass(frozen=True)
 class ChipHistory:
     active: Mapping[str, float] = field(default_factory=dict)  # code -> when a poll first saw it, this time
-    seen: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # code -> when it became active
+    seen: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # code -> its counted occurrences
     held: Mapping[str, Held] = field(default_factory=dict)  # code -> its held manual separation
+    raised: Mapping[str, Raised] = field(default_factory=dict)  # code -> its held frequency level
+    lasting: Mapping[str, float] = field(default_factory=dict)  # code -> since when its duration level holds
+    cleared: Mapping[str, float] = field(default_factory=dict)  # code -> when it last went away
+    recovered: Mapping[str, float] = field(default_factory=dict)  # code -> its last recovery (for release windows)
 
     def empty(self) -> bool:
-        return not (self.active or self.seen or self.held)
+        return not (self.active or self.seen or self.held or self.raised or self.lasting)
 
 
 def _kept_s(table: FaultTable, code: str) -> float:
-    """How long an occurrence of ``code`` still counts: its longest window (or release window)."""
-    spans = [max(rule.window_s, rule.release_s or 0.0) for rule in table.frequency if code in rule.codes]
+    """How long a code's history still matters: its window, release window and recover timeout."""
+    frequency, duration = table.frequency_rule(code), table.duration_rule(code)
+    spans = [frequency.window_s, frequency.release_s or 0.0] if frequency else []
+    spans += [duration.recover_s] if duration else []
     return max(spans, default=0.0)
 
 
-def _level(table: FaultTable, code: str, health: str | None, history: ChipHistory, now: float) -> str:
-    if code in history.held:
-        return HELD_LEVEL
-    candidates = [static_level(table, code, health)]
-    seen = history.seen.get(code, ())
-    candidates += [rule.level for rule in table.frequency
-                   if code in rule.codes and sum(now - at <= rule.window_s for at in seen) >= rule.times]
-    since = history.active.get(code)
-    candidates += [rule.level for rule in table.duration
-                   if code in rule.codes and since is not None and now - since >= rule.timeout_s]
-    return most_severe(candidates) or candidates[0]
+def _echoes(active: Mapping[str, float]) -> set[str]:
+    """The active AI Core bus errors that began within SAME_FAULT_S of the active HBM double-bit error."""
+    hbm = active.get(HBM_DOUBLE_BIT_CODE)
+    if hbm is None:
+        return set()
+    return {code for code in AIC_BUS_CODES & set(active) if abs(active[code] - hbm) < SAME_FAULT_S}
 
 
-def _release_s(table: FaultTable, code: str) -> float | None:
-    windows = [rule.release_s for rule in table.frequency if code in rule.codes and rule.level == HELD_LEVEL]
-    return None if not windows or None in windows else max(w for w in windows if w is not None)
+def _lasts(table: FaultTable, code: str, history: ChipHistory, appeared: Mapping[str, float],
+           now: float) -> tuple[float | None, float | None]:
+    """The code's duration level after this poll: (since when it holds, or None; when an earlier one was
+    released, or None). A level released while the code was away may start again from a new appearance
+    (``appeared``: code -> when the appearance that lasts until now began)."""
+    rule = table.duration_rule(code)
+    if rule is None:
+        return None, None
+    since, released = history.lasting.get(code), None
+    gone = history.cleared.get(code)
+    if since is not None:
+        if gone is None or now - gone <= rule.recover_s:
+            return since, None
+        since, released = None, gone + rule.recover_s
+    began = appeared.get(code)
+    if began is not None and (now - began > rule.timeout_s or rule.timeout_s == 0):
+        since = began + rule.timeout_s
+    return since, released
+
+
+def _released(mark: Held | Raised, code: str, faulty: Mapping[str, float], recovered: Mapping[str, float],
+              now: float) -> bool:
+    """Whether the code has stayed recovered for the mark's release window (``faulty``: codes active or lasting)."""
+    last = recovered.get(code, mark.since)
+    if mark.release_s is None or code in faulty or last < mark.since:
+        return False
+    return now - last > mark.release_s
+
+
+def _escalated(table: FaultTable, code: str, static: str, marks: ChipHistory) -> str:
+    """The code's level: its static one or the stricter level its history (``marks``) holds."""
+    levels = [static, *([HELD_LEVEL] if code in marks.held else [])]
+    levels += [marks.raised[code].level] if code in marks.raised else []
+    duration = table.duration_rule(code)
+    if duration is not None and code in marks.lasting:
+        levels.append(duration.level)
+    return most_severe(levels) or static
 
 
 def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Sequence[str],
-         now: float) -> tuple[ChipHistory, ChipLevels]:
-    """The chip's history after a poll that saw ``codes`` at ``now``, and its levels (keyed by code as printed)."""
-    printed = {normalise(code): code for code in codes}
-    active = {code: history.active.get(code, now) for code in printed}
-    seen = {code: times for code, times in history.seen.items()}
-    for code in printed:
-        if code not in history.active and _kept_s(table, code) > 0:
-            seen[code] = (*seen.get(code, ()), now)
-    seen = {code: kept for code, times in seen.items()
-            if (kept := tuple(at for at in times if now - at <= _kept_s(table, code)))}
-    held = {code: mark for code, mark in history.held.items()
-            if code in active or mark.release_s is None
-            or now - max(seen.get(code, ()), default=mark.since) < mark.release_s}
-    current = ChipHistory(active, seen, held)
-    levels = {code: _level(table, code, health, current, now) for code in printed}
-    for code, level in levels.items():
-        if level == HELD_LEVEL and code not in held:
-            held[code] = Held(now, _release_s(table, code))
-    after = ChipHistory(active, seen, held)
-    chip = most_severe([*levels.values(), *([HELD_LEVEL] if held else [])])
-    return after, ChipLevels({printed[code]: level for code, level in levels.items()}, chip)
+         now: float, *, exact: bool = False) -> tuple[ChipHistory, ChipLevels]:
+    """The chip's history after a poll that saw ``codes`` at ``now``, and its levels (keyed by code as printed).
+
+    ``exact``: the call reports a change as it happens (a DCMI fault event), so a code it no longer lists ended
+    at ``now`` and lasted from its first sighting until then; a poll only knows that it ended since the last one.
+    """
+    keys = {code: normalise(code) for code in codes}
+    active = {key: history.active.get(key, now) for key in keys.values()}
+    echoes = _echoes(active)
+    cleared = {code: at for code, at in history.cleared.items() if code not in active}
+    cleared.update({code: now for code in history.active if code not in active})
+    recovered = dict(history.recovered)
+    seen = {code: list(times) for code, times in history.seen.items()}
+    lasting: dict[str, float] = {}
+    appeared = {**({code: at for code, at in history.active.items() if code not in active} if exact else {}),
+                **active}
+    for code in (set(appeared) | set(history.lasting)) - echoes:
+        since, released = _lasts(table, code, history, appeared, now)
+        if released is not None:
+            recovered[code] = released
+        if since is not None:
+            lasting[code] = since
+            if since != history.lasting.get(code) and table.frequency_rule(code) is not None:
+                seen.setdefault(code, []).append(since)  # an appearance that lasted: one occurrence
+    for code in set(active) - set(history.active) - echoes:
+        if table.duration_rule(code) is None and table.frequency_rule(code) is not None:
+            seen.setdefault(code, []).append(now)
+    for code in set(history.active) - set(active):
+        if table.duration_rule(code) is None:
+            recovered[code] = now
+    faulty = {**active, **lasting}
+    held = {code: mark for code, mark in history.held.items() if not _released(mark, code, faulty, recovered, now)}
+    raised = {code: mark for code, mark in history.raised.items()
+              if not _released(mark, code, faulty, recovered, now)}
+    for code, times in list(seen.items()):
+        rule = table.frequency_rule(code)
+        kept = [at for at in times if rule is not None and now - at <= rule.window_s]
+        seen[code] = kept
+        if rule is None or code in held or code in raised:
+            seen[code] = []  # an escalated code counts again once released
+        elif len(kept) >= rule.times:
+            seen[code] = []
+            if rule.level == HELD_LEVEL:
+                held[code] = Held(now, rule.release_s)
+            else:
+                raised[code] = Raised(rule.level, now, rule.release_s or 0.0)
+    statics = {key: static_level(table, key, health) for key in active}
+    marks = ChipHistory(held=held, raised=raised, lasting=lasting)
+    levels = {key: _escalated(table, key, statics[key], marks) for key in active}
+    deciding = {key: level for key, level in statics.items() if key not in echoes}
+    for key in echoes:
+        levels[key] = levels[HBM_DOUBLE_BIT_CODE]
+    escalated = [*([HELD_LEVEL] if held else []), *(mark.level for mark in raised.values()),
+                 *(lasted.level for code in lasting if (lasted := table.duration_rule(code)) is not None)]
+    chip = most_severe([level for level in (chip_decision(table, deciding), *escalated) if level is not None])
+    keep = {code for code in (*active, *held, *raised, *lasting)}
+    horizon = {code: _kept_s(table, code) for code in set(cleared) | set(recovered)}
+    after = ChipHistory(
+        active,
+        {code: tuple(times) for code, times in seen.items() if times},
+        held,
+        raised,
+        lasting,
+        {code: at for code, at in cleared.items() if code in keep or now - at <= horizon[code]},
+        {code: at for code, at in recovered.items() if code in keep or now - at <= horizon[code]},
+    )
+    return after, ChipLevels({code: levels[key] for code, key in keys.items()}, chip)

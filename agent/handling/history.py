@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.handling.escalation import ChipHistory, Held
+from agent.handling.escalation import ChipHistory, Held, Raised
+from collectors.fault_levels import normalise
 
 __all__ = ["STATE_FILE", "FaultHistory", "chip_key", "held_separations"]
 
@@ -39,15 +40,30 @@ def _encode(history: ChipHistory) -> dict[str, Any]:
         "active": dict(history.active),
         "seen": {code: list(times) for code, times in history.seen.items()},
         "held": {code: {"since": mark.since, "release_s": mark.release_s} for code, mark in history.held.items()},
+        "raised": {code: {"level": mark.level, "since": mark.since, "release_s": mark.release_s}
+                   for code, mark in history.raised.items()},
+        "lasting": dict(history.lasting),
+        "cleared": dict(history.cleared),
+        "recovered": dict(history.recovered),
     }
+
+
+def _times(data: Any, key: str) -> dict[str, float]:
+    return {normalise(str(code)): float(at) for code, at in data.get(key, {}).items()}
 
 
 def _decode(data: Any) -> ChipHistory:
     return ChipHistory(
-        {str(code): float(at) for code, at in data.get("active", {}).items()},
-        {str(code): tuple(float(at) for at in times) for code, times in data.get("seen", {}).items()},
-        {str(code): Held(float(mark["since"]), None if mark.get("release_s") is None else float(mark["release_s"]))
+        _times(data, "active"),
+        {normalise(str(code)): tuple(float(at) for at in times) for code, times in data.get("seen", {}).items()},
+        {normalise(str(code)): Held(float(mark["since"]),
+                                    None if mark.get("release_s") is None else float(mark["release_s"]))
          for code, mark in data.get("held", {}).items()},
+        {normalise(str(code)): Raised(str(mark["level"]), float(mark["since"]), float(mark["release_s"]))
+         for code, mark in data.get("raised", {}).items()},
+        _times(data, "lasting"),
+        _times(data, "cleared"),
+        _times(data, "recovered"),
     )
 
 

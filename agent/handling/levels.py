@@ -15,17 +15,27 @@ from agent.handling.history import STATE_FILE, FaultHistory, chip_key
 from collectors.base import ChipRef
 from collectors.fault_levels import ChipLevels, FaultTable, configured_table
 
-__all__ = ["FaultLevels", "history_of", "table_of"]
+__all__ = ["FaultLevels", "history_of", "table_of", "table_warnings"]
 
 log = logging.getLogger(__name__)
 
 
 def table_of(config: Any) -> FaultTable:
-    """The table ``faults.codes_file`` and ``faults.escalation_file`` name (a file that cannot be loaded is logged)."""
+    """The table ``faults.codes_file`` and ``faults.escalation_file`` name (a file that cannot be loaded is logged
+    as an error, each skipped rule as a warning)."""
     table, problem = configured_table(config.faults.codes_file, config.faults.escalation_file)
     if problem is not None:
         log.error("%s", problem)
+    for entry in table.skipped:
+        log.warning("fault table: %s", entry)
     return table
+
+
+def table_warnings(config: Any) -> list[str]:
+    """What ``npuwatch check-config`` says about the fault table files: a file that cannot be read (its packaged
+    copy is used) and each rule, list or code that is skipped (the rest of its file is used)."""
+    table, problem = configured_table(config.faults.codes_file, config.faults.escalation_file)
+    return ([problem] if problem is not None else []) + [f"fault table: {entry}" for entry in table.skipped]
 
 
 def history_of(config: Any) -> FaultHistory:
@@ -38,13 +48,14 @@ class FaultLevels:
         self.history = history
         self._clock = clock
 
-    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str]) -> ChipLevels:
+    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str], *, exact: bool = False) -> ChipLevels:
+        """The chip's levels now that it reports ``codes`` (``exact``: reported as they changed, see ``step``)."""
         key = chip_key(chip.npu, chip.chip)
         now = self._clock()
         judged: list[ChipLevels] = []
 
         def change(chips: dict[str, ChipHistory]) -> dict[str, ChipHistory]:
-            after, levels = step(self.table, chips.get(key, ChipHistory()), health, codes, now)
+            after, levels = step(self.table, chips.get(key, ChipHistory()), health, codes, now, exact=exact)
             judged.append(levels)
             chips[key] = after
             return chips

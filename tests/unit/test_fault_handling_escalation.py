@@ -53,25 +53,33 @@ def test_two_occurrences_further_apart_than_the_window_do_not_escalate() -> None
     assert result[-1][1] == {TWICE_A_DAY: "ManuallySeparateNPU"}
 
 
-def test_a_lasting_code_escalates_once_it_has_lasted_its_timeout_by_the_polls() -> None:
-    result = polls(default_table(), [(0, [LINK_DOWN]), (19, [LINK_DOWN]), (20, [LINK_DOWN]), (80, [])])
+def test_a_lasting_code_escalates_once_it_has_lasted_past_its_timeout_by_the_polls() -> None:
+    result = polls(default_table(), [(0, [LINK_DOWN]), (20, [LINK_DOWN]), (21, [LINK_DOWN]), (80, [])])
     assert [levels for _, levels, _ in result] == [{LINK_DOWN: "NotHandleFault"}, {LINK_DOWN: "NotHandleFault"},
                                                    {LINK_DOWN: "PreSeparateNPU"}, {}]
-    assert result[-1][2] is None  # a duration level is not held
+
+
+def test_a_duration_level_stays_until_the_code_has_stayed_clear_past_its_recover_timeout() -> None:
+    # 81078603: PreSeparateNPU after 20 s, RecoverTimeout 60 s
+    seen = [(0, [LINK_DOWN]), (30, [LINK_DOWN]), (40, []), (70, [LINK_DOWN]), (80, []), (140, []), (141, [])]
+    chips = [chip for _, _, chip in polls(default_table(), seen)]
+    assert chips == ["NotHandleFault", "PreSeparateNPU", "PreSeparateNPU", "PreSeparateNPU", "PreSeparateNPU",
+                     "PreSeparateNPU", None]
 
 
 def test_a_release_window_frees_a_held_separation_when_the_code_stays_away() -> None:
     table = FaultTable({}, (FrequencyRule(frozenset({"AB"}), 100.0, 2, "ManuallySeparateNPU", release_s=1000.0),))
-    seen = [(0, ["AB"]), (10, []), (20, ["AB"]), (30, []), (1019, []), (1020, [])]
+    seen = [(0, ["AB"]), (10, []), (20, ["AB"]), (30, []), (1021, []), (1030, []), (1031, [])]
     chips = [chip for _, _, chip in polls(table, seen)]
+    # held at 20; the window counts from the last recovery (30), not from the occurrence
     assert chips == ["SubHealthFault", None, "ManuallySeparateNPU", "ManuallySeparateNPU", "ManuallySeparateNPU",
-                     None]
+                     "ManuallySeparateNPU", None]
 
 
 def test_the_most_severe_level_of_a_chip_is_its_level() -> None:
     table = FaultTable({"A": "RestartRequest", "B": "RestartNPU"}, (), (DurationRule(frozenset({"A"}), 5.0,
                                                                                    "SeparateNPU"),))
-    result = polls(table, [(0, ["A", "B"]), (5, ["A", "B"])])
+    result = polls(table, [(0, ["A", "B"]), (6, ["A", "B"])])
     assert [chip for _, _, chip in result] == ["RestartNPU", "SeparateNPU"]
 
 
@@ -112,19 +120,20 @@ def test_an_unwritable_state_directory_keeps_the_history_in_memory(tmp_path: Pat
     assert levels(CHIP, "Warning", [TWICE_A_DAY]).chip == "ManuallySeparateNPU"
 
 
-@pytest.mark.parametrize(("health", "codes", "expected"), [
-    ("Alarm", "8C084E00 DEADBEEF", {"8C084E00": "FreeRestartNPU", "DEADBEEF": "SeparateNPU"}),
-    ("Warning", "DEADBEEF", {"DEADBEEF": "SubHealthFault"}),
+@pytest.mark.parametrize(("health", "codes", "expected", "decides"), [
+    ("Alarm", "8C084E00 DEADBEEF", {"8C084E00": "FreeRestartNPU", "DEADBEEF": "SeparateNPU"}, "FreeRestartNPU"),
+    ("Alarm", "80E18402 8C084E00", {"80E18402": "SeparateNPU", "8C084E00": "FreeRestartNPU"}, "SeparateNPU"),
+    ("Warning", "DEADBEEF", {"DEADBEEF": "SubHealthFault"}, "SubHealthFault"),
 ])
-def test_each_code_carries_its_level_and_the_chip_its_most_severe(health: str, codes: str,
-                                                                  expected: dict[str, str]) -> None:
+def test_each_code_carries_its_level_and_a_listed_code_decides_the_chip(health: str, codes: str,
+                                                                        expected: dict[str, str], decides: str) -> None:
     record = npu_smi_health.parse(f"Health Status : {health}\nError Code : {codes}\n")
     samples = npu_smi_health.samples([record], CHIP, CollectContext())
     labels = {dict(s.labels)["code"]: dict(s.labels)["handling"]
               for s in samples if s.metric == "npu_error_code_active"}
     assert labels == expected
     chip = [dict(s.labels)["handling"] for s in samples if s.metric == "npu_fault_handling"]
-    assert chip == [min(expected.values(), key=["SeparateNPU", "FreeRestartNPU", "SubHealthFault"].index)]
+    assert chip == [decides]
 
 
 def test_a_healthy_chip_has_no_handling_series_unless_one_is_held() -> None:

@@ -65,11 +65,12 @@ def test_a_code_in_no_list_is_separate_while_the_chip_is_alarm_or_critical() -> 
     assert static_level(table, "0x80e21007", "Alarm") == "NotHandleFault"  # listed: the list decides
 
 
-def test_an_unknown_level_in_a_newer_file_is_refused(tmp_path: Path) -> None:
+def test_an_unknown_level_in_a_newer_file_is_skipped_and_the_rest_kept(tmp_path: Path) -> None:
     bad = tmp_path / "faultCode.json"
-    bad.write_text(json.dumps({"RebootTheWorldCodes": ["AB"]}), encoding="utf-8")
-    with pytest.raises(ValueError, match="RebootTheWorld"):
-        load_table(bad)
+    bad.write_text(json.dumps({"RebootTheWorldCodes": ["AB"], "SeparateNPUCodes": ["CD"]}), encoding="utf-8")
+    table = load_table(bad)
+    assert dict(table.levels) == {"CD": "SeparateNPU"}
+    assert [(entry.file, entry.entry) for entry in table.skipped] == [(str(bad), "RebootTheWorldCodes")]
 
 
 def test_the_table_and_its_notice_are_package_data() -> None:
