@@ -134,6 +134,11 @@ class SnapshotStore:
             )
             self._version += 1
 
+    def put_samples(self, source: str, samples: Sequence[Sample], records: Any) -> None:
+        """New samples and records between two runs (a DCMI fault event changed a chip's codes): the run's
+        time, health and freshness stay the last run's; listeners are not told (they hear of runs)."""
+        self._update(source, samples=tuple(samples), records=records)
+
     def put_degraded(self, source: str, why: str) -> None:
         """The run worked but something is wrong beside it: up 0, no error counted, samples kept."""
         self._update(source, ok=False, error=why, error_reason=None, down_reason="degraded")
