@@ -142,3 +142,13 @@ def pending_events(directory: Path) -> list[Path]:
 def phy_id(logic: int, chips: int, phy_base: int = 32) -> int:
     """The physical id the fake reports (an event's deviceid) for logical id ``logic``."""
     return next(i for i in range(chips) if (i + 3) % chips == logic) + phy_base
+
+
+def raise_unseen(directory: Path, logic: int, code: str) -> None:
+    """Add ``code`` to the chip's error-code list without an event, as ``raise-unseen`` does, for a library
+    with no event thread to ask (the no_events variant, a refused subscription)."""
+    state = directory / "state"
+    lines = state.read_text().splitlines() if state.exists() else []
+    partial = directory / "state.tmp"
+    partial.write_text("".join(f"{line}\n" for line in [*lines, f"{logic} {code}"]))
+    partial.rename(state)
