@@ -392,8 +392,13 @@ class DcmiClient:
         worker.ready = ready
         if self.on_event is not None:
             events = ready.get("events")
-            self.subscription = dict(events) if isinstance(events, dict) else {"subscribed": False,
-                                                                               "reason": "protocol"}
+            subscription = dict(events) if isinstance(events, dict) else {"subscribed": False, "reason": "protocol"}
+            if subscription != self.subscription and not subscription.get("subscribed"):
+                # missing or not supported: polling alone, as before; anything else is a fault to look at
+                level = logging.INFO if subscription.get("reason") in ("missing", "not_supported") else logging.WARNING
+                log.log(level, "DCMI: no fault events (%s: %s); chip faults are seen at the health poll",
+                        subscription.get("reason"), subscription.get("message", ""))
+            self.subscription = subscription
         return worker
 
     def _event_line(self, line: bytes) -> None:
