@@ -248,6 +248,8 @@ class DcmiClient:
         self.last_error: str | None = None
         # the last helper's subscription (its ready line's "events"); None before any helper answered
         self.subscription: dict[str, Any] | None = None
+        self._events_suspect: str | None = None  # the last start with the subscription hung or died
+        self._events_off: str | None = None  # why this client subscribes no more
         self.events_received = 0
         self.events_unreadable = 0
 
@@ -366,7 +368,10 @@ class DcmiClient:
                                              f"{self.retry_in():.1f}s (last: {self.last_error})")
         run_id = f"dcmi-{os.getpid()}-{secrets.token_hex(4)}"
         argv = [self.python, "-m", "collectors.dcmi.worker", "--library", self.library]
-        if self.on_event is not None:
+        # A start with the subscription that hung or died is tried once without it: a subscribe call that
+        # hangs in the driver must not cost the readings too (the subscription then stays off, reported).
+        with_events = self.on_event is not None and self._events_suspect is None and self._events_off is None
+        if with_events:
             argv.append("--events")
         try:
             proc = self._launch(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -379,7 +384,14 @@ class DcmiClient:
         worker = _Worker(proc, run_id, self._event_line if self.on_event is not None else None)
         self._worker = worker
         start_deadline = min(deadline, time.monotonic() + self.start_timeout)
-        line = self._read(worker, start_deadline, "start")
+        try:
+            line = self._read(worker, start_deadline, "start")
+        except DcmiWorkerError as exc:
+            if with_events and exc.reason in ("timeout", "died"):
+                self._events_suspect = f"a helper start with the subscription failed ({exc.reason})"
+            elif self._events_suspect is not None:
+                self._events_suspect = None  # it fails without the subscription too: not the subscription's fault
+            raise
         try:
             ready = json.loads(line)
         except ValueError as exc:
@@ -391,7 +403,10 @@ class DcmiClient:
                                code=error.get("code") if isinstance(error, dict) else None)
         worker.ready = ready
         if self.on_event is not None:
-            events = ready.get("events")
+            if not with_events and self._events_suspect is not None:
+                self._events_off, self._events_suspect = self._events_suspect, None
+            events = ready.get("events") if with_events else {"subscribed": False, "reason": "error",
+                                                              "message": f"{self._events_off}; not subscribed again"}
             subscription = dict(events) if isinstance(events, dict) else {"subscribed": False, "reason": "protocol"}
             if subscription != self.subscription and not subscription.get("subscribed"):
                 # missing or not supported: polling alone, as before; anything else is a fault to look at

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from agent.dcmi.client import Backoff, DcmiClient
+from collectors.dcmi.errors import DcmiWorkerError
 from collectors.dcmi.records import health_word
 from collectors.fault_levels import default_table, judge_static
 from tests.support import fake_dcmi as fake
@@ -195,3 +197,21 @@ def test_without_a_subscription_polling_goes_on_and_the_helper_is_not_restarted(
     assert series["npuwatch_dcmi_helper_up"] == 1
     assert series["npuwatch_dcmi_helper_starts_total"] == 1 and series["npuwatch_dcmi_helper_restarts_total"] == 0
     assert not [k for k in series if k.startswith("npuwatch_dcmi_events_total{")]
+
+
+def test_a_subscribe_call_that_hangs_costs_the_subscription_not_the_readings(
+        fake_dcmi: Callable[[str], Path]) -> None:
+    client = DcmiClient(str(fake_dcmi("full")), call_timeout=2.0, start_timeout=2.0, backoff=Backoff(base_s=0.1),
+                        env={"FAKE_DCMI_HANG": "dcmi_subscribe_fault_event"}, on_event=lambda event: None)
+    try:
+        with pytest.raises(DcmiWorkerError) as raised:
+            client.call("chips")
+        assert raised.value.reason == "timeout"
+        time.sleep(0.2)
+        assert len(client.call("chips")) == 8  # started again without the subscription
+        assert client.subscription is not None and client.subscription["reason"] == "error"
+        assert "not subscribed again" in client.subscription["message"] and not client.subscribed
+        assert client.call("temperature", chip=3) == fake.expected_temperature(3)
+        assert client.starts == 2
+    finally:
+        client.close()
