@@ -4,6 +4,7 @@ test drops a request in its directory. No npu-smi on PATH: every chip reading is
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from collectors.dcmi.errors import DcmiWorkerError
 from collectors.dcmi.records import health_word
 from collectors.fault_levels import default_table, judge_static
 from tests.support import fake_dcmi as fake
+from tests.support.agent_harness import get
 from tests.support.dcmi_agent import LibraryAgent, chip_labels
 
 CHIPS = 8
@@ -95,7 +97,8 @@ def test_a_raised_code_and_its_recovery_are_on_metrics_within_2_seconds(
     assert cleared.get(_counted(chip, "critical", "recovery")) == 1
 
 
-def test_a_one_off_event_is_counted_and_never_active(library_agent: Callable[..., LibraryAgent]) -> None:
+def test_a_one_off_event_is_counted_and_never_active(library_agent: Callable[..., LibraryAgent],
+                                                      promtool: str) -> None:
     agent = library_agent()
     chip = chip_labels(2, CHIPS)
     agent.send(f"once 2 {RESTART} 1")
@@ -104,6 +107,11 @@ def test_a_one_off_event_is_counted_and_never_active(library_agent: Callable[...
     for _ in range(20):  # and never shows as active meanwhile
         assert not _codes_of(agent.metrics(), chip, RESTART)
         time.sleep(0.02)
+    # the stream's families (a histogram among them) pass promtool's lint
+    body = get(agent.url + "/metrics")[1]
+    assert b"npuwatch_dcmi_event_latency_seconds_bucket" in body
+    lint = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=30, check=False)
+    assert lint.returncode == 0, lint.stdout.decode() + lint.stderr.decode()
 
 
 def test_a_burst_of_1000_events_in_a_second_is_counted_once_each(library_agent: Callable[..., LibraryAgent]) -> None:
