@@ -168,9 +168,13 @@ class FaultEvents:
         return None
 
     def _rebuild(self, chips: set[ChipRef]) -> None:
-        snap = self.store.get(HEALTH_SOURCE)
-        if not chips or snap is None:
-            return
+        for _ in range(5):  # a poll stored between the read and the write: build again on top of it
+            snap = self.store.get(HEALTH_SOURCE)
+            if not chips or snap is None or self._rebuild_on(snap, chips):
+                return
+        log.warning("DCMI fault events: the health snapshot kept changing; the next poll will show them")
+
+    def _rebuild_on(self, snap: SourceSnapshot, chips: set[ChipRef]) -> bool:
         records = dict(snap.records) if isinstance(snap.records, dict) else {}
         rebuilt: list[Sample] = []
         context = self._context()
@@ -184,7 +188,7 @@ class FaultEvents:
             rebuilt += npu_smi_health.samples([record], chip, context)
         labels = {chip.labels() for chip in chips}
         kept = [sample for sample in snap.samples if sample.labels[:2] not in labels]
-        self.store.put_samples(HEALTH_SOURCE, [*kept, *rebuilt], records)
+        return self.store.put_samples(snap, [*kept, *rebuilt], records)
 
     def samples(self) -> list[Sample]:
         """The ``dcmi_events`` job's samples."""

@@ -160,3 +160,18 @@ def test_the_next_poll_is_the_referee(model: tuple[FaultEvents, SnapshotStore, C
     assert [s for s in snap.samples if s.metric == "npu_error_code_active" and s.labels[:2] == CHIP.labels()] \
         == [s for s in snap.samples if s.metric == "npu_error_code_active" and dict(s.labels)["code"] == POLLED]
     assert len(_active(store)) == 1
+
+
+def test_samples_built_on_a_snapshot_a_poll_replaced_are_not_stored() -> None:
+    clock = Clock()
+    store = SnapshotStore(clock)
+    store.register(HEALTH_SOURCE, 60)
+    _poll(store, clock, (POLLED,), clock.now)
+    before = store.get(HEALTH_SOURCE)
+    assert before is not None
+    _poll(store, clock, (SEPARATE,), clock.now)  # a poll lands between an event's read and its write
+    assert store.put_samples(before, [], {}) is False
+    now = store.get(HEALTH_SOURCE)
+    assert now is not None and now.samples and store.put_samples(now, [], {}) is True
+    after = store.get(HEALTH_SOURCE)
+    assert after is not None and after.samples == () and after.last_success == now.last_success
