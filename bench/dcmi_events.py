@@ -5,9 +5,9 @@ Runs the real agent (``npuwatch run``) on a node with only the fake libdcmi.so
 reads ``/metrics`` back:
 
 - latency: ``--rounds`` raises and recoveries of one code, one at a time; each is timed from the
-  event's ``alarm_raised_time`` (the fake stamps it when it calls the handler, in milliseconds; the
-  agent exports it as ``npuwatch_dcmi_last_event_timestamp_seconds``) to the end of the first scrape
-  that shows the change: the helper, the pipe, the agent's update and a scrape, all in;
+  moment the handler ran in the helper (``npuwatch_dcmi_last_event_timestamp_seconds``; the fake
+  stamps ``alarm_raised_time`` the same millisecond) to the end of the first scrape that shows the
+  change: the helper's writer, the pipe, the agent's update and a scrape, all in;
 - burst: ``--burst`` one-off events spread over one second; the helper's and the agent's CPU time
   from the request to the scrape that counts the last of them (scraped every 0.1 s meanwhile).
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     table.add("burst: helper CPU", f"{helper_cpu:.3f} s ({helper_cpu / wall:.0%} of a core)", "-", "-")
     table.add("burst: agent CPU", f"{agent_cpu:.3f} s ({agent_cpu / wall:.0%} of a core)", "-", "-")
     table.note(f"{options.chips} chips, {options.rounds} rounds (raise, recover, ...), one scrape loop; "
-               "latency counts from the fake's alarm_raised_time (ms) to the end of the scrape showing it")
+               "latency counts from the helper's handler to the end of the scrape showing it")
     print(table.render())
     return 0
 

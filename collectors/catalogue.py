@@ -250,11 +250,10 @@ _SPECS: tuple[MetricSpec, ...] = (
                "Fault events that could not be applied, by reason: unreadable, unknown_chip (a deviceid no "
                "listed chip has).", ("reason",), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_last_event_timestamp_seconds", "gauge",
-               "When the driver raised the last fault event received (its alarm_raised_time).", (),
-               "dcmi_events"),
+               "When the last fault event reached the DCMI helper (the host's clock).", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_event_latency_seconds", "histogram",
-               "From a fault event's alarm_raised_time to the agent's update of the node model.", (),
-               "dcmi_events"),
+               "From a raised or one-off fault event's alarm_raised_time to the agent's update of the node model "
+               "(a recovery carries its fault's raise time, so it is not observed).", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_subscription_up", "gauge",
                "1 while the DCMI helper runs with its fault-event subscription in place, else 0.", (),
                "dcmi_events"),

@@ -19,6 +19,7 @@ SEVERITIES = {0: "warning", 1: "minor", 2: "major", 3: "critical"}
 ASSERTIONS = {0: "recovery", 1: "raised", 2: "once"}
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 DROP_REASONS = ("unreadable", "unknown_chip")
+RECOVERY = 0
 # alarm_raised_time is milliseconds since the epoch (the DCMI manual); the reference header's comment says
 # seconds. Below this it can only be seconds (1e11 ms is 1973; 1e11 s is far in the future).
 _SECONDS_BELOW = 1e11
@@ -79,10 +80,12 @@ class EventCounts:
         assertion = ASSERTIONS.get(event.assertion, "unknown")
         with self._lock:
             self._events[(str(chip.npu), str(chip.chip), severity, assertion)] += 1
-            at = event.raised_at if event.raised_at is not None else event.received_at
+            at = event.received_at if event.received_at is not None else event.raised_at
             if at is not None:
                 self._last_event = at if self._last_event is None else max(self._last_event, at)
-            if event.raised_at is not None:
+            # A recovery carries the time its fault was raised, not its own (the device plugin stamps
+            # events with the host's clock for that reason): its latency would be the fault's duration.
+            if event.raised_at is not None and event.assertion != RECOVERY:
                 latency = max(0.0, updated_at - event.raised_at)
                 index = bisect.bisect_left(LATENCY_BUCKETS_S, latency)
                 if index < len(self._buckets):

@@ -130,8 +130,12 @@ class FaultEvents:
         updated_at = self._clock()
         for chip, event in counted:
             self.counts.counted(chip, event, updated_at)
-        if self.store.get(EVENTS_SOURCE) is not None:  # the counts on /metrics now, not at the job's next run
-            self.store.put_success(EVENTS_SOURCE, self.counts.samples(), None, updated_at, self._clock() - updated_at)
+        self._publish(updated_at)
+
+    def _publish(self, started: float) -> None:
+        """The stream's metrics on /metrics now, not at the ``dcmi_events`` job's next run."""
+        if self.store.get(EVENTS_SOURCE) is not None:
+            self.store.put_success(EVENTS_SOURCE, self.counts.samples(), None, started, self._clock() - started)
 
     # --- the store's listener (the collector's thread): a poll of the health source was stored
     def polled(self, snap: SourceSnapshot) -> None:
@@ -145,6 +149,7 @@ class FaultEvents:
                 state.forget_before(started)
             self._state = {chip: state for chip, state in self._state.items() if not state.empty()}
             self._rebuild(set(self._state))
+        self._publish(self._clock())  # a poll follows a helper start: its subscription shows at once
 
     def close(self) -> None:
         self._queue.put(_STOP)
@@ -152,16 +157,17 @@ class FaultEvents:
 
     # --- inside the lock
     def _chip_of(self, deviceid: int) -> ChipRef | None:
-        """The chip an event's ``deviceid`` names: its physical id first, then its logical id."""
+        """The chip an event's ``deviceid`` names: its logical id (as the device plugin reads it), else the
+        chip whose physical id it is."""
         chips = self._chips()
         ids = self.backend.known_chips()
-        for pick in (lambda known: known.phy_id, lambda known: known.logic_id):
+        for pick in (lambda known: known.logic_id, lambda known: known.phy_id):
             for known in ids:
                 if pick(known) == deviceid:
                     found = next((c for c in chips if (c.npu, c.chip) == (known.card_id, known.device_id)), None)
                     if found is not None:
                         return found
-        for pick_ref in (lambda chip: chip.phy_id, lambda chip: chip.logic_id):
+        for pick_ref in (lambda chip: chip.logic_id, lambda chip: chip.phy_id):
             found = next((chip for chip in chips if pick_ref(chip) == deviceid), None)
             if found is not None:
                 return found

@@ -89,12 +89,23 @@ def test_a_raised_code_and_its_recovery_are_on_metrics_within_2_seconds(
     assert raised["npuwatch_dcmi_event_latency_seconds_count"] == 1
     assert 0 <= raised["npuwatch_dcmi_event_latency_seconds_sum"] <= took + 0.01
     assert raised["npuwatch_dcmi_last_event_timestamp_seconds"] == pytest.approx(sent, abs=1.0)
+    assert raised['npuwatch_dcmi_events_dropped_total{reason="unknown_chip"}'] == 0
 
     agent.send(f"recover 1 {SEPARATE} 3")
     cleared = agent.wait(lambda s: not _codes_of(s, chip, SEPARATE), timeout=2.0)
     assert cleared is not None, "the recovery was not on /metrics within 2 s"
     assert _handling(chip, "SeparateNPU") not in cleared
     assert cleared.get(_counted(chip, "critical", "recovery")) == 1
+    assert cleared["npuwatch_dcmi_event_latency_seconds_count"] == 1  # a recovery carries its fault's time
+
+
+def test_an_event_that_names_its_chip_by_physical_id_reaches_that_chip(
+        library_agent: Callable[..., LibraryAgent]) -> None:
+    agent = library_agent(env={"FAKE_DCMI_EVENT_PHY": "1"})
+    chip = chip_labels(7, CHIPS)
+    agent.send(f"raise 7 {SEPARATE} 3")
+    assert agent.wait(lambda s: s.get(_active(chip, SEPARATE, _level(7, SEPARATE))) == 1, timeout=2.0) is not None
+    assert [k for k in agent.metrics() if f'code="{SEPARATE}"' in k] == [_active(chip, SEPARATE, "SeparateNPU")]
 
 
 def test_a_one_off_event_is_counted_and_never_active(library_agent: Callable[..., LibraryAgent],

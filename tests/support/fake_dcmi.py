@@ -139,11 +139,6 @@ def pending_events(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.req"))
 
 
-def phy_id(logic: int, chips: int, phy_base: int = 32) -> int:
-    """The physical id the fake reports (an event's deviceid) for logical id ``logic``."""
-    return next(i for i in range(chips) if (i + 3) % chips == logic) + phy_base
-
-
 def raise_unseen(directory: Path, logic: int, code: str) -> None:
     """Add ``code`` to the chip's error-code list without an event, as ``raise-unseen`` does, for a library
     with no event thread to ask (the no_events variant, a refused subscription)."""

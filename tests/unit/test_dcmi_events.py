@@ -130,12 +130,24 @@ def test_a_one_off_is_counted_never_active_and_an_unknown_chip_is_dropped(
     assert samples[("npuwatch_dcmi_events_dropped_total", (("reason", "unreadable"),))] == 1
 
 
-def test_an_event_names_its_chip_by_physical_id_then_by_logical_id(
+def test_an_event_names_its_chip_by_logical_id_then_by_physical_id(
         model: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
     events, store, clock = model
     _poll(store, clock, (), clock.now)
-    events.apply([_raw(SEPARATE, deviceid=4)])  # no chip has physical id 4; OTHER's logical id is 4
+    events.apply([_raw(SEPARATE, deviceid=4)])  # OTHER's logical id (CHIP's is 3)
     assert _active(store, OTHER) == {SEPARATE: "SeparateNPU"} and _active(store) == {}
+    events.apply([_raw(POLLED, deviceid=32)])  # no logical id 32: CHIP's physical id
+    assert _active(store) == {POLLED: "RestartBusiness"}
+
+
+def test_a_recovery_is_not_a_latency_its_time_is_its_faults() -> None:
+    counts = EventCounts(lambda: None, lambda: True)
+    raised_ms = 1_000_000_000_000
+    counts.counted(CHIP, parse_event(_raw(assertion=0, raised_ms=raised_ms, received=1_000_000_600.0)),
+                   1_000_000_600.01)
+    samples = {s.metric: s.value for s in counts.samples() if not s.labels}
+    assert samples["npuwatch_dcmi_event_latency_seconds_count"] == 0
+    assert samples["npuwatch_dcmi_last_event_timestamp_seconds"] == 1_000_000_600.0  # when it came
 
 
 def test_the_next_poll_is_the_referee(model: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
