@@ -12,9 +12,11 @@ from typing import Literal
 
 from collectors.hccl.codes import CATEGORIES
 
-__all__ = ["CATALOGUE", "HCCL_CATEGORIES", "MetricSpec", "spec"]
+__all__ = ["CATALOGUE", "HCCL_CATEGORIES", "HISTOGRAM_SUFFIXES", "MetricSpec", "family_of", "spec"]
 
-MetricType = Literal["gauge", "counter", "info"]
+MetricType = Literal["gauge", "counter", "info", "histogram"]
+# A histogram's samples are NAME_bucket (its labels and ``le``), NAME_sum and NAME_count (its labels).
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 @dataclass(frozen=True)
@@ -242,9 +244,39 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_dcmi_field_disagreements", "gauge",
                "1 for each field the trust check moved back to npu-smi because DCMI disagreed with it.",
                ("collector", "field"), "dcmi"),
+    # --- DCMI fault events (docs/dcmi.md; present only while DCMI is in use)
+    MetricSpec("npuwatch_dcmi_events_total", "counter",
+               "Fault events the driver sent through the DCMI subscription, by chip, severity (warning, minor, "
+               "major, critical) and assertion (raised, recovery, once).",
+               (*CHIP, "severity", "assertion"), "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_events_dropped_total", "counter",
+               "Fault events that could not be applied, by reason: unreadable, unknown_chip (a deviceid no "
+               "listed chip has).", ("reason",), "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_last_event_timestamp_seconds", "gauge",
+               "When the last fault event reached the DCMI helper (the host's clock).", (), "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_event_latency_seconds", "histogram",
+               "From a raised or one-off fault event's alarm_raised_time to the agent's update of the node model "
+               "(a recovery carries its fault's raise time, so it is not observed).", (), "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_subscription_up", "gauge",
+               "1 while the DCMI helper runs with its fault-event subscription in place, else 0.", (),
+               "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_subscription_available", "gauge",
+               "1 when the library offers fault events (it has dcmi_subscribe_fault_event and did not answer "
+               "not-supported), 0 when it does not; absent until a helper has started.", (), "dcmi_events"),
 )
 
 CATALOGUE: dict[str, MetricSpec] = {s.name: s for s in _SPECS}
+
+
+def family_of(metric: str) -> str | None:
+    """The catalogue name a sample's metric belongs to: itself, or the histogram it is a part of."""
+    if metric in CATALOGUE:
+        return metric
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = metric.removesuffix(suffix)
+        if base != metric and base in CATALOGUE and CATALOGUE[base].type == "histogram":
+            return base
+    return None
 
 
 def spec(name: str) -> MetricSpec:

@@ -14,14 +14,15 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
 from agent.core.exposition import SnapshotRenderer, group_by_metric, self_metric_samples, valid_rows
 from agent.core.snapshot import SnapshotStore, SourceSnapshot
 from collectors.base import Sample
-from collectors.catalogue import CATALOGUE, MetricSpec
+from collectors.catalogue import CATALOGUE, MetricSpec, family_of
 
 __all__ = ["TEXT_CONTENT_TYPE", "Exposition", "ExpositionCache", "NpuwatchCollector"]
 
@@ -57,7 +58,7 @@ class NpuwatchCollector:
             if not snap.fresh(now):
                 continue
             for sample in snap.samples:
-                grouped.setdefault(sample.metric, []).append(sample)
+                grouped.setdefault(family_of(sample.metric) or sample.metric, []).append(sample)
         for name in sorted(grouped):
             family = self._family(name, grouped[name])
             if family is not None:
@@ -77,9 +78,26 @@ class NpuwatchCollector:
                 self._unknown_logged.add(name)
                 log.error("dropping metric %s: not in the catalogue", name)
             return None
+        if spec.type == "histogram":
+            return self._histogram(spec, samples)
         family = self._new_family(spec)
         for values, value in valid_rows(spec, samples):
             family.add_metric([*values, *self._const_values], value)  # type: ignore[attr-defined]
+        return family
+
+    def _histogram(self, spec: MetricSpec, samples: Iterable[Sample]) -> Metric:
+        family = HistogramMetricFamily(spec.name, spec.help, labels=[*spec.labels, *self._const_names])
+        series: dict[tuple[str, ...], dict[str, Any]] = {}
+        for sample in samples:
+            labels = dict(sample.labels)
+            key = tuple(labels.get(name, "") for name in spec.labels)
+            entry = series.setdefault(key, {"buckets": [], "sum": 0.0})
+            if sample.metric.endswith("_bucket"):
+                entry["buckets"].append((labels.get("le", "+Inf"), sample.value))
+            elif sample.metric.endswith("_sum"):
+                entry["sum"] = sample.value
+        for key, entry in series.items():
+            family.add_metric([*key, *self._const_values], entry["buckets"], entry["sum"])
         return family
 
     def _self_metrics(self, snapshots: list[SourceSnapshot]) -> Iterator[Metric]:

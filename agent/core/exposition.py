@@ -23,7 +23,7 @@ from prometheus_client.utils import floatToGoString
 from agent import __version__
 from agent.core.snapshot import ERROR_REASONS, SnapshotStore, SourceSnapshot
 from collectors.base import Sample
-from collectors.catalogue import CATALOGUE, MetricSpec
+from collectors.catalogue import CATALOGUE, MetricSpec, family_of
 
 __all__ = ["FamilyBlock", "SnapshotRenderer", "self_metric_samples", "valid_rows"]
 
@@ -79,7 +79,22 @@ def valid_rows(spec: MetricSpec, samples: Iterable[Sample]) -> Iterator[tuple[tu
         yield values, sample.value
 
 
+def _render_histogram(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[str, str]) -> FamilyBlock:
+    """A histogram's _bucket, _sum and _count lines, in the order given (the builder orders them)."""
+    lines = []
+    for sample in samples:
+        pairs = sorted([*sample.labels, *const.items()])
+        labels = ",".join(f'{name}="{_escape_value(value)}"' for name, value in pairs)
+        lines.append(f"{sample.metric}{{{labels}}} {_format_value(sample.value)}\n" if labels
+                     else f"{sample.metric} {_format_value(sample.value)}\n")
+    body = "".join(lines)
+    head = f"# HELP {spec.name} {_escape_help(spec.help)}\n# TYPE {spec.name} histogram\n"
+    return FamilyBlock(spec.name, head + body, head + body)
+
+
 def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[str, str]) -> FamilyBlock:
+    if spec.type == "histogram":
+        return _render_histogram(spec, samples, const)
     names = (*spec.labels, *const)
     order = sorted(range(len(names)), key=names.__getitem__)  # prometheus_client sorts label names
     prefixes = [f'{names[i]}="' for i in order]
@@ -129,6 +144,14 @@ def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int
     return out
 
 
+def group_by_family(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
+    """Samples by catalogue name (a histogram's parts under the histogram's name); unknown names as they are."""
+    grouped: dict[str, list[Sample]] = {}
+    for sample in samples:
+        grouped.setdefault(family_of(sample.metric) or sample.metric, []).append(sample)
+    return grouped
+
+
 def group_by_metric(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
     grouped: dict[str, list[Sample]] = {}
     for sample in samples:
@@ -171,7 +194,7 @@ class SnapshotRenderer:
         if cached is not None and cached[0] is snap.samples:
             return cached[1]
         blocks = []
-        for name, samples in sorted(group_by_metric(snap.samples).items()):
+        for name, samples in sorted(group_by_family(snap.samples).items()):
             spec = CATALOGUE.get(name)
             if spec is None:
                 self._report(f"dropping metric {name} from {snap.source}: not in the catalogue")

@@ -134,6 +134,18 @@ class SnapshotStore:
             )
             self._version += 1
 
+    def put_samples(self, based_on: SourceSnapshot, samples: Sequence[Sample], records: Any) -> bool:
+        """New samples and records between two runs (a DCMI fault event changed a chip's codes), made from
+        ``based_on``: stored only while that is still the source's snapshot (False: a run was stored
+        meanwhile; build again from the new one). The run's time, health and freshness stay the last
+        run's; listeners are not told (they hear of runs)."""
+        with self._lock:
+            if self._snapshots.get(based_on.source) is not based_on:
+                return False
+            self._snapshots[based_on.source] = replace(based_on, samples=tuple(samples), records=records)
+            self._version += 1
+            return True
+
     def put_degraded(self, source: str, why: str) -> None:
         """The run worked but something is wrong beside it: up 0, no error counted, samples kept."""
         self._update(source, ok=False, error=why, error_reason=None, down_reason="degraded")

@@ -27,6 +27,7 @@ from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
 from agent.dcmi import metrics as dcmi_metrics
+from agent.dcmi.events import EVENTS_SOURCE, FaultEvents
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
@@ -123,6 +124,9 @@ class Agent:
         self.probe_controller = ProbeController(self, self.probe_metrics)
         # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
         self.dcmi = open_backend(config, tool_env)
+        # The driver's fault events, applied as they arrive (docs/dcmi.md): set before the helper's first start.
+        self.fault_events = None if self.dcmi is None else FaultEvents(
+            self.dcmi, self.store, self._context, self.chips, clock)
         self.trust = None if self.dcmi is None else TrustCheck(
             self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
             float(config.collectors.dcmi.verify_interval), env=tool_env)
@@ -138,9 +142,12 @@ class Agent:
             self.sources = [replace(source, group="npu_smi_slow")
                             if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
                             else source for source in self.sources]
-        self._internal = [job for job in self._internal if job.name not in ("textfile", "probes", "dcmi")]
+        self._internal = [job for job in self._internal
+                          if job.name not in ("textfile", "probes", "dcmi", EVENTS_SOURCE)]
         if self.dcmi is not None:
             self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
+        if self.fault_events is not None:
+            self._internal.append(InternalJob(EVENTS_SOURCE, 15.0, self.fault_events.samples, max_age_s=None))
         if config.probes.enabled:
             # Probe counters never expire; the gauges carry their own last-success timestamps.
             self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
@@ -172,6 +179,8 @@ class Agent:
         renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
+        if self.fault_events is not None:
+            self.store.add_listener(self.fault_events.polled)
         self.cache: ExpositionCache = ExpositionCache(renderer, self.store)
         if self._http is not None:
             self._http.cache = self.cache
@@ -420,6 +429,8 @@ class Agent:
             self._http = None
         if self.dcmi is not None:
             self.dcmi.client.close()  # no helper left behind
+        if self.fault_events is not None:
+            self.fault_events.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 

@@ -116,6 +116,11 @@ class DcmiBackend:
             self._chips = listed
         return listed
 
+    def known_chips(self) -> tuple[ChipId, ...]:
+        """The library's chip list as last read (no call: safe on any thread, e.g. a fault event's)."""
+        with self._lock:
+            return self._chips
+
     def logic_id(self, chip: ChipRef) -> int:
         """The logical id of ``chip``: the library's own list first, then what ``npu-smi info -m`` said."""
         for refresh in (False, True):

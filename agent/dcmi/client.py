@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import selectors
@@ -45,12 +46,16 @@ from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiU
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "Answer", "Backoff", "DcmiClient"]
 
+log = logging.getLogger(__name__)
+
 DEFAULT_CALL_TIMEOUT_S = 5.0
 _STDERR_TAIL_BYTES = 4096
 _MAX_ANSWER_BYTES = 16 << 20  # the largest answer (a chip's process list) is kilobytes
 _REAP_S = 2.0
 _CLOSE_GRACE_S = 1.0
+_EVENT_PREFIX = b'{"event"'
 Observer = Callable[[str, float, "str | None"], None]
+EventHandler = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -92,46 +97,89 @@ def _worker_env(extra: Mapping[str, str] | None, run_id: str) -> dict[str, str]:
 
 
 class _Worker:
-    """One running worker process and what it has written so far."""
+    """One running worker process and what it has written so far.
 
-    def __init__(self, proc: subprocess.Popen[bytes], run_id: str) -> None:
+    A thread of its own reads the worker's stdout and stderr for the worker's whole life: event lines
+    (``{"event": ...}``) go to ``on_event`` as soon as they arrive, whether or not a call is waiting,
+    and every other line to the caller of ``read_line``.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], run_id: str,
+                 on_event: Callable[[bytes], None] | None = None) -> None:
         self.proc = proc
         self.run_id = run_id
-        self.buffer = bytearray()
         self.stderr_tail: deque[bytes] = deque()
         self.stderr_bytes = 0
         self.ready: dict[str, Any] = {}
-        self.selector: selectors.BaseSelector | None = None
+        self._on_event = on_event
+        self._lines: deque[bytes] = deque()
+        self._more = threading.Condition()
+        self._ended: BaseException | None = None  # EOFError: stdout closed; ValueError: an overlong line
+        self._reader = threading.Thread(target=self._read_all, name=f"dcmi-reader-{proc.pid}", daemon=True)
+        self._reader.start()
+
+    def _read_all(self) -> None:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        buffer = bytearray()
+        ended: BaseException = EOFError()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
+                selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
+                while True:
+                    for key, _ in selector.select():
+                        data = os.read(key.fd, 65536)
+                        if key.data == "err":
+                            if data:
+                                self._keep_stderr(data)
+                            else:
+                                selector.unregister(key.fileobj)
+                            continue
+                        if not data:
+                            return
+                        buffer += data
+                        self._split(buffer)
+                        if len(buffer) > _MAX_ANSWER_BYTES:
+                            ended = ValueError(f"an answer longer than {_MAX_ANSWER_BYTES} bytes")
+                            return
+        except (OSError, ValueError) as exc:  # its pipes closed under us (kill)
+            ended = exc
+        finally:
+            with self._more:
+                self._ended = ended
+                self._more.notify_all()
+
+    def _split(self, buffer: bytearray) -> None:
+        answers = []
+        start = 0
+        while (newline := buffer.find(b"\n", start)) >= 0:
+            line = bytes(buffer[start:newline])
+            start = newline + 1
+            if line.startswith(_EVENT_PREFIX):
+                if self._on_event is not None:
+                    try:
+                        self._on_event(line)
+                    except Exception:  # the agent's handler must not stop the answers
+                        log.exception("DCMI fault event handler failed")
+            else:
+                answers.append(line)
+        del buffer[:start]
+        if answers:
+            with self._more:
+                self._lines.extend(answers)
+                self._more.notify_all()
 
     def read_line(self, deadline: float) -> bytes | None:
         """The next line from stdout; None at the deadline. EOFError when stdout closed (the worker died)."""
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        while True:
-            newline = self.buffer.find(b"\n")
-            if newline >= 0:
-                line = bytes(self.buffer[:newline])
-                del self.buffer[:newline + 1]
-                return line
-            if len(self.buffer) > _MAX_ANSWER_BYTES:
-                raise ValueError(f"an answer longer than {_MAX_ANSWER_BYTES} bytes")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            if self.selector is None:  # one for the worker's life: a batch's answers come line by line
-                self.selector = selectors.DefaultSelector()
-                self.selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
-                self.selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
-            for key, _ in self.selector.select(timeout=remaining):
-                data = os.read(key.fd, 65536)
-                if key.data == "err":
-                    if data:
-                        self._keep_stderr(data)
-                    else:
-                        self.selector.unregister(key.fileobj)
-                elif not data:
-                    raise EOFError
-                else:
-                    self.buffer += data
+        with self._more:
+            while not self._lines:
+                if self._ended is not None:
+                    raise self._ended
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._more.wait(remaining)
+            return self._lines.popleft()
 
     def _keep_stderr(self, data: bytes) -> None:
         self.stderr_tail.append(data)
@@ -144,12 +192,11 @@ class _Worker:
         return text.splitlines()[-1] if text else ""
 
     def kill(self) -> None:
-        if self.selector is not None:
-            self.selector.close()
-            self.selector = None
         kill_tree(self.proc, self.run_id)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=_REAP_S)
+        if self._reader is not threading.current_thread():
+            self._reader.join(timeout=_REAP_S)  # the tree is gone: its pipes end
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
@@ -172,8 +219,10 @@ class DcmiClient:
         clock: Callable[[], float] = time.monotonic,
         launch: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
         observe: Observer | None = None,
+        on_event: EventHandler | None = None,
     ) -> None:
         self.library = library
+        self.on_event = on_event  # set: each helper subscribes to the driver's fault events (docs/dcmi.md)
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout if start_timeout is not None else max(call_timeout, 10.0)
         self.python = python or sys.executable
@@ -197,8 +246,21 @@ class DcmiClient:
         self.errors: Counter[str] = Counter()  # by kind: unsupported, dcmi, invalid, bad_request, and the
         # worker's reasons: startup, timeout, died, protocol, backoff, busy, closed
         self.last_error: str | None = None
+        # the last helper's subscription (its ready line's "events"); None before any helper answered
+        self.subscription: dict[str, Any] | None = None
+        self._events_suspect: str | None = None  # the last start with the subscription hung or died
+        self._events_off: str | None = None  # why this client subscribes no more
+        self.events_received = 0
+        self.events_unreadable = 0
 
     # --- public
+
+    @property
+    def subscribed(self) -> bool:
+        """A helper runs now and its subscription to fault events holds."""
+        worker = self._worker
+        return bool(worker is not None and worker.proc.poll() is None
+                    and (worker.ready.get("events") or {}).get("subscribed") is True)
 
     @property
     def ready(self) -> dict[str, Any]:
@@ -306,6 +368,11 @@ class DcmiClient:
                                              f"{self.retry_in():.1f}s (last: {self.last_error})")
         run_id = f"dcmi-{os.getpid()}-{secrets.token_hex(4)}"
         argv = [self.python, "-m", "collectors.dcmi.worker", "--library", self.library]
+        # A start with the subscription that hung or died is tried once without it: a subscribe call that
+        # hangs in the driver must not cost the readings too (the subscription then stays off, reported).
+        with_events = self.on_event is not None and self._events_suspect is None and self._events_off is None
+        if with_events:
+            argv.append("--events")
         try:
             proc = self._launch(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=_worker_env(self.env, run_id), start_new_session=True, close_fds=True)
@@ -314,10 +381,17 @@ class DcmiClient:
         if self.starts:
             self.restarts += 1
         self.starts += 1
-        worker = _Worker(proc, run_id)
+        worker = _Worker(proc, run_id, self._event_line if self.on_event is not None else None)
         self._worker = worker
         start_deadline = min(deadline, time.monotonic() + self.start_timeout)
-        line = self._read(worker, start_deadline, "start")
+        try:
+            line = self._read(worker, start_deadline, "start")
+        except DcmiWorkerError as exc:
+            if with_events and exc.reason in ("timeout", "died"):
+                self._events_suspect = f"a helper start with the subscription failed ({exc.reason})"
+            elif self._events_suspect is not None:
+                self._events_suspect = None  # it fails without the subscription too: not the subscription's fault
+            raise
         try:
             ready = json.loads(line)
         except ValueError as exc:
@@ -328,7 +402,32 @@ class DcmiClient:
             raise self._failed("startup", f"the DCMI worker did not start: {message or ready!r}",
                                code=error.get("code") if isinstance(error, dict) else None)
         worker.ready = ready
+        if self.on_event is not None:
+            if not with_events and self._events_suspect is not None:
+                self._events_off, self._events_suspect = self._events_suspect, None
+            events = ready.get("events") if with_events else {"subscribed": False, "reason": "error",
+                                                              "message": f"{self._events_off}; not subscribed again"}
+            subscription = dict(events) if isinstance(events, dict) else {"subscribed": False, "reason": "protocol"}
+            if subscription != self.subscription and not subscription.get("subscribed"):
+                # missing or not supported: polling alone, as before; anything else is a fault to look at
+                level = logging.INFO if subscription.get("reason") in ("missing", "not_supported") else logging.WARNING
+                log.log(level, "DCMI: no fault events (%s: %s); chip faults are seen at the health poll",
+                        subscription.get("reason"), subscription.get("message", ""))
+            self.subscription = subscription
         return worker
+
+    def _event_line(self, line: bytes) -> None:
+        """On the reader thread: one event line, handed on at once."""
+        try:
+            event = json.loads(line).get("event")
+        except (ValueError, AttributeError):
+            event = None
+        if not isinstance(event, dict):
+            self.events_unreadable += 1
+            return
+        self.events_received += 1
+        if self.on_event is not None:
+            self.on_event(event)
 
     def _read(self, worker: _Worker, deadline: float, what: str) -> bytes:
         try:

@@ -38,13 +38,15 @@ from collectors.dcmi.structs import (
     ChipInfo,
     ChipInfoV2,
     EccInfo,
+    Event,
+    EventFilter,
     HbmInfo,
     MemoryInfoV3,
     PcieInfoAll,
     ProcMemInfo,
 )
 
-__all__ = ["ECC_MEMORIES", "FREQUENCY_TYPES", "MAX_CARDS", "MAX_CHIPS", "UTILIZATION_TYPES", "Dcmi"]
+__all__ = ["ECC_MEMORIES", "EVENT_CALLBACK", "FREQUENCY_TYPES", "MAX_CARDS", "MAX_CHIPS", "UTILIZATION_TYPES", "Dcmi"]
 
 MAX_CARDS = 64
 MAX_CHIPS = 64  # the densest node: 16 NPUs x 2 dies (collectors.bounds LIMITS["max_chips"])
@@ -77,6 +79,9 @@ def _v1(*after: Any) -> tuple[Any, ...]:
 def _v2(*after: Any) -> tuple[Any, ...]:
     return (_INT, *after)  # logical device id
 
+
+# typedef void (*dcmi_fault_event_callback)(struct dcmi_event *event)
+EVENT_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.POINTER(Event))
 
 # Argument types of every function used (the reference headers' signatures; enums are C ints).
 PROTOTYPES: dict[str, tuple[Any, ...]] = {
@@ -119,6 +124,8 @@ PROTOTYPES: dict[str, tuple[Any, ...]] = {
     "dcmiv2_get_device_proc_mem_info": _v2(ctypes.POINTER(ProcMemInfo), _P_INT),
     "dcmi_get_device_network_health": _v1(_P_INT),
     "dcmiv2_get_device_network_health": _v2(_P_INT),
+    # the documented four-argument form (the reference header's prototype lacks the handler)
+    "dcmi_subscribe_fault_event": (_INT, _INT, EventFilter, EVENT_CALLBACK),
 }
 
 

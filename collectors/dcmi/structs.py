@@ -14,11 +14,15 @@ import ctypes
 
 __all__ = [
     "CHIP_NAME_LEN",
+    "EVENT_NAME_LEN",
     "LAYOUTS",
     "BoardInfo",
     "ChipInfo",
     "ChipInfoV2",
+    "DmsFaultEvent",
     "EccInfo",
+    "Event",
+    "EventFilter",
     "HbmInfo",
     "MemoryInfoV3",
     "PcieInfoAll",
@@ -134,6 +138,54 @@ class BoardInfo(ctypes.Structure):
 
 
 # (ctypes class, C struct name): what the layout conformance test compares.
+EVENT_NAME_LEN = 256
+EVENT_DATA_LEN = 32
+EVENT_RESV_LEN = 32
+
+
+class DmsFaultEvent(ctypes.Structure):
+    """``struct dcmi_dms_fault_event``: one fault event as the driver hands it to the subscriber."""
+
+    _fields_ = [
+        ("event_id", ctypes.c_uint),
+        ("deviceid", ctypes.c_ushort),
+        ("node_type", ctypes.c_ubyte),
+        ("node_id", ctypes.c_ubyte),
+        ("sub_node_type", ctypes.c_ubyte),
+        ("sub_node_id", ctypes.c_ubyte),
+        ("severity", ctypes.c_ubyte),
+        ("assertion", ctypes.c_ubyte),
+        ("event_serial_num", ctypes.c_int),
+        ("notify_serial_num", ctypes.c_int),
+        ("alarm_raised_time", ctypes.c_ulonglong),
+        ("event_name", ctypes.c_char * EVENT_NAME_LEN),
+        ("additional_info", ctypes.c_char * EVENT_DATA_LEN),
+        ("resv", ctypes.c_ubyte * EVENT_RESV_LEN),
+    ]
+
+
+class _EventUnion(ctypes.Union):
+    _fields_ = [("dms_event", DmsFaultEvent)]
+
+
+class Event(ctypes.Structure):
+    """``struct dcmi_event``: ``type`` (0, ``DCMI_DMS_FAULT_EVENT``) and the event."""
+
+    _fields_ = [("type", ctypes.c_int), ("event_t", _EventUnion)]
+
+
+class EventFilter(ctypes.Structure):
+    """``struct dcmi_event_filter``, passed by value; all zero: every event."""
+
+    _fields_ = [
+        ("filter_flag", ctypes.c_ulonglong),
+        ("event_id", ctypes.c_uint),
+        ("severity", ctypes.c_ubyte),
+        ("node_type", ctypes.c_ubyte),
+        ("resv", ctypes.c_ubyte * EVENT_RESV_LEN),
+    ]
+
+
 LAYOUTS = (
     (ChipInfo, "dcmi_chip_info"),
     (ChipInfoV2, "dcmi_chip_info_v2"),
@@ -143,4 +195,7 @@ LAYOUTS = (
     (MemoryInfoV3, "dcmi_get_memory_info_stru"),
     (ProcMemInfo, "dcmi_proc_mem_info"),
     (BoardInfo, "dcmi_board_info"),
+    (DmsFaultEvent, "dcmi_dms_fault_event"),
+    (Event, "dcmi_event"),
+    (EventFilter, "dcmi_event_filter"),
 )

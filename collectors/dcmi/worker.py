@@ -20,6 +20,12 @@ Protocol, one JSON object per line:
   time plus ``FLUSH_S``) while waking once per batch, not once per reading; a batch that is not a
   list of calls is one error line without ``index``.
 
+With ``--events`` the worker also subscribes to the driver's fault events once, for every chip
+(``collectors.dcmi.events``): the ready line says how that went (``"events": {"subscribed": true}``, or
+``false`` with ``reason`` ``missing`` (no such symbol), ``not_supported`` or ``error`` and the ``code``;
+calls are served either way), and each event is then a line of its own, ``{"event": {...}}``, written
+as soon as it arrives, between answers (never inside one).
+
 Calls run strictly one after another; end of input ends the process. The protocol owns the real
 stdout: file descriptor 1 is pointed at stderr before the library is loaded, so whatever the library
 prints cannot corrupt an answer. Python 3.8+ and the standard library only: nodes run workers on
@@ -32,12 +38,14 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import IO, Any, Callable
 
 from collectors.dcmi.api import ECC_MEMORIES, FREQUENCY_TYPES, UTILIZATION_TYPES, Dcmi
 from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported
+from collectors.dcmi.events import EventStream
 from collectors.dcmi.readings import to_json
 
 __all__ = ["CALLS", "answers", "handle", "main"]
@@ -153,32 +161,55 @@ def _encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
-def _write(out: IO[bytes], message: dict[str, Any]) -> None:
+class _Output:
+    """The protocol stream, shared by the answers and the event writer: one whole write at a time."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        if data:
+            with self._lock:
+                self._stream.write(data)
+
+    def messages(self, messages: list[dict[str, Any]]) -> None:
+        self.write(b"".join(_encode(message) for message in messages))
+
+
+def _write(out: _Output, message: dict[str, Any]) -> None:
     out.write(_encode(message))
 
 
-def _start(library: str) -> tuple[Dcmi, dict[str, Any]]:
+def _start(library: str, events: EventStream | None) -> tuple[Dcmi, dict[str, Any]]:
     dcmi = Dcmi.open(library)
     apis = dcmi.init()
     try:
         version: str | None = dcmi.version()
     except (DcmiError, DcmiUnsupported):
         version = None
-    return dcmi, {"ready": True, "apis": list(apis), "version": version}
+    ready: dict[str, Any] = {"ready": True, "apis": list(apis), "version": version}
+    if events is not None:
+        ready["events"] = events.subscribe(dcmi)
+    return dcmi, ready
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.dcmi.worker", description=__doc__.split("\n")[0])
     parser.add_argument("--library", required=True, help="path of libdcmi.so (found and vetted by the agent)")
+    parser.add_argument("--events", action="store_true", help="subscribe to the driver's fault events")
     options = parser.parse_args(argv)
-    out = _protocol_stream()
+    out = _Output(_protocol_stream())
+    events = EventStream(out.messages) if options.events else None
     try:
-        dcmi, ready = _start(options.library)
+        dcmi, ready = _start(options.library, events)
     except (OSError, DcmiError, DcmiUnsupported) as exc:
         _write(out, {"ready": False, "error": {"kind": "startup", "code": getattr(exc, "code", None),
                                                 "message": f"{options.library}: {exc}"}})
         return 2
     _write(out, ready)
+    if events is not None:
+        events.start_writer()
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline(MAX_LINE_BYTES + 1)

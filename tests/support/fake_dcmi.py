@@ -11,6 +11,8 @@ shows as a wrong number.
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,6 +25,7 @@ VARIANTS = {
     "v1": ("-DFAKE_NO_V2",),  # no dcmiv2_* symbols: the card/device API only
     "v1_partial": ("-DFAKE_NO_V2", "-DFAKE_NO_SOME_V1"),  # and no hbm, network health, chip_info_v2
     "v2": ("-DFAKE_NO_V1",),  # no v1 symbols: no card/device ids
+    "no_events": ("-DFAKE_NO_EVENTS",),  # no dcmi_subscribe_fault_event: the agent polls only
 }
 MISSING_IN_V1_PARTIAL = ("hbm", "network_health")
 
@@ -39,7 +42,7 @@ def build(variant: str, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"libdcmi-{variant}.so"
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-fvisibility=hidden",
-                    *VARIANTS[variant], "-o", str(target), str(SOURCE)],
+                    "-pthread", *VARIANTS[variant], "-o", str(target), str(SOURCE)],
                    check=True, capture_output=True, text=True, timeout=120)
     return target
 
@@ -116,3 +119,31 @@ def expected_processes(logic: int) -> list[dict[str, int]]:
 
 def expected_network_health(logic: int) -> int:
     return 5 if logic % 3 == 2 else 0
+
+
+_requests = itertools.count()
+
+
+def send_events(directory: Path, *lines: str) -> None:
+    """Ask the fake's event thread (``FAKE_DCMI_EVENTS=directory``) for events, one request a line
+    (fake_dcmi.c says the verbs): written whole, then renamed, so the thread never reads half a file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{os.getpid()}-{next(_requests):06d}"
+    partial = directory / f"{name}.part"
+    partial.write_text("".join(f"{line}\n" for line in lines))
+    partial.rename(directory / f"{name}.req")
+
+
+def pending_events(directory: Path) -> list[Path]:
+    """Requests the fake has not delivered yet."""
+    return sorted(directory.glob("*.req"))
+
+
+def raise_unseen(directory: Path, logic: int, code: str) -> None:
+    """Add ``code`` to the chip's error-code list without an event, as ``raise-unseen`` does, for a library
+    with no event thread to ask (the no_events variant, a refused subscription)."""
+    state = directory / "state"
+    lines = state.read_text().splitlines() if state.exists() else []
+    partial = directory / "state.tmp"
+    partial.write_text("".join(f"{line}\n" for line in [*lines, f"{logic} {code}"]))
+    partial.rename(state)

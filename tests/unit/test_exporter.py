@@ -159,6 +159,28 @@ def test_fast_renderer_matches_prometheus_client() -> None:
     assert sorted(ours.splitlines()) == sorted(theirs.splitlines())
 
 
+def test_a_histogram_renders_as_prometheus_client_renders_it() -> None:
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    from agent.dcmi.event_counts import EventCounts, parse_event
+    from collectors.base import ChipRef
+
+    clock, store, registry, cache = _setup({"node": "n1"})
+    store.register("dcmi_events", 15, None)
+    counts = EventCounts(lambda: {"subscribed": True}, lambda: True)
+    event = parse_event({"event_id": 0x80818C00, "deviceid": 32, "severity": 3, "assertion": 1,
+                         "alarm_raised_time": 1_000_000_000_000, "event_serial_num": 1})
+    for latency in (0.003, 0.2, 7.0):
+        counts.counted(ChipRef(0, 0), event, 1_000_000_000 + latency)
+    store.put_success("dcmi_events", counts.samples(), None, clock.now, 0.01)
+    ours = cache.render().body
+    assert b'npuwatch_dcmi_event_latency_seconds_bucket{le="0.005",node="n1"} 1.0' in ours
+    assert _same(ours, generate_latest(registry))
+    assert sorted(cache.render(openmetrics=True).body.decode().splitlines()) == sorted(
+        generate_openmetrics(registry).decode().splitlines())
+
+
 def _same(ours: bytes, theirs: bytes) -> bool:
     """Same families and samples; only the order of families may differ."""
     return sorted(ours.decode().splitlines()) == sorted(theirs.decode().splitlines())
