@@ -38,15 +38,18 @@ __all__ = [
     "epoch",
     "error_counters",
     "flapping",
+    "handling_level",
     "hbm_ecc",
     "hccn_command",
     "hccs",
     "latest",
     "link",
+    "link_downs",
     "net_health",
     "optics",
     "rising_errors",
     "roce_ip",
+    "signal_lost",
     "temperature",
     "version",
 ]
@@ -99,25 +102,41 @@ def link(record: LinkRecord, device: int, *, link_stat: LinkStatRecord | None = 
 
 def flapping(record: LinkStatRecord, device: int, *, window_s: float, up_now: bool, basis: str | None = None,
              **where: Any) -> Result:
-    """Link-down events within ``window_s`` of the tool's own clock: 2+ flapping, 1 (and up again) once.
-
-    One down that is still down is not a flap: ``link`` judges it.
-    """
+    """Link-down events within ``window_s`` of the tool's own clock, judged by ``link_downs``."""
     changes = hccn_link_stat.changes_within(record, window_s)
     downs = sorted(change.at for change in changes if change.state == hccn_link_stat.LINK_DOWN)
     last = epoch(max(change.at for change in changes)) if changes else None
+    said = f"{hccn_command(device, 'link_stat')} shows"
+    return link_downs(len(downs), device, window_s=window_s, up_now=up_now, said=said,
+                      changes=len(changes), at=epoch(downs[0]) if downs else None, until=last, basis=basis, **where)
+
+
+def link_downs(downs: int, device: int, *, window_s: float, up_now: bool, said: str | None = None,
+               changes: int | None = None, at: float | None = None, until: float | None = None,
+               basis: str | None = None, **where: Any) -> Result:
+    """``downs`` link-down events in ``window_s``: the table's 2 or more flap, 1 (and up again) once.
+
+    One down that is still down is not a flap: ``link`` judges it. ``said``: who counted them.
+    """
     window = duration(window_s)
-    fields: dict[str, Any] = {"value": len(downs), "basis": basis or f"look-back {window}", **where}
+    said = said or f"the agent's npu_roce_link_up of NPU {where.get('npu', device)} shows"
+    fields: dict[str, Any] = {"value": downs, "basis": basis or f"look-back {window}", **where}
     flap = fault_kind("link_flap")
-    if len(downs) >= int(flap.threshold or 2):
-        return _fault("link_flap", f"{hccn_command(device, 'link_stat')} shows {len(downs)} link-down events in "
-                                   f"the last {window} ({plural(len(changes), 'change')})",
-                      at=epoch(downs[0]), until=last, **fields)
-    if len(downs) == 1 and up_now:
-        return _fault("link_down_once", f"{hccn_command(device, 'link_stat')} shows the link went down once, "
-                                        f"at {downs[0]:%Y-%m-%d %H:%M:%S}", at=epoch(downs[0]), until=last, **fields)
-    return Result(PASS, f"{plural(len(downs), 'link-down event')} in the last {window}", threshold=flap.threshold,
+    if downs >= int(flap.threshold or 2):
+        counted = f" ({plural(changes, 'change')})" if changes is not None else ""
+        return _fault("link_flap", f"{said} {downs} link-down events in the last {window}{counted}", at=at,
+                      until=until, **fields)
+    if downs == 1 and up_now:
+        when = f", at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))}" if at is not None else ""
+        return _fault("link_down_once", f"{said} the link went down once{when}", at=at, until=until, **fields)
+    return Result(PASS, f"{plural(downs, 'link-down event')} in the last {window}", threshold=flap.threshold,
                   unit=flap.unit, **fields)
+
+
+def signal_lost(device: int, **where: Any) -> Result:
+    """The module reports LOS/LoL (``npu_optical_signal_lost``): no light."""
+    return _fault("optics_dark", f"{hccn_command(device, 'optical')}: no light (LOS/LoL set)",
+                  basis="LOS/LoL flags", **where)
 
 
 def _outside(record: OpticalRecord) -> list[str]:
@@ -245,6 +264,14 @@ LEVEL_KINDS: dict[str, str | None] = {
     "SubHealthFault": "chip_warning",
     "NotHandleFault": None,
 }
+
+
+def handling_level(level: str | None, said: str, **where: Any) -> Result:
+    """A chip's handling level (the agent's ``npu_fault_handling``, its history included) as the fault it is."""
+    kind = LEVEL_KINDS.get(level or "NotHandleFault")
+    if kind is None:
+        return Result(PASS, f"{said}: {level or 'NotHandleFault'}", value=level, threshold="OK", **where)
+    return _fault(kind, f"{said}: {level}", value=level, **where)
 
 
 def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, table: FaultTable | None = None,

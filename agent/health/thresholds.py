@@ -64,6 +64,11 @@ class FaultKind:
     runbook: str | None = None  # the alert whose runbook covers it, when it is not ``alert``
 
     @property
+    def short(self) -> str:
+        """At most 8 characters, for a narrow cell (``npuwatch top``'s Health column)."""
+        return _SHORT[self.kind]
+
+    @property
     def name(self) -> str:
         return self.kind
 
@@ -210,6 +215,19 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset",
               alert_note="each probe has its own alerts (alerts/probes.rules.yml)", runbook="NPUGEMMProbeSlow"),
 )}
+
+
+_SHORT = {
+    "link_down": "link dn", "link_flap": "flapping", "link_down_once": "link was", "optics_dark": "no light",
+    "optics_weak": "weak rx", "optics_out_of_range": "optics", "roce_errors_rising": "pkt errs",
+    "roce_error_counters": "pkt errs", "roce_cqe": "cqe errs", "net_health": "net fail", "net_health_init": "net init",
+    "hbm_dbe": "HBM DBE", "hbm_pages_over": "HBM pgs", "hbm_pages_isolated": "HBM pgs", "chip_unhealthy": "alarm",
+    "chip_warning": "warning", "chip_fault_isolate": "isolate", "chip_fault_reset": "reset",
+    "chip_fault_drain": "drain",
+    "hccs_unhealthy": "HCCS NOK", "chip_hot": "hot", "chip_too_hot": "too hot", "chip_missing": "missing",
+    "device_lost": "lost", "ip_mismatch": "bad IP", "firmware_mismatch": "version", "tool_hung": "tool",
+    "probe_failed": "probe", "probe_slow": "slow",
+}
 
 
 def fault_kind(kind: str) -> FaultKind:

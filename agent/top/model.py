@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from agent.health.results import Result
+from agent.health.series import NpuSeries, judge_series
+
 __all__ = ["Collector", "Fetched", "HcclRank", "NodeView", "NpuRow", "Probe", "parse_view", "samples_of"]
 
 Sample = tuple[str, Mapping[str, str], float]
@@ -35,7 +38,7 @@ class NpuRow:
     process_memory: dict[str, float] = field(default_factory=dict)  # "name (pid)" -> bytes
     ecc_current: dict[str, float] = field(default_factory=dict)  # bit -> errors now
     ecc_isolated: dict[str, float] = field(default_factory=dict)  # bit -> isolated pages
-    hccs: dict[str, bool] = field(default_factory=dict)  # link -> healthy
+    hccs_healthy: bool | None = None  # npu_hccs_healthy: one health word for the chip's HCCS links
     optics_rx: dict[str, float] = field(default_factory=dict)  # lane -> W
     optics_tx: dict[str, float] = field(default_factory=dict)
     optics_lost: bool | None = None
@@ -45,6 +48,18 @@ class NpuRow:
     @property
     def name(self) -> str:
         return f"{self.npu}" if self.chip == 0 else f"{self.npu}.{self.chip}"
+
+    def series(self, link_downs: int | None = None) -> NpuSeries:
+        """This row as the series the one judgement reads (``link_downs``: what the watcher saw in its window)."""
+        pages = sum(self.ecc_isolated.values()) if self.ecc_isolated else None
+        return NpuSeries(self.npu, self.chip, temperature=self.temperature, health=self.health,
+                         handling=self.handling, hbm_double_bit=self.ecc_current.get("double"),
+                         hbm_isolated_pages=pages, hccs_healthy=self.hccs_healthy, link_up=self.link_up,
+                         link_downs=link_downs, net_health=self.net_health, optics_lost=self.optics_lost)
+
+    def findings(self, link_downs: int | None = None) -> list[Result]:
+        """Every judgement of this row's series (agent.health.series: the checks' fault functions)."""
+        return judge_series(self.series(link_downs))
 
 
 @dataclass(frozen=True)
@@ -187,7 +202,7 @@ def _row_sample(row: NpuRow, name: str, labels: Mapping[str, str], value: float)
     elif name == "npu_optical_signal_lost":
         row.optics_lost = value == 1
     elif name == "npu_hccs_healthy":
-        row.hccs[labels.get("link", "")] = value == 1
+        row.hccs_healthy = value == 1
     elif name == "npu_process_memory_bytes":
         row.process_memory[f"{labels.get('process', '?')} ({labels.get('pid', '?')})"] = value
     elif name == "npu_probe_gemm_correct":

@@ -15,9 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent.core.humanize import duration
+from agent.health import faults
 from agent.health.faults import LEVEL_ACTIONS, LEVEL_KINDS
+from agent.health.series import as_checks, worst
 from agent.health.status import FAIL
 from agent.health.thresholds import FAULT_KINDS, fault_kind
+from agent.health.verdict import lead
 from agent.top.history import History, sparkline
 from agent.top.model import Fetched, NodeView, NpuRow
 
@@ -33,8 +36,16 @@ SORT_KEYS: dict[str, Callable[[NpuRow], tuple[float, ...]]] = {
     "hbm": lambda r: (-((r.hbm_used or 0.0) / r.hbm_total if r.hbm_total else -1.0), r.npu),
     "temp": lambda r: (-(r.temperature if r.temperature is not None else -1e9), r.npu),
     "power": lambda r: (-(r.power if r.power is not None else -1e9), r.npu),
-    "health": lambda r: (_HEALTH_ORDER.get(r.health or "unknown", 2) - (10 if r.codes else 0), r.npu),
+    "health": lambda r: (_health_rank(r), r.npu),
 }
+
+
+def _health_rank(row: NpuRow) -> float:
+    """Worst first: a failing finding, a warning, then npu-smi's word."""
+    found = worst(row.findings())
+    if found is not None and found.kind is not None:
+        return -20.0 if fault_kind(found.kind).status == FAIL else -10.0
+    return float(_HEALTH_ORDER.get(row.health or "unknown", 2))
 
 
 @dataclass
@@ -74,11 +85,7 @@ def _level_style(level: str) -> str:
 
 
 def _temperature_style(celsius: float) -> str:
-    if celsius >= float(fault_kind("chip_too_hot").threshold or 0):
-        return "bad"
-    if celsius >= float(fault_kind("chip_hot").threshold or 0):
-        return "warn"
-    return "ok"
+    return _status_style(faults.temperature(celsius).kind)
 
 
 def _bar(ratio: float | None, width: int, ascii_only: bool) -> Line:
@@ -119,16 +126,22 @@ def _columns(width: int, history: History, state: TopState) -> list[_Column]:
     ascii_only = state.ascii_only
 
     def health(row: NpuRow) -> Line:
+        """The worst finding of the one judgement (agent.health.series), by its kind; ok only when none."""
+        found = worst(row.findings(history.flaps(row.npu, row.chip, row.link_transitions)))
+        if found is not None and found.kind is not None:
+            return [(f"{fault_kind(found.kind).short:<8}", _status_style(found.kind))]
         word = row.health or "-"
-        style = {"ok": "ok", "warning": "warn"}.get(word, "bad" if row.health else "dim")
-        return [(f"{word:<8}", style)]
+        return [(f"{word:<8}", "ok" if row.health == "ok" else "dim")]
 
     def link(row: NpuRow) -> Line:
         if row.link_up is None:
             return [("-".ljust(8), "dim")]
         flaps = history.flaps(row.npu, row.chip, row.link_transitions)
         extra = f" +{flaps}" if flaps else ""
-        return [(("up" if row.link_up else "DOWN") + extra, "ok" if row.link_up and not flaps else "bad"),
+        judged = worst([r for r in row.findings(flaps) if r.kind is not None and fault_kind(r.kind).cause
+                        in ("link_down", "link_flap")])
+        style = _status_style(judged.kind) if judged is not None else "ok"
+        return [(("up" if row.link_up else "DOWN") + extra, style),
                 (" " * max(0, 8 - len(("up" if row.link_up else "DOWN") + extra)), "")]
 
     def codes(row: NpuRow) -> Line:
@@ -186,7 +199,18 @@ def sorted_rows(view: NodeView, state: TopState) -> list[NpuRow]:
     return sorted(view.rows, key=key, reverse=state.reverse)
 
 
-def _header(fetched: Fetched, node: str, now: float) -> list[Line]:
+def _lead(view: NodeView, history: History) -> Line:
+    """The one lead cause (agent.health.verdict) of what the rows show, as check and diagnose would lead."""
+    results = [r for row in view.rows
+               for r in row.findings(history.flaps(row.npu, row.chip, row.link_transitions))]
+    verdict = lead(as_checks(results)) if any(r.kind for r in results) else None
+    if verdict is None or verdict.status == "ok":
+        return [("no fault in the agent's readings", "ok")]
+    more = f" (+{len(verdict.also)} more)" if verdict.also else ""
+    return [(f"{verdict.word}: {verdict.summary}{more}", "bad" if verdict.status == "fail" else "warn")]
+
+
+def _header(fetched: Fetched, node: str, now: float, history: History | None = None) -> list[Line]:
     view = fetched.view
     assert view is not None
     parts: Line = [("npuwatch top", "head"), (f"  {node}", "bold")]
@@ -211,6 +235,8 @@ def _header(fetched: Fetched, node: str, now: float) -> list[Line]:
         if down:
             text += f", {len(down)} down: " + ", ".join(f"{c.name} ({c.reason or 'down'})" for c in down)
         lines.append([(text, "bad" if down else "dim")])
+    if history is not None and view.rows:
+        lines.append(_lead(view, history))
     return lines
 
 
@@ -280,11 +306,12 @@ def _detail(row: NpuRow, now: float) -> list[Line]:
         lines.append([("  HBM ECC now " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_current.items()))
                        + "; isolated pages " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_isolated.items())),
                        "bad" if row.ecc_current.get("double") else "")])
-    if row.hccs:
-        bad = sorted(link for link, ok in row.hccs.items() if not ok)
-        said = f", unhealthy: {', '.join(bad)}" if bad else ", all healthy"
-        links = f"{len(row.hccs)} link{'s' if len(row.hccs) != 1 else ''}"
-        lines.append([(f"  HCCS {links}{said}", "bad" if bad else "ok")])
+    if row.hccs_healthy is not None:
+        lines.append([("  HCCS " + ("healthy" if row.hccs_healthy else "unhealthy (npu-smi info -t hccs: not OK)"),
+                       "ok" if row.hccs_healthy else "bad")])
+    found = [r for r in row.findings() if r.kind is not None and r.status != "PASS"]
+    for result in sorted(found, key=lambda r: -fault_kind(r.kind or "").weight):
+        lines.append([(f"  {fault_kind(result.kind or '').label}: {result.evidence}", _status_style(result.kind))])
     if row.processes is not None:
         lines.append([(f"  processes {row.processes:.0f}", "")])
         for name, memory in sorted(row.process_memory.items()):
@@ -323,7 +350,7 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
         text = f"no data from {fetched.where}: {fetched.error or 'waiting for the first read'}"
         return [_fit([("npuwatch top", "head")], width), _fit([(text, "bad")], width)]
     view = fetched.view
-    lines = _header(fetched, node, now)
+    lines = _header(fetched, node, now, history)
     rows = sorted_rows(view, state)
     state.selected = max(0, min(state.selected, len(rows) - 1))
     if state.detail and rows:

@@ -86,7 +86,7 @@ def test_every_kind_is_judged_by_a_check_weighed_by_its_status_and_explained() -
         assert is_failure(entry.kind) == (entry.status == FAIL)
         # every surface ranks what the table fails above what it warns
         assert (entry.weight >= FAIL_WEIGHT) == (entry.status == FAIL), entry
-        assert entry.label and entry.hint, entry
+        assert entry.label and entry.hint and 0 < len(entry.short) <= 8, entry
         assert entry.runbook_alert in runbooks, entry
 
 

@@ -23,12 +23,35 @@ def test_golden_frames(width: int, height: int) -> None:
 
 
 def test_every_npu_is_a_row_with_what_the_demo_faults_set() -> None:
-    rows = {line.split()[0]: line for line in top_golden.render(200, 60).splitlines()[3:11]}
+    rows = {line.split()[0]: line for line in top_golden.render(200, 60).splitlines()[4:12]}
     assert sorted(rows) == [str(npu) for npu in range(8)]
     assert " 97°C " in rows["4"]
     assert " DOWN " in rows["6"]
     assert "80E18402 SeparateNPU: isolate the chip now" in rows["2"]
-    assert " alarm " in rows["2"]
+    # the Health column is the one judgement's worst finding, by its kind (agent.health.series)
+    assert " isolate " in rows["2"]
+    assert " too hot " in rows["4"]
+    assert " link dn " in rows["6"]
+    assert " ok " in rows["0"]
+
+
+@pytest.mark.parametrize(("series", "word"), [
+    ('npu_hbm_ecc_current_errors{npu="3",chip="0",bit="double"} 2', "HBM DBE"),
+    ('npu_hccs_healthy{npu="3",chip="0"} 0', "HCCS NOK"),
+    ('npu_temperature_celsius{npu="3",chip="0"} 97', "too hot"),
+    ('npu_temperature_celsius{npu="3",chip="0"} 95', "hot"),  # at 95 it is over 85, not over 95
+    ('npu_fault_handling{npu="3",chip="0",handling="ManuallySeparateNPU"} 1', "isolate"),
+])
+def test_a_faulty_chip_never_reads_ok(series: str, word: str) -> None:
+    text = ('npu_health_state{npu="3",chip="0",state="ok"} 1\n'
+            'npu_health_state{npu="4",chip="0",state="ok"} 1\n' + series + "\n")
+    rows = sorted_rows(parse_view(samples_of(text)), TopState())
+    lines = plain(frame(top_golden.fetched(text), History(), TopState(), width=200, height=20, node="n",
+                        now=top_golden.NOW)).splitlines()
+    three = next(line for line in lines if line.split()[:1] == ["3"])
+    four = next(line for line in lines if line.split()[:1] == ["4"])
+    assert f" {word} " in three and " ok " in four, (three, four)
+    assert [row.npu for row in rows] == [3, 4]
 
 
 def test_the_panels_show_the_hccl_incident() -> None:
@@ -87,12 +110,22 @@ def test_link_flaps_count_from_when_top_started() -> None:
                        now=top_golden.NOW))
     (row,) = [line for line in text.splitlines() if line.startswith("   3 ")]
     assert " up +3 " in row
+    assert " flapping " in row  # two or more downs: the table's link_flap, as roce_flaps judges it
+    once = TEXT.replace('npu_roce_link_up_transitions_total{chip="0",npu="3"} 1.0',
+                        'npu_roce_link_up_transitions_total{chip="0",npu="3"} 2.0')
+    history = History()
+    history.add(first)
+    history.add(parse_view(samples_of(once)))
+    text = plain(frame(top_golden.fetched(once), history, TopState(), width=200, height=30, node="n",
+                       now=top_golden.NOW))
+    (row,) = [line for line in text.splitlines() if line.startswith("   3 ")]
+    assert " up +1 " in row and " link was " in row  # one down and up again warns, never paints a flap
 
 
 def test_the_detail_of_a_selected_npu() -> None:
     state = TopState(detail=True, selected=6)
     text = top_golden.render(120, 40, state)
-    assert text.splitlines()[2].startswith("NPU 6")
+    assert text.splitlines()[3].startswith("NPU 6")
     assert "RoCE link DOWN" in text and "optics rx" in text and "HBM ECC now" in text
 
 
