@@ -303,6 +303,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             load_web_config(config.web.config_file)
         except ConfigError as exc:
             raise ConfigError([f"web.config_file ({exc.source}): {p}" for p in exc.problems], args.file) from None
+    from agent.core.config_warnings import config_warnings
+
+    for warning in config_warnings(config):
+        print(f"{args.file}: warning: {warning}")
     print(f"{args.file}: valid config (listen {config.web.listen_address}:{config.web.port})")
     return EXIT_OK
 
