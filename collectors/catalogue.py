@@ -83,11 +83,13 @@ _SPECS: tuple[MetricSpec, ...] = (
                (*CHIP, "handling"), "npu_smi_health"),
     MetricSpec("npu_hbm_temperature_celsius", "gauge", "HBM temperature.", CHIP, "npu_smi_memory"),
     MetricSpec("npu_hccs_healthy", "gauge", "1 when the HCCS links report OK.", CHIP, "npu_smi_hccs"),
-    MetricSpec("npu_hccs_errors_total", "counter", "HCCS link error count.", (*CHIP, "link"),
-               "npu_smi_hccs"),
-    MetricSpec("npu_hccs_retries_total", "counter", "HCCS link retry count.", (*CHIP, "link"),
-               "npu_smi_hccs"),
-    MetricSpec("npu_hccs_bandwidth_bytes_per_second", "gauge", "HCCS link bandwidth.",
+    # `link` on the three HCCS series is the same number: the HCCS port index, from 0.
+    MetricSpec("npu_hccs_errors_total", "counter", "HCCS link error count (link: the port index from 0).",
+               (*CHIP, "link"), "npu_smi_hccs"),
+    MetricSpec("npu_hccs_retries_total", "counter", "HCCS link retry count (link: the port index from 0).",
+               (*CHIP, "link"), "npu_smi_hccs"),
+    MetricSpec("npu_hccs_bandwidth_bytes_per_second", "gauge",
+               "HCCS link bandwidth (link: the port index from 0, as on npu_hccs_errors_total).",
                (*CHIP, "link", "direction"), "npu_smi_hccs_bw"),
     # --- npu-smi -m / topo (start, every 10 min)
     MetricSpec("npu_topology_link", "gauge", "Link type between two NPUs (always 1).",
