@@ -431,6 +431,7 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
             config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin", config))
     except ConfigError as exc:
         log.error("SIGHUP: keeping the running config; the new one is %s", exc)
+        agent.reload_failed()
         return
     agent.reload(config)
     log.info("SIGHUP: config reloaded")

@@ -203,6 +203,11 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_expected_chips", "gauge", "Chips this node should have (config; 0 = unknown).",
                (), "agent"),
     MetricSpec("npuwatch_start_time_seconds", "gauge", "Unix time the agent's process started.", (), "agent"),
+    MetricSpec("npuwatch_config_last_reload_successful", "gauge",
+               "1 when the last config load (the start, or a SIGHUP) worked; 0 while a failed reload keeps "
+               "the running config.", (), "agent"),
+    MetricSpec("npuwatch_config_last_reload_success_timestamp_seconds", "gauge",
+               "Unix time of the last config load that worked.", (), "agent"),
     MetricSpec("npuwatch_collector_up", "gauge", "1 when the collector's last run succeeded.",
                ("collector",), "agent"),
     MetricSpec("npuwatch_collector_down_reason", "gauge",
