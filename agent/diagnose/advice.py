@@ -13,7 +13,7 @@ from agent.diagnose.results import CAUSES
 
 __all__ = ["RUNBOOKS", "RUNBOOK_BASE", "action", "category_action", "category_runbook", "runbook"]
 
-RUNBOOK_BASE = "https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/"
+from agent.core.runbooks import RUNBOOK_BASE  # the one setting: agent/core/runbooks.py
 
 # The alert whose runbook covers each cause (file name under alerts/runbooks/).
 RUNBOOKS: dict[str, str] = {
