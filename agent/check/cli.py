@@ -72,14 +72,14 @@ def _list_checks(stream: IO[str]) -> int:
 
 
 def _write(report: LevelReport, args: Any, stream: IO[str]) -> None:
-    from agent.check.render import render_text
+    from agent.check.render import render_text, verdict_line
 
     style = args.exit_codes
     if args.json:
         json.dump(report.to_dict(style), stream, indent=2)
         stream.write("\n")
     elif style == "npd":
-        stream.write(report.message() + "\n")
+        stream.write(verdict_line(report) + "\n")
     else:
         stream.write(render_text(report, style))
 
