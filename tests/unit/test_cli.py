@@ -163,3 +163,30 @@ def test_faults_show_prints_in_text_what_json_shows(tmp_path: Path, capsys: pyte
     history.update(lambda chips: {"2:0": chips["2:0"]})
     assert faults_cli.main(argparse.Namespace(faults_command="show", json=False), config) == 0
     assert "no chip is held at ManuallySeparateNPU" in capsys.readouterr().out
+
+
+class _Built(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("argv", "address"), [
+    (["run", "--demo"], "127.0.0.1"),
+    (["run", "--demo", "--web.listen-address", "0.0.0.0"], "0.0.0.0"),
+    (["run"], "0.0.0.0"),
+])
+def test_the_demo_listens_on_loopback_unless_told_otherwise(argv: list[str], address: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.daemon import assemble
+
+    seen = []
+
+    def build(config: object, *_args: object) -> None:
+        seen.append(config)
+        raise _Built
+
+    monkeypatch.setenv("NPUWATCH_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setattr(assemble, "build_agent", build)
+    args = build_parser().parse_args(argv)
+    with pytest.raises(_Built):
+        cli.cmd_run(args)
+    assert seen[0].web.listen_address == address  # type: ignore[attr-defined]
