@@ -50,8 +50,9 @@ def test_healthy_node_is_ok(node: DemoNode, tmp_path: Path, capsys: pytest.Captu
     assert report["verdict"]["status"] == "ok"
     assert report["verdict"]["device"] is None
     checks = by_name(report)
-    assert set(checks) == {"hccl_errors", "chip_health", "hbm_ecc", "hccs", "temperature", "roce_link", "roce_flaps",
-                           "optics", "roce_errors", "net_health", "roce_ip"}
+    # chip_count too: the demo node expects its own chips (expected_chips)
+    assert set(checks) == {"hccl_errors", "chip_count", "chip_health", "hbm_ecc", "hccs", "temperature", "roce_link",
+                           "roce_flaps", "optics", "roce_errors", "net_health", "roce_ip"}
     for check in report["checks"]:  # the schema npuwatch check shares (docs/health-checks.md), plus device
         assert list(check) == ["name", "status", "evidence", "hint", "device", "value", "threshold", "unit", "basis",
                                "results"]
@@ -73,7 +74,7 @@ def test_text_output_is_an_aligned_table(node: DemoNode, tmp_path: Path,
     assert lines[0].split() == ["CHECK", "STATUS", "DEVICE", "EVIDENCE"]
     status_column = lines[0].index("STATUS")
     rows = [line for line in lines[1:] if not line.startswith(" ")]
-    assert len(rows) == 11
+    assert len(rows) == 12  # with chip_count: the demo node expects its own chips
     assert {row[status_column:].split()[0] for row in rows} <= {"PASS", "WARN", "FAIL", "UNKNOWN"}
     assert any(line.strip().startswith("hint: ") for line in lines)
     assert "\x1b" not in text  # not a terminal: no colour
