@@ -222,6 +222,8 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUDCMIHelperFailing": AlertTrigger(None, note="set collectors.dcmi.library to a file that is not a DCMI "
                                                     "library (the helper cannot start; npu-smi keeps serving); "
                                                     "15 min"),
+    "NPUWatchConfigReloadFailed": AlertTrigger(None, note="run the demo with `--config FILE`, break the file "
+                                                          "(`interval: fast`) and `kill -HUP` the agent; 10 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves ~15 min later "
                                                      "(5 min of increase, then held 10 min)"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves ~15 min later "
