@@ -11,7 +11,7 @@ import pytest
 
 from agent import __version__, cli
 from agent.cli import _demo_dir, build_parser, main
-from agent.core.flag_values import duration_flag, size_flag
+from agent.core.flag_values import duration_flag, positive_duration_flag, size_flag
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,10 +68,19 @@ def _every_action(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def test_no_duration_or_size_flag_parses_on_its_own() -> None:
-    typed = {"DURATION": duration_flag, "SIZE": size_flag}
+    typed = {"DURATION": {duration_flag, positive_duration_flag}, "SIZE": {size_flag}}
     for action in _every_action(build_parser()):
+        assert action.metavar != "SECONDS", action.option_strings  # a duration flag takes 90s, 2m too
         if action.metavar in typed:
-            assert action.type is typed[action.metavar], action.option_strings
+            assert action.type in typed[action.metavar], action.option_strings
+
+
+def test_a_deadline_is_a_duration_above_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["probe", "sustained-gemm", "--deadline", "2m", "--warmup-seconds", "0"])
+    assert (args.deadline, args.warmup_s) == (120.0, 0.0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["probe", "gemm", "--stall", "0s"])
+    assert "argument --stall: expected a duration above zero" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [
