@@ -129,7 +129,10 @@ def baseline_main(args: Any, out: IO[str] | None = None) -> int:
                 with open(path, encoding="utf-8") as handle:
                     documents.append((path, json.load(handle)))
             baseline = from_reports(documents)
-    except (OSError, ValueError, BaselineError) as exc:
+    except OSError as exc:  # a report that cannot be read: its name and why, in words
+        print(f"npuwatch check-baseline: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (ValueError, BaselineError) as exc:
         print(f"npuwatch check-baseline: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(baseline.to_dict(), indent=2) + "\n"

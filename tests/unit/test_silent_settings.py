@@ -79,3 +79,9 @@ def test_check_config_prints_the_warnings_and_stays_valid(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert f"warning: collectors.hccl_logs.paths: {tmp_path / 'none'} does not exist" in out
     assert out.rstrip().endswith("valid config (listen 0.0.0.0:9611)")
+
+
+def test_check_baseline_names_a_report_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nonexistent.json"
+    assert main(["check-baseline", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == f"npuwatch check-baseline: {missing}: No such file or directory"
