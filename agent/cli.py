@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,10 +15,11 @@ from typing import Any
 
 from agent import __version__
 from agent.core.config import ConfigError, load_config
+from agent.core.flag_values import type_value_flags
 from agent.core.terminal import add_color_option
+from agent.demo.discovery import DEFAULT_DEMO_DIR
 from agent.health.status import EXIT_STATUS_HELP
 from agent.health.windows import add_window_arguments
-from agent.health.windows import duration_flag as _duration
 
 __all__ = ["build_parser", "main"]
 
@@ -28,6 +29,7 @@ EXIT_OK = 0
 EXIT_COLLECT_FAILED = 1  # once: a collector failed (the exposition is still printed)
 EXIT_CONFIG = 2
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE, as a shell reports it
+DEMO_LISTEN_ADDRESS = "127.0.0.1"  # a demo serves this machine only, unless --web.listen-address says otherwise
 
 DESCRIPTION = """\
 npuwatch watches Huawei Ascend NPU nodes: it reads npu-smi, hccn_tool and
@@ -67,7 +69,9 @@ def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
         demo.add_argument("--demo", action="store_true",
                           help="run against the built-in simulated 8 x 910B3 node (fake npu-smi/hccn_tool)")
         demo.add_argument("--demo-dir", type=Path, metavar="DIR",
-                          help="demo state directory (default: a new temporary directory)")
+                          help="demo state directory; implies --demo (default: $NPUWATCH_DEMO_DIR, else "
+                               f"{DEFAULT_DEMO_DIR}: the running demo's; a command other than run finding no "
+                               "demo node there uses a temporary one and removes it)")
         demo.add_argument("--demo-chips", type=int, default=8, metavar="N", help="chips on the demo node")
     tools = parser.add_argument_group("tools", "override tool paths from the config")
     tools.add_argument("--tool.npu-smi", dest="tool_npu_smi", metavar="PATH")
@@ -89,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(run)
     web = run.add_argument_group("web")
     web.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
-                     help="address to listen on (config: web.listen_address, default 0.0.0.0)")
+                     help="address to listen on (config: web.listen_address, default 0.0.0.0; "
+                          f"with --demo {DEMO_LISTEN_ADDRESS} whatever the config says)")
     web.add_argument("--web.port", "--port", dest="port", type=int, metavar="PORT",
                      help="port to listen on (config: web.port, default 9611)")
 
@@ -125,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(diagnose)
     diagnose.add_argument("--json", action="store_true", help="machine-readable output")
     diagnose.add_argument("--probes", action="store_true", help="also run GEMM and node all-reduce baselines")
-    diagnose.add_argument("--sample-gap", dest="sample_gap", type=_duration, metavar="DURATION",
+    diagnose.add_argument("--sample-gap", dest="sample_gap", metavar="DURATION",
                           help="gap between the two optics/counter samples: seconds or 500ms, 3s (default 3s)")
     add_window_arguments(diagnose)
     add_color_option(diagnose)
@@ -193,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.handling import cli as faults_cli
 
     faults_cli.add_arguments(faults)
+    _options_everywhere(faults, ("config", "demo_dir"))
 
     top = sub.add_parser("top", help="a live view of this node from its agent (or --url another node's): "
                                      "utilization, HBM, temperature, power, codes, links, the HCCL incident",
@@ -208,8 +214,26 @@ def build_parser() -> argparse.ArgumentParser:
     from agent.demo import cli as demo_cli
 
     demo_cli.add_arguments(demo)
+    _options_everywhere(demo, ("demo_dir",))
     _verbose_everywhere(parser)
+    type_value_flags(parser)
     return parser
+
+
+def _options_everywhere(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
+    """The options ``dests`` of ``parser`` accepted after its action too (``faults show --demo-dir D``).
+
+    The copies default to SUPPRESS, so a value given before the action is kept when none follows it."""
+    shared = [action for action in parser._actions if action.dest in dests and action.option_strings]
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for child in action.choices.values():
+            for option in shared:
+                if any(name in child._option_string_actions for name in option.option_strings):
+                    continue
+                child.add_argument(*option.option_strings, dest=option.dest, type=option.type,
+                                   metavar=option.metavar, help=option.help, default=argparse.SUPPRESS)
 
 
 def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
@@ -246,12 +270,9 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _demo_dir(args: argparse.Namespace) -> Path | None:
-    if not getattr(args, "demo", False):
-        return None
-    if args.demo_dir is not None:
-        args.demo_dir.mkdir(parents=True, exist_ok=True)
-        return Path(args.demo_dir)
-    return Path(tempfile.mkdtemp(prefix="npuwatch-demo-"))
+    from agent.demo.discovery import demo_dir_of
+
+    return demo_dir_of(args)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -274,10 +295,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             load_web_config(config.web.config_file)
         except ConfigError as exc:
             raise ConfigError([f"web.config_file ({exc.source}): {p}" for p in exc.problems], args.file) from None
+    from agent.core.config_warnings import config_warnings
     from agent.handling.levels import table_warnings
 
-    for warning in table_warnings(config):
-        print(f"warning: {warning}")
+    for warning in [*config_warnings(config), *table_warnings(config)]:
+        print(f"{args.file}: warning: {warning}")
     print(f"{args.file}: valid config (listen {config.web.listen_address}:{config.web.port})")
     return EXIT_OK
 
@@ -331,8 +353,10 @@ def _failed_collectors(snapshots: Sequence[Any]) -> dict[str, list[str]]:
 def cmd_run(args: argparse.Namespace) -> int:
     from agent.daemon.assemble import build_agent
 
-    config = _load(args)
     demo_dir = _demo_dir(args)
+    if demo_dir is not None and not args.listen_address:
+        args.listen_address = DEMO_LISTEN_ADDRESS  # also for the config a SIGHUP reloads
+    config = _load(args)
     bundle = build_agent(config, demo_dir, args.demo_chips)
     agent = bundle.agent
     log.info("npuwatch %s: %d collectors (%s)", __version__, len(agent.store.all()),
@@ -359,6 +383,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                   web.port, exc.strerror or exc)
         agent.stop()
         return 1
+    if demo_dir is not None:
+        from agent.demo.discovery import write_agent
+
+        write_agent(demo_dir, agent.config.web)
     from agent.probes.job import schedule_probes
 
     schedule_probes(agent)
@@ -374,6 +402,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if batch:
                 _reload(agent, args)
     finally:
+        if demo_dir is not None:
+            from agent.demo.discovery import forget_agent
+
+            forget_agent(demo_dir)
         agent.stop()
     return EXIT_OK
 
@@ -392,6 +424,7 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
             config = apply_overrides(config, demo_overrides(demo_dir, demo_dir / "bin", config))
     except ConfigError as exc:
         log.error("SIGHUP: keeping the running config; the new one is %s", exc)
+        agent.reload_failed()
         return
     agent.reload(config)
     log.info("SIGHUP: config reloaded")
@@ -422,7 +455,14 @@ def cmd_triage(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from agent.check import cli as check_cli
 
-    return check_cli.main(args, _load(args), _demo_dir(args))
+    config = _load(args)
+    demo_dir = _demo_dir(args)
+    if demo_dir is not None:
+        from agent.core.config import apply_overrides
+        from agent.demo.discovery import agent_check_overrides
+
+        config = apply_overrides(config, agent_check_overrides(config, demo_dir))
+    return check_cli.main(args, config, demo_dir)
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -431,6 +471,12 @@ def cmd_top(args: argparse.Namespace) -> int:
     config = _load(args)
     demo_dir = _demo_dir(args)
     if demo_dir is None:
+        return top_cli.main(args, config)
+    from agent.demo.discovery import running_agent_url
+
+    serving = running_agent_url(demo_dir)
+    if serving is not None and not args.url:
+        args.url = serving
         return top_cli.main(args, config)
     from agent.daemon.assemble import build_agent
 
@@ -501,9 +547,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(verbose=args.verbose)
+    # Only the agent logs its progress; a one-shot command (a Slurm prolog's check) is quiet unless -v.
+    setup_logging(level="info" if args.command == "run" else "warning", verbose=args.verbose)
     try:
-        return COMMANDS[args.command](args)
+        with contextlib.ExitStack() as cleanup:
+            args.cleanup = cleanup
+            return COMMANDS[args.command](args)
     except ConfigError as exc:
         print(f"npuwatch: {exc}", file=sys.stderr)
         return EXIT_CONFIG

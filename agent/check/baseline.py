@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.check.references import Reference, measure_unit
+from agent.core.http_client import connection_problem
 from agent.probes.peaks import normalise_model
 
 __all__ = [
@@ -196,7 +197,7 @@ def _query(url: str, expr: str, timeout_s: float) -> list[dict[str, Any]]:
         with urllib.request.urlopen(full, timeout=timeout_s) as response:  # noqa: S310 - scheme checked above
             body = json.loads(response.read(_MAX_FILE_BYTES))
     except (OSError, ValueError) as exc:
-        raise BaselineError(f"prometheus {url}: {exc}") from None
+        raise BaselineError(f"prometheus {url}: {connection_problem(exc)}") from None
     if not isinstance(body, dict) or body.get("status") != "success":
         raise BaselineError(f"prometheus {url}: query failed: {str(body)[:200]}")
     result = body.get("data", {}).get("result", [])

@@ -74,14 +74,14 @@ def _list_checks(stream: IO[str]) -> int:
 
 
 def _write(report: LevelReport, args: Any, stream: IO[str]) -> None:
-    from agent.check.render import render_text
+    from agent.check.render import render_text, verdict_line
 
     style = args.exit_codes
     if args.json:
         json.dump(report.to_dict(style), stream, indent=2)
         stream.write("\n")
     elif style == "npd":
-        stream.write(report.message() + "\n")
+        stream.write(verdict_line(report) + "\n")
     else:
         stream.write(render_text(report, style))
 
@@ -132,7 +132,10 @@ def baseline_main(args: Any, out: IO[str] | None = None) -> int:
                 with open(path, encoding="utf-8") as handle:
                     documents.append((path, json.load(handle)))
             baseline = from_reports(documents)
-    except (OSError, ValueError, BaselineError) as exc:
+    except OSError as exc:  # a report that cannot be read: its name and why, in words
+        print(f"npuwatch check-baseline: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (ValueError, BaselineError) as exc:
         print(f"npuwatch check-baseline: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(baseline.to_dict(), indent=2) + "\n"

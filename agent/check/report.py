@@ -33,9 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.core import terminal
 from agent.health.results import CheckResult
 from agent.health.status import EXIT_CODES, PASS, UNKNOWN, worst
 from agent.health.verdict import Verdict, lead
+from collectors.fault_levels import LEVELS
 
 __all__ = ["EXIT_CODES", "FORMAT", "MESSAGE_LIMIT", "LevelReport", "one_line"]
 
@@ -76,8 +78,8 @@ class LevelReport:
     def exit_code(self, style: str = "nagios") -> int:
         return EXIT_CODES[style][self.verdict]
 
-    def message(self) -> str:
-        return one_line(self)
+    def message(self, limit: int = MESSAGE_LIMIT) -> str:
+        return one_line(self, limit)
 
     def to_dict(self, style: str = "nagios") -> dict[str, Any]:
         return {
@@ -100,17 +102,14 @@ class LevelReport:
         }
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def one_line(report: LevelReport) -> str:
-    """At most 80 characters: the verdict and its lead cause (NPD shows this as the condition's message)."""
+def one_line(report: LevelReport, limit: int = MESSAGE_LIMIT) -> str:
+    """At most ``limit`` characters: the verdict and its lead cause (NPD shows this as the condition's message),
+    shortened in the middle rather than losing the handling level it names (``... is SeparateNPU``)."""
     if report.status == PASS:
         text = f"OK: {len(report.checks)} {report.level} checks pass"
-        return _clip(text + f" on {report.chips} chips" if report.chips else text, MESSAGE_LIMIT)
+        return terminal.one_line(text + f" on {report.chips} chips" if report.chips else text, limit)
     if not report.checks:
-        return _clip(f"{report.status}: no check ran", MESSAGE_LIMIT)
+        return terminal.one_line(f"{report.status}: no check ran", limit)
     verdict = report.lead
     where = f" {verdict.check}" if verdict.check else ""
-    return _clip(f"{verdict.word}{where}: {verdict.summary}", MESSAGE_LIMIT)
+    return terminal.one_line(f"{verdict.word}{where}: {verdict.summary}", limit, keep=LEVELS)

@@ -11,6 +11,7 @@ what is left of the level's time budget as its deadline; a check that no longer 
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -75,15 +76,25 @@ def _tool_config(config: Any, timeout_s: float, parallel: int) -> Any:
     return apply_overrides(config, overrides) if overrides else config
 
 
-def resolve_baseline(config: Any, options: RunOptions) -> tuple[Baseline | None, str | None]:
+def resolve_baseline(config: Any, options: RunOptions, compared: bool = True) -> tuple[Baseline | None, str | None]:
     """The fleet baseline (file first, then Prometheus); a file that cannot be used raises BaselineError,
-    an unreachable Prometheus is only noted (the fixed references still judge)."""
+    an unreachable Prometheus is only noted (the fixed references still judge). ``compared`` False (only
+    quick checks run, and they compare nothing with a fleet): a baseline given is named as not used."""
     if not options.use_baseline:
         return None, None
     path = options.baseline_file or config.check.baseline_file
+    url = options.prometheus_url or config.check.prometheus_url
+    if not compared:  # named when given on the command line; a configured one waits for the levels that use it
+        flag, given = ("--baseline", options.baseline_file) if options.baseline_file else \
+            ("--prometheus", options.prometheus_url)
+        if not given:
+            return None, None
+        shown = given if isinstance(given, str) else " ".join(given)
+        missing = f"; {given} does not exist" if flag == "--baseline" and not os.path.exists(shown) else ""
+        return None, (f"{flag} {shown} is not used: no check run here compares with a fleet baseline (the "
+                      f"medium and long levels do){missing}")
     if path:
         return load_baseline(path), None
-    url = options.prometheus_url or config.check.prometheus_url
     if url:
         try:
             return from_prometheus(url), None
@@ -100,7 +111,7 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
     settings = replace(settings, judging=settings.judging.with_windows(options.window_s, options.flap_window_s))
     names = select(options.level, options.only, options.condition, settings.skip)
     device_names = [name for name in names if spec(name).level != "quick"]
-    baseline, baseline_error = resolve_baseline(config, options) if device_names else (None, None)
+    baseline, baseline_error = resolve_baseline(config, options, compared=bool(device_names))
 
     with open_reader(_tool_config(config, settings.tool_timeout_s, settings.max_parallel),
                      dict(options.tool_env or {}) or None, call_timeout=settings.tool_timeout_s) as tools:

@@ -21,6 +21,7 @@ import psutil
 from prometheus_client.utils import floatToGoString
 
 from agent import __version__
+from agent.core.reload_status import ReloadStatus
 from agent.core.snapshot import ERROR_REASONS, SnapshotStore, SourceSnapshot
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE, MetricSpec, family_of
@@ -119,13 +120,15 @@ def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[st
 STARTED_AT = psutil.Process().create_time()  # this process's start (the agent's uptime, `npuwatch top`)
 
 
-def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int) -> list[Sample]:
-    """npuwatch_build_info, npuwatch_expected_chips, npuwatch_start_time_seconds and the npuwatch_collector_*
-    series."""
+def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int,
+                        reload: ReloadStatus | None = None) -> list[Sample]:
+    """npuwatch_build_info, npuwatch_expected_chips, npuwatch_start_time_seconds, the config reload's
+    two series and the npuwatch_collector_* series."""
     out = [
         Sample("npuwatch_build_info", (("version", __version__), ("python", platform.python_version())), 1.0),
         Sample("npuwatch_expected_chips", (), float(expected_chips)),
         Sample("npuwatch_start_time_seconds", (), STARTED_AT),
+        *(reload.samples() if reload is not None else ()),
     ]
     for snap in snapshots:
         collector = (("collector", snap.source),)
@@ -166,6 +169,8 @@ class SnapshotRenderer:
         "npuwatch_build_info",
         "npuwatch_expected_chips",
         "npuwatch_start_time_seconds",
+        "npuwatch_config_last_reload_successful",
+        "npuwatch_config_last_reload_success_timestamp_seconds",
         "npuwatch_collector_up",
         "npuwatch_collector_down_reason",
         "npuwatch_collector_duration_seconds",
@@ -174,10 +179,12 @@ class SnapshotRenderer:
         "npuwatch_parse_rejections_total",
     )
 
-    def __init__(self, store: SnapshotStore, const_labels: Mapping[str, str], expected_chips: int) -> None:
+    def __init__(self, store: SnapshotStore, const_labels: Mapping[str, str], expected_chips: int,
+                 reload: ReloadStatus | None = None) -> None:
         self._store = store
         self._const = dict(const_labels)
         self._expected_chips = expected_chips
+        self._reload = reload
         self._lock = threading.Lock()
         # source -> (the samples tuple the blocks were made from, the blocks)
         self._blocks: dict[str, tuple[tuple[Sample, ...], list[FamilyBlock]]] = {}
@@ -221,7 +228,7 @@ class SnapshotRenderer:
                         continue
                     seen.add(block.name)
                     parts.append(block.openmetrics if openmetrics else block.text)
-        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips))
+        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips, self._reload))
         for name in self.SELF_METRICS:
             block = render_family(CATALOGUE[name], grouped.get(name, []), self._const)
             parts.append(block.openmetrics if openmetrics else block.text)

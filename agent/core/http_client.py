@@ -6,14 +6,25 @@ environment. urllib from the standard library: two GETs or POSTs a few seconds a
 from __future__ import annotations
 
 import base64
+import errno
 import os
+import socket
 import ssl
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ClientTls", "basic_auth_header", "build_opener", "check_url", "read_password"]
+__all__ = ["ClientTls", "basic_auth_header", "build_opener", "check_url", "connection_problem", "read_password"]
+
+_ERRNO_WORDS = {
+    errno.ECONNREFUSED: "connection refused (nothing listens there)",
+    errno.ECONNRESET: "connection reset by the server",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ETIMEDOUT: "timed out",
+}
 
 
 @dataclass(frozen=True)
@@ -67,3 +78,25 @@ def read_password(path: str | None, flag: str, env_name: str, username: str | No
     if username and environ.get(env_name) is not None:
         return environ[env_name]
     return None
+
+
+def connection_problem(exc: BaseException) -> str:
+    """What went wrong reaching a server, in words (``connection refused (nothing listens there)``), never
+    a Python repr such as ``<urlopen error [Errno 111] Connection refused>``."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"answered HTTP {exc.code} {exc.reason}".rstrip()
+    reason: object = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return "timed out"
+    if isinstance(reason, socket.gaierror):
+        return "host name not found"
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS failed: {reason.reason or reason}"
+    if isinstance(reason, OSError):
+        if reason.errno in _ERRNO_WORDS:
+            return _ERRNO_WORDS[reason.errno]
+        if reason.strerror:
+            return reason.strerror[:1].lower() + reason.strerror[1:]
+    if isinstance(reason, ValueError):
+        return f"unreadable answer ({reason})"
+    return str(reason) or type(reason).__name__

@@ -7,18 +7,29 @@ when stderr is a terminal, so a pipe, a file or a cron mail never sees it.
 
 A command adds the flag with ``add_color_option(parser)``, decides once with ``use_color(args.color,
 stream)``, styles its words with ``Style(enabled)`` and wraps slow work in ``Progress(label)``.
+
+Width: ``terminal_width(stream)`` is the terminal's columns, or None for a pipe or a file (whose
+lines stay whole, for grep); ``wrap`` folds text on word boundaries; ``one_line`` shortens a verdict
+to a limit (node-problem-detector keeps 80 characters) without losing the word to act on.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import textwrap
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import IO, Any
 
-__all__ = ["COLOR_CHOICES", "Progress", "Style", "add_color_option", "is_terminal", "use_color", "visible_len"]
+__all__ = ["COLOR_CHOICES", "ELLIPSIS", "Progress", "Style", "add_color_option", "is_terminal", "one_line",
+           "terminal_width", "use_color", "visible_len", "wrap"]
+
+ELLIPSIS = "..."
+MIN_WIDTH = 40  # narrower than this, wrapping makes a column of single words: keep the lines whole
 
 COLOR_CHOICES = ("auto", "always", "never")
 
@@ -79,6 +90,76 @@ def visible_len(text: str) -> int:
         else:
             length += 1
     return length
+
+
+def terminal_width(stream: Any) -> int | None:
+    """Columns of the terminal ``stream`` writes to (``COLUMNS`` wins, as ``shutil`` reads it); None when it
+    is not a terminal."""
+    if not is_terminal(stream):
+        return None
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        columns = shutil.get_terminal_size().columns
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        columns = int(env)
+    return columns if columns > 0 else None
+
+
+def wrap(text: str, width: int | None, indent: int = 0, first_indent: int | None = None) -> list[str]:
+    """``text`` folded to ``width`` columns on spaces (never inside a word, a path or a code); lines after
+    the first start with ``indent`` spaces, the first with ``first_indent`` (default none, when the caller
+    has written the start of the line). ``width`` None: one line, unchanged."""
+    lead = 0 if first_indent is None else first_indent
+    if width is None or width - max(indent, lead) < MIN_WIDTH // 2 or len(text) + lead <= width:
+        return [" " * lead + text]
+    return textwrap.wrap(text, width=width, initial_indent=" " * lead, subsequent_indent=" " * indent,
+                         break_long_words=False, break_on_hyphens=False) or [" " * lead]
+
+
+def one_line(text: str, limit: int, keep: Iterable[str] = ()) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary with ``...``; when the first of the
+    ``keep`` words would be cut off, the middle goes instead: ``FAIL chip_health: ... is SeparateNPU``.
+
+    The head up to the first ``": "`` (the verdict and the check) is kept either way, and the place after
+    it when short (``NPU 5: ``)."""
+    if len(text) <= limit:
+        return text
+    words = sorted(set(keep), key=len, reverse=True)
+    found = re.search(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b", text) if words else None
+    tail = _cut(text, limit)
+    if found is None or found.end() <= len(tail) - len(ELLIPSIS):
+        return tail
+    colon = text.find(": ")
+    head = text[: colon + 2] if 0 <= colon < limit // 2 else ""
+    where = text.find(": ", len(head))  # and a short place after it (``NPU 5: ``)
+    if head and 0 <= where - len(head) <= _PLACE and where < found.start():
+        head = text[: where + 2]
+    end = found.end()
+    more = end < len(text)
+    room = limit - len(head) - len(ELLIPSIS) - 1 - (len(ELLIPSIS) + 1 if more else 0)
+    if room < end - found.start():
+        return _cut(text[found.start():], limit)  # the word itself, whatever comes before it
+    start = max(len(head), end - room)
+    space = text.find(" ", start - 1)
+    if 0 <= space < found.start():
+        start = space + 1
+    middle = text[start:end]
+    shortened = f"{head}{ELLIPSIS} {middle}" + (f" {ELLIPSIS}" if more else "")
+    return shortened if len(shortened) <= limit else _cut(text, limit)
+
+
+_PLACE = 16  # characters of the place after the head that a shortened verdict keeps (``NPU 15 chip 1``)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    room = limit - len(ELLIPSIS)
+    space = text.rfind(" ", 0, room + 1)
+    cut = text[:space] if space > room // 2 else text[:room]
+    return cut.rstrip(" ,;:") + ELLIPSIS
 
 
 class Style:

@@ -23,6 +23,7 @@ from agent.core.cron import cron_trigger
 from agent.core.exporter import ExpositionCache
 from agent.core.exposition import SnapshotRenderer
 from agent.core.jobs import InternalJob
+from agent.core.reload_status import ReloadStatus
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
@@ -115,6 +116,7 @@ class Agent:
         self._known_chips: list[ChipRef] = []
         self._last_healthy: dict[tuple[tuple[str, str], ...], float] = {}
         self.heartbeat = Heartbeat()
+        self.reload_status = ReloadStatus(clock)
         state_dir = Path(os.path.expanduser(config.state_dir))
         with contextlib.suppress(OSError):  # unusable: ProbeMetrics says so once and counts in memory
             state_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +178,7 @@ class Agent:
             self.store.register(source.name, group_interval(config, source.group))
         for job in self._internal:
             self.store.register(job.name, job.interval_s, job.max_age_s)
-        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips)
+        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips, self.reload_status)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
         if self.fault_events is not None:
@@ -401,8 +403,9 @@ class Agent:
                         "stay in %s)", self.config.state_dir)
         self._internal = list(self._jobs_factory(config))
         self._configure(config)
+        web_loaded = True
         if self._http is not None:  # a broken web config is logged there and the running one kept
-            self._http.reload_web_config(config.web.config_file)
+            web_loaded = self._http.reload_web_config(config.web.config_file)
             self._http.set_connection_limits(config.web.max_connections, config.web.max_connections_per_client)
         if self._scheduler is not None:
             for job in self._scheduler.get_jobs():
@@ -410,6 +413,11 @@ class Agent:
                     job.remove()
             self._schedule_jobs(first_run_now=True)
             schedule_probes(self)  # new probe intervals, cron or an enable/disable take effect
+        self.reload_status.record(web_loaded)
+
+    def reload_failed(self) -> None:
+        """A reload whose config did not load: the running config stays, and the metrics say so."""
+        self.reload_status.record(False)
 
     def stop(self) -> None:
         self._stopping = True

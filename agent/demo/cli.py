@@ -19,7 +19,8 @@ EXIT_USAGE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo-dir", type=Path, metavar="DIR",
-                        help="the --demo-dir given to `npuwatch run --demo` (set, clear, show)")
+                        help="the --demo-dir given to `npuwatch run --demo` (set, clear, show; default: "
+                             "$NPUWATCH_DEMO_DIR, else /tmp/npuwatch-demo)")
     sub = parser.add_subparsers(dest="demo_command", metavar="ACTION", required=True)
     on = sub.add_parser("set", help="switch a fault on (a log fault appends its plog lines once)")
     on.add_argument("fault", choices=sorted(FAULTS))
@@ -63,12 +64,16 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    from agent.demo.discovery import default_demo_dir, running_demo_dir
     from agent.demo.node import DemoNode
 
     if args.demo_command == "fleet":
         return _fleet(args)
     if args.demo_dir is None:
-        return _fail(f"demo {args.demo_command} needs --demo-dir DIR (the --demo-dir of `npuwatch run --demo`)")
+        args.demo_dir = running_demo_dir()
+    if args.demo_dir is None:
+        return _fail(f"no demo node in {default_demo_dir()}: start one with `npuwatch run --demo`, or give "
+                     "--demo-dir DIR (the --demo-dir of `npuwatch run --demo`)")
     node = DemoNode(args.demo_dir)
     if not node.has_state():
         return _fail(f"no demo node at {args.demo_dir} (start one with npuwatch run --demo --demo-dir {args.demo_dir})")

@@ -225,6 +225,8 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUFaultTableEntriesSkipped": AlertTrigger(None, note="set faults.escalation_file to a faultCustomization.json "
                                                            "with a rule outside the device plugin's limits (say "
                                                            "TimeWindow 30) and reload; 5 min"),
+    "NPUWatchConfigReloadFailed": AlertTrigger(None, note="run the demo with `--config FILE`, break the file "
+                                                          "(`interval: fast`) and `kill -HUP` the agent; 10 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves ~15 min later "
                                                      "(5 min of increase, then held 10 min)"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves ~15 min later "
@@ -236,8 +238,8 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPURoCELinkFlapping": AlertTrigger("link_flap", {"period_s": 60.0}, note="3 link-ups in 15 min"),
     "NPURoCENetHealthFailed": AlertTrigger("net_health_fail", note="10 min"),
     "NPUOpticalModuleDegraded": AlertTrigger("optics_no_light", note="signal_lost after 1 min"),
-    "NPUChipMissing": AlertTrigger("vanish", note="with expected_chips: 8 in the config after 5 min, "
-                                                  "else an hour after the chip was last listed"),
+    "NPUChipMissing": AlertTrigger("vanish", note="5 min (the demo sets expected_chips to its chip "
+                                                  "count unless the config sets it)"),
     "NPUUnhealthy": AlertTrigger("health", {"state": "Alarm", "codes": ["8C204E00"]},
                                  note="a code whose level pages nothing of its own (RestartBusiness); critical "
                                       "after 1 min"),

@@ -367,6 +367,10 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
         "probes.backend": "cpu",
         "probes.idle_aicore_threshold": 1.0,
     }
+    node = DemoNode(demo_dir)
+    if not config.expected_chips and node.has_state():
+        # The node's own chip count, exported as npuwatch_expected_chips: NPUChipMissing fires after `vanish`.
+        overrides["expected_chips"] = node.read().chips
     for probe, schedule in DEMO_PROBE_SCHEDULE.items():
         overrides[f"probes.{probe}.cron"] = None
         overrides[f"probes.{probe}.jitter"] = 0.0

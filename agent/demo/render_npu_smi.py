@@ -324,9 +324,9 @@ def _hccs_bw(state: DemoState, npu: int, now: float) -> str:
     load = chip_reading(state, npu, now).aicore_pct / 100
     out = [f"{'hccs link':<30} {'tx_bandwidth(GB/S)':<30} {'rx_bandwidth(GB/S)':<30}\n"]
     total_tx = total_rx = 0.0
-    for link in range(1, HCCS_LINKS + 1):
-        tx = 25.0 * load * (0.85 + 0.02 * link)
-        rx = 25.0 * load * (0.86 + 0.015 * link)
+    for link in range(HCCS_LINKS):  # the port index from 0, as `-t hccs` arrays are numbered
+        tx = 25.0 * load * (0.87 + 0.02 * link)
+        rx = 25.0 * load * (0.875 + 0.015 * link)
         total_tx += tx
         total_rx += rx
         out.append(f"{link:<35d} {tx:<30.6f} {rx:<30.6f}\n")

@@ -6,7 +6,7 @@ verdict-only causes' are ``agent.health.verdict.VERDICT_CAUSES``; only the log c
 
 from __future__ import annotations
 
-from agent.health.verdict import RUNBOOK_BASE
+from agent.core.runbooks import RUNBOOK_BASE
 
 __all__ = ["category_action", "category_runbook"]
 

@@ -45,8 +45,12 @@ def _show(history: FaultHistory, as_json: bool) -> int:
         return EXIT_OK
     if not chips:
         print(f"no error-code history in {history.path}")
+    elif not any(chip.held for chip in chips.values()):
+        print(f"no chip is held at ManuallySeparateNPU ({history.path})")
     for key, chip in sorted(chips.items()):
         npu, _, number = key.partition(":")
+        for code, since in sorted(chip.active.items()):
+            print(f"NPU {npu} chip {number}: {code} active since {_when(since)}")
         for code, mark in sorted(chip.held.items()):
             print(f"NPU {npu} chip {number}: ManuallySeparateNPU for {code} since {_when(mark.since)}"
                   f" (clear after repair: npuwatch faults clear --npu {npu} --chip {number})")

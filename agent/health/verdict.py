@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agent.core import runbooks
 from agent.core.humanize import join
+from agent.core.runbooks import RUNBOOK_BASE
 from agent.health.checks_node import BLAMED, TOOLS_HINT
 from agent.health.results import CheckResult, Result
 from agent.health.status import EXIT_CODES, FAIL, PASS, UNKNOWN, WARN, rank
@@ -26,7 +28,6 @@ from agent.health.thresholds import fault_kind
 __all__ = ["RUNBOOK_BASE", "SEVERITY_WORDS", "VERDICT_CAUSES", "Finding", "Verdict", "devices_text", "exit_code",
            "findings", "lead", "ranked", "runbook_url"]
 
-RUNBOOK_BASE = "https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/"
 SEVERITY_WORDS = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
 # The causes only a verdict names (no fault kind): what to do, and the alert whose runbook says more.
 VERDICT_CAUSES: dict[str, tuple[str, str | None]] = {
@@ -45,7 +46,8 @@ _WHERE = re.compile(r"^(NPU \d+(?: chip \d+)?(?: -> NPU \d+(?: chip \d+)?)?): ")
 
 
 def runbook_url(alert: str | None) -> str | None:
-    return RUNBOOK_BASE + f"{alert}.md" if alert else None
+    """The runbook of ``alert`` at the one configured base (``agent.core.runbooks``), None for none."""
+    return runbooks.runbook_url(alert) if alert else None
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,10 @@ class Finding:
 def _finding(check: CheckResult, result: Result, blamed: set[int]) -> Finding:
     match = _WHERE.match(result.evidence)
     where, detail = (match.group(1), result.evidence[match.end():]) if match else ("this node", result.evidence)
-    return Finding(result.status, result.kind, check.name, result.npu, where, detail,
-                   result.npu is not None and result.npu in blamed)
+    npu = result.npu
+    if npu is None and match is not None and match.group(1).split()[1].isdigit():
+        npu = int(match.group(1).split()[1])
+    return Finding(result.status, result.kind, check.name, npu, where, detail, npu is not None and npu in blamed)
 
 
 def blamed_npus(checks: Sequence[CheckResult]) -> set[int]:
@@ -97,6 +101,8 @@ def findings(checks: Sequence[CheckResult]) -> list[Finding]:
     blamed = blamed_npus(checks)
     found = []
     for check in checks:
+        if check.status in (FAIL, WARN) and not any(result.status == check.status for result in check.results):
+            found.append(_finding(check, Result(check.status, check.evidence), blamed))  # a check without results
         for result in check.results:
             if result.status not in (FAIL, WARN):
                 continue

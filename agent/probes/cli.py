@@ -25,6 +25,7 @@ import time
 from typing import Any, TextIO
 
 from agent.core.config import ConfigError, load_config, parse_size
+from agent.core.flag_values import duration_flag, positive_duration_flag
 from agent.probes.bandwidth import run_h2d, run_membw, run_p2p
 from agent.probes.records import ProbeSettings
 from agent.probes.render import render
@@ -45,13 +46,6 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -87,7 +81,6 @@ def _dtypes(text: str) -> tuple[str, ...]:
 
 
 for _converter, _name in ((_positive_int, "positive integer"), (_positive_float, "positive number"),
-                          (_non_negative_float, "non-negative number"),
                           (_ratio, "ratio"), (_bytes, "size"), (_devices, "device list"),
                           (_dtypes, "dtypes")):
     _converter.__name__ = _name  # argparse quotes this name in its errors
@@ -119,12 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sizes.add_argument("--bytes", dest="message_bytes", type=_bytes, metavar="SIZE",
                        help="all-reduce message (npu/cuda 256MiB, cpu 8MiB) or copy buffer size (membw "
                             "npu/cuda 1GiB, cpu 64MiB; h2d and p2p npu/cuda 256MiB, cpu 32MiB / 16MiB)")
-    sizes.add_argument("--duration", type=_positive_float, metavar="SECONDS",
+    sizes.add_argument("--duration", type=positive_duration_flag, metavar="DURATION",
                        help="sustained-gemm: seconds under load (npu/cuda 180, cpu 10)")
-    sizes.add_argument("--window", type=_positive_float, metavar="SECONDS",
+    sizes.add_argument("--window", type=positive_duration_flag, metavar="DURATION",
                        help="sustained-gemm: seconds per FLOP/s window (npu/cuda 10, cpu 1)")
     sizes.add_argument("--warmup", type=int, metavar="N", help="untimed iterations (at least)")
-    sizes.add_argument("--warmup-seconds", dest="warmup_s", type=_non_negative_float, metavar="SECONDS",
+    sizes.add_argument("--warmup-seconds", dest="warmup_s", type=duration_flag, metavar="DURATION",
                        help="untimed seconds (at least; npu/cuda 1 s): clocks ramp up under load")
     sizes.add_argument("--iterations", type=_positive_int, metavar="N", help="timed iterations per loop")
     sizes.add_argument("--repeats", type=_positive_int, metavar="N",
@@ -132,13 +125,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sizes.add_argument("--ranks", type=_positive_int, metavar="N",
                        help="cpu backend: ranks per node (default 2)")
     limits = parser.add_argument_group("time limits and thresholds")
-    limits.add_argument("--deadline", type=_positive_float, metavar="SECONDS",
+    limits.add_argument("--deadline", type=positive_duration_flag, metavar="DURATION",
                         help="outer watchdog: kill the probe's processes after this long")
-    limits.add_argument("--stall", type=_positive_float, metavar="SECONDS",
+    limits.add_argument("--stall", type=positive_duration_flag, metavar="DURATION",
                         help="kill the probe after this long in connect/exec without progress")
-    limits.add_argument("--connect-timeout", type=_positive_float, metavar="SECONDS",
+    limits.add_argument("--connect-timeout", type=positive_duration_flag, metavar="DURATION",
                         help="HCCL_CONNECT_TIMEOUT (HCCL accepts 120..7200)")
-    limits.add_argument("--exec-timeout", type=_positive_float, metavar="SECONDS",
+    limits.add_argument("--exec-timeout", type=positive_duration_flag, metavar="DURATION",
                         help="HCCL_EXEC_TIMEOUT (HCCL accepts 68..17340)")
     limits.add_argument("--min-efficiency", type=_ratio, metavar="RATIO",
                         help="fail below this share of a measured peak (default 0.8)")

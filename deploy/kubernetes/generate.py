@@ -2,10 +2,13 @@
 
     python deploy/kubernetes/generate.py           # rewrite components/prometheus-operator/prometheusrule.yaml
     python deploy/kubernetes/generate.py --check   # exit 1 when the committed file differs
+    python deploy/kubernetes/generate.py --runbook-base https://wiki.example/npuwatch/ -o rule.yaml
 
 Every group of ``alerts/*.rules.yml`` (files in name order, groups in file order) goes into one
-PrometheusRule, unchanged: the rules Prometheus loads from the files and the rules the operator
-loads from the object are the same rules.
+PrometheusRule, unchanged but for the runbook links: those take the base URL of
+agent/core/runbooks.py (``$NPUWATCH_RUNBOOK_BASE`` or ``--runbook-base``; the committed file has the
+default), so the rules Prometheus loads from the files and the rules the operator loads from the
+object are the same rules.
 """
 
 from __future__ import annotations
@@ -42,16 +45,24 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def rule_groups(repo: Path = REPO) -> list[dict[str, Any]]:
-    """The groups of every rule file, files in name order."""
+def rule_groups(repo: Path = REPO, runbook_base: str | None = None) -> list[dict[str, Any]]:
+    """The groups of every rule file, files in name order; runbook links on ``runbook_base`` when given."""
+    from agent.core.runbooks import rebase
+
     groups: list[dict[str, Any]] = []
     for path in sorted(repo.glob(RULE_FILES)):
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         groups.extend(document["groups"])
+    if runbook_base is not None:
+        for group in groups:
+            for rule in group["rules"]:
+                annotations = rule.get("annotations") or {}
+                if "runbook_url" in annotations:
+                    annotations["runbook_url"] = rebase(annotations["runbook_url"], runbook_base)
     return groups
 
 
-def prometheus_rule(repo: Path = REPO) -> dict[str, Any]:
+def prometheus_rule(repo: Path = REPO, runbook_base: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -61,12 +72,12 @@ def prometheus_rule(repo: Path = REPO) -> dict[str, Any]:
             # kube-prometheus-stack's default ruleSelector matches its release label: add it in an overlay.
             "labels": {"app.kubernetes.io/name": "npuwatch", "role": "alert-rules"},
         },
-        "spec": {"groups": rule_groups(repo)},
+        "spec": {"groups": rule_groups(repo, runbook_base)},
     }
 
 
-def render(repo: Path = REPO) -> str:
-    body = yaml.dump(prometheus_rule(repo), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+def render(repo: Path = REPO, runbook_base: str | None = None) -> str:
+    body = yaml.dump(prometheus_rule(repo, runbook_base), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                      allow_unicode=True, width=120)
     return HEADER + body
 
@@ -74,7 +85,21 @@ def render(repo: Path = REPO) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed file is stale")
+    parser.add_argument("--runbook-base", metavar="URL",
+                        help="base URL of the runbooks (default: $NPUWATCH_RUNBOOK_BASE, else the repository's)")
+    parser.add_argument("-o", "--output", metavar="FILE", type=Path,
+                        help="write here instead of the committed file (for a custom --runbook-base)")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from agent.core.runbooks import DEFAULT_RUNBOOK_BASE, runbook_base
+
+    base = runbook_base({"NPUWATCH_RUNBOOK_BASE": args.runbook_base}) if args.runbook_base else runbook_base()
+    if args.output is not None:
+        args.output.write_text(render(runbook_base=base), encoding="utf-8")
+        return 0
+    if base != DEFAULT_RUNBOOK_BASE:
+        print("the committed PrometheusRule keeps the default runbook base: give -o FILE", file=sys.stderr)
+        return 2
     text = render()
     current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else None
     if args.check:

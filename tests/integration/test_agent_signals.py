@@ -35,6 +35,29 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(daemon: Daemon) -> None:
     assert 'node="before"' in daemon.metrics()
 
 
+def _reload_gauges(daemon: Daemon) -> tuple[float, float]:
+    values = {}
+    for line in daemon.metrics().splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name.startswith("npuwatch_config_last_reload_"):
+            values[name] = float(line.rsplit(" ", 1)[-1])
+    return (values["npuwatch_config_last_reload_successful"],
+            values["npuwatch_config_last_reload_success_timestamp_seconds"])
+
+
+def test_a_failed_reload_is_exported_until_one_works(daemon: Daemon) -> None:
+    successful, loaded_at = _reload_gauges(daemon)
+    assert successful == 1 and loaded_at > 0  # the start is a successful load
+    daemon.config_path.write_text("collectors:\n  npu_smi:\n    interval: fast\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: _reload_gauges(daemon)[0] == 0, timeout=10), daemon.log_text()
+    assert _reload_gauges(daemon)[1] == loaded_at  # the last success stays the start's
+    daemon.config_path.write_text(yaml.safe_dump(BASE_CONFIG))
+    daemon.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: _reload_gauges(daemon)[0] == 1, timeout=10), daemon.log_text()
+    assert _reload_gauges(daemon)[1] > loaded_at
+
+
 def test_sighup_with_a_good_config_applies_it_without_dropping_a_scrape(daemon: Daemon) -> None:
     daemon.config_path.write_text(yaml.safe_dump({**BASE_CONFIG, "labels": {"node": "after"}}))
     daemon.proc.send_signal(signal.SIGHUP)

@@ -13,6 +13,8 @@ import pytest
 from agent.cli import main
 from agent.demo.faults import FAULTS
 from agent.demo.node import DemoNode
+from tests.support.agent_harness import wait_for
+from tests.support.daemon import Daemon
 from tests.support.paths import REPO
 
 
@@ -139,3 +141,45 @@ def test_the_demo_page_lists_every_fault_and_its_parameters() -> None:
     assert sorted(listed) == sorted(FAULTS)
     for name, spec in FAULTS.items():
         assert listed[name] == (spec.kind, set(spec.params)), name
+
+
+def npuwatch_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={**os.environ, **(env or {})})
+
+
+def test_the_running_demo_is_found_its_agent_checked_and_it_expects_its_chips(daemon: Daemon,
+                                                                              tmp_path: Path) -> None:
+    from agent.demo.discovery import AGENT_FILE, running_agent_url
+
+    assert wait_for(lambda: running_agent_url(daemon.demo_dir) is not None, timeout=10)  # written after /healthz
+    assert running_agent_url(daemon.demo_dir) == f"http://127.0.0.1:{daemon.port}/metrics"
+    assert re.search(r"^npuwatch_expected_chips(\{[^}]*\})? 4(\.0)?$", daemon.metrics(), re.MULTILINE)
+    env = {"NPUWATCH_DEMO_DIR": str(daemon.demo_dir), "TMPDIR": str(tmp_path)}
+    assert npuwatch_cli("demo", "set", "hot", "--npu", "1", env=env).returncode == 0  # no --demo-dir
+    found = npuwatch_cli("check", "--demo", "--json", env=env)
+    report = json.loads(found.stdout)
+    by_name = {check["name"]: check for check in report["checks"]}
+    assert by_name["agent"]["status"] == "PASS", by_name["agent"]
+    assert str(daemon.port) in json.dumps(by_name["agent"])  # this demo's agent, not one on the default port
+    assert by_name["temperature"]["status"] == "FAIL"  # the running demo's fault, not a fresh node
+    assert found.stderr == ""  # no INFO lines without -v
+    top = npuwatch_cli("top", "--demo", "--once", env=env)
+    assert top.returncode == 0 and "127.0.0.1" in top.stdout  # the running agent's page, not one of its own
+    daemon.stop()
+    assert running_agent_url(daemon.demo_dir) is None and (daemon.demo_dir / AGENT_FILE).exists()
+    alone = json.loads(npuwatch_cli("check", "--demo", "--json", env=env).stdout)
+    assert "agent" not in {check["name"] for check in alone["checks"]}  # no agent serves this node: not asked
+
+
+def test_a_demo_command_without_a_running_demo_leaves_nothing_behind(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {"NPUWATCH_DEMO_DIR": str(tmp_path / "none"), "TMPDIR": str(scratch)}
+    result = npuwatch_cli("check", "--demo", "--only", "chip_count", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no demo node in" in result.stderr and "INFO" not in result.stderr
+    assert list(scratch.iterdir()) == []
+    assert not (tmp_path / "none").exists()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agent.core.runbooks import DEFAULT_RUNBOOK_BASE
 from collectors.catalogue import CATALOGUE
 from tests.support import hold_cases
 from tests.support.paths import REPO
@@ -24,7 +25,7 @@ TEST_FILES = sorted((ALERTS_DIR / "tests").glob("*-test.yml"))
 RUNBOOK_DIR = ALERTS_DIR / "runbooks"
 
 # The one place the runbook link base is defined; every rule must use it.
-RUNBOOK_BASE = "https://github.com/npuwatch/npuwatch/blob/main/alerts/runbooks/"
+RUNBOOK_BASE = DEFAULT_RUNBOOK_BASE  # the one setting, agent/core/runbooks.py
 
 REQUIRED_ALERTS = frozenset({
     "NPUWatchDown", "NPUCollectorFailing", "NPUChipMissing", "NPUUnhealthy",

@@ -116,11 +116,16 @@ def test_bad_requests_are_one_line_errors(tmp_path: Path, capsys: pytest.Capture
     assert len(captured.err.splitlines()) == 1
 
 
-def test_fleet_takes_no_demo_dir_and_the_node_actions_need_one(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_takes_no_demo_dir_and_the_node_actions_need_one(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     dirs = make_fleet(tmp_path, count=2)
     assert main(["demo", "--demo-dir", str(dirs[0]), "fleet", "hccl-hang", "--culprit", "node-1", "--npu", "0",
                  *map(str, dirs)]) == 2
     assert "not --demo-dir" in capsys.readouterr().err
+    monkeypatch.setenv("NPUWATCH_DEMO_DIR", str(tmp_path / "none"))
     assert main(["demo", "show"]) == 2
-    assert "needs --demo-dir DIR" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"no demo node in {tmp_path / 'none'}" in err and "--demo-dir DIR" in err
+    monkeypatch.setenv("NPUWATCH_DEMO_DIR", str(dirs[1]))  # the running demo, found without --demo-dir
+    assert main(["demo", "set", "hot", "--npu", "1"]) == 0
+    assert '"hot"' in capsys.readouterr().out
