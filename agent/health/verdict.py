@@ -5,7 +5,8 @@ The order: any FAIL finding wins; then "could not check" (no chip list; nothing 
 could not judge: UNKNOWN folds above WARN, as in ``agent.health.status``); then WARN findings; then HCCL
 errors in the logs with no local cause (the culprit off this node when the caller knows one); else ok.
 Within a status, a finding on an NPU the HCCL logs blame comes first (the logs name the NPU the incident
-went through), then the heavier fault kind (``agent.health.thresholds``' weight), then the lower NPU.
+went through), then the heavier fault kind (``agent.health.thresholds``' weight), then the lower NPU. A
+port that flaps and happens to be down when read is named as flapping.
 The verdict names every device its cause was found on and the other causes at the same severity, so
 nothing failing hides behind "and 3 more".
 """
@@ -41,6 +42,9 @@ VERDICT_CAUSES: dict[str, tuple[str, str | None]] = {
                     "that cannot be checked is not vouched for", "NPUCollectorFailing"),
     "nothing_checked": (TOOLS_HINT, None),
 }
+# A finding explained by another kind on the same NPU: a flapping port is sometimes down at the moment it is
+# read, and the lead must not depend on that moment.
+_SUBSUMED = {"link_down": "link_flap"}
 _NPU_LABEL = re.compile(r"^NPU (\d+)$")
 _WHERE = re.compile(r"^(NPU \d+(?: chip \d+)?(?: -> NPU \d+(?: chip \d+)?)?): ")
 
@@ -109,7 +113,9 @@ def findings(checks: Sequence[CheckResult]) -> list[Finding]:
             if result.kind is None and (check.name == "hccl_errors" or result.basis == BLAMED):
                 continue
             found.append(_finding(check, result, blamed))
-    return ranked(found)
+    kinds = {(finding.npu, finding.kind) for finding in found}
+    return ranked([finding for finding in found
+                   if finding.kind not in _SUBSUMED or (finding.npu, _SUBSUMED[finding.kind]) not in kinds])
 
 
 def ranked(found: Sequence[Finding]) -> list[Finding]:

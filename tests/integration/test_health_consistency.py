@@ -1,8 +1,12 @@
-"""``check``, ``diagnose`` and ``triage`` judge each demo chip fault the same way (issue 20, item 6).
+"""``check``, ``diagnose``, ``top``, the alerts and ``triage`` judge each demo chip fault the same way.
 
 Every chip fault a check judges is planted on its own NPU of one demo node, alone and all together;
 the real ``npuwatch check --json`` and ``npuwatch diagnose --json`` run on it in child processes and
-must give the same status on the same NPU for every check both print. A one-node ``npuwatch
+must give the same status on the same NPU for every check, and the same lead cause (the verdict's
+cause and NPU). The agent's own exposition of the same node (``npuwatch once --demo``) read as
+``npuwatch top`` reads it must show the same kind and status on that NPU, and lead with the same
+cause when one fault is planted; the table's bounds of the kind's alert hold on that NPU's series
+and on no healthy NPU's. A one-node ``npuwatch
 bundle`` read by ``npuwatch triage`` lists the same local faults (the bundle holds no HCCL incident,
 so its verdict is "no incident; local faults: ..."). That the shipped alert of each fault fires on
 its NPU is the fleet end-to-end test's (tests/e2e/test_fleet_alerts.py); tests/unit/test_health_thresholds.py
@@ -25,7 +29,10 @@ import pytest
 import yaml
 
 from agent.demo.node import DemoNode
-from agent.health.thresholds import fault_kind
+from agent.health.series import as_checks
+from agent.health.thresholds import AlertBound, fault_kind
+from agent.health.verdict import lead
+from agent.top.model import NodeView, parse_view, samples_of
 from tests.support.paths import REPO
 
 CHIPS = 10
@@ -100,6 +107,53 @@ def run_both(tmp_path: Path, node: DemoNode) -> tuple[dict[str, Any], dict[str, 
     return json.loads(checked.stdout), json.loads(diagnosed.stdout)
 
 
+# The kinds the agent's per-NPU series show (top and the alerts judge them); a flap needs a watcher's history and
+# a missing chip has no row.
+IN_SERIES = frozenset({"link_down", "optics_dark", "net_health", "hbm_dbe", "chip_fault_reset", "hccs_unhealthy",
+                       "chip_too_hot", "chip_warning"})
+_OPS = {"==": float.__eq__, ">": float.__gt__, "<": float.__lt__, ">=": float.__ge__}
+
+
+def exported(node: DemoNode, tmp_path: Path) -> tuple[NodeView, list[tuple[str, dict[str, str], float]]]:
+    """The agent's exposition of the node, one pass of every collector, and the view top makes of it."""
+    config = tmp_path / "once.yaml"
+    config.write_text(yaml.safe_dump({"expected_chips": CHIPS, "labels": {"node": NODE}}))
+    once = npuwatch("once", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
+                    "--config", str(config))
+    assert once.returncode == 0, once.stderr
+    samples = [(name, dict(labels), value) for name, labels, value in samples_of(once.stdout)]
+    return parse_view(samples), samples
+
+
+def holds(bound: AlertBound, samples: list[tuple[str, dict[str, str], float]], npu: int) -> bool:
+    return any(name == bound.metric and labels.get("npu") == str(npu) and _OPS[bound.op](value, bound.value)
+               for name, labels, value in samples)
+
+
+def assert_top_and_alerts_agree(view: NodeView, samples: list[tuple[str, dict[str, str], float]],
+                                planted: tuple[Planted, ...]) -> None:
+    rows = {row.npu: row for row in view.rows}
+    faulty = {fault.npu for fault in planted}
+    for fault in planted:
+        if fault.kind not in IN_SERIES:
+            continue
+        found = {(r.kind, r.status) for r in rows[fault.npu].findings() if r.kind is not None}
+        assert (fault.kind, fault.status) in found, (fault, found)
+        for bound in fault_kind(fault.kind).bounds:
+            if bound.window is None:  # an instant comparison of the alert's expression
+                assert holds(bound, samples, fault.npu), (fault, bound)
+                assert not any(holds(bound, samples, npu) for npu in rows if npu not in faulty), (fault, bound)
+    for npu, row in rows.items():
+        if npu not in faulty:
+            assert all(r.status == "PASS" for r in row.findings()), (npu, row.findings())
+
+
+def assert_same_lead(check: dict[str, Any], diagnose: dict[str, Any]) -> None:
+    ours, theirs = check["verdict"], diagnose["verdict"]
+    assert (ours["status"], ours["cause"], ours["npu"]) == (theirs["status"], theirs["cause"], theirs["npu"]), \
+        (ours, theirs)
+
+
 def assert_agree(check: dict[str, Any], diagnose: dict[str, Any], planted: tuple[Planted, ...]) -> None:
     by_check, by_diagnose = statuses(check), statuses(diagnose)
     for fault in planted:
@@ -120,6 +174,17 @@ def test_each_fault_alone_has_one_status_in_check_and_diagnose(tmp_path: Path, p
     plant(node, planted)
     check, diagnose = run_both(tmp_path, node)
     assert_agree(check, diagnose, (planted,))
+    assert_same_lead(check, diagnose)
+    verdict = check["verdict"]
+    assert verdict["npu"] == (None if planted.kind == "chip_missing" else planted.npu), verdict
+    # the planted kind leads, or a heavier one the same fault brings (no light also takes the link down)
+    label = fault_kind(planted.kind).label
+    assert verdict["cause"] == planted.kind or any(other.startswith(label) for other in verdict["also"]), verdict
+    view, samples = exported(node, tmp_path)
+    assert_top_and_alerts_agree(view, samples, (planted,))
+    if planted.kind in IN_SERIES:  # top leads with the same cause
+        top = lead(as_checks([r for row in view.rows for r in row.findings()]))
+        assert (top.status, top.cause, top.npu) == (verdict["status"], verdict["cause"], verdict["npu"]), top
 
 
 def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_path: Path) -> None:
@@ -129,6 +194,10 @@ def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_pat
     check, diagnose = run_both(tmp_path, node)
     assert_agree(check, diagnose, PLANTED)
     assert (check["exit_code"], diagnose["exit_code"]) == (2, 2)
+    assert_same_lead(check, diagnose)
+    assert (check["verdict"]["cause"], check["verdict"]["npu"]) == ("link_down", 0)  # the heaviest kind
+    view, samples = exported(node, tmp_path)
+    assert_top_and_alerts_agree(view, samples, PLANTED)
 
     bundle = tmp_path / "node.tar.gz"
     made = npuwatch("bundle", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
