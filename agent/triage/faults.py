@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from agent.health.log_categories import LOG_FAULTS
 from agent.health.status import FAIL
 from agent.health.thresholds import THRESHOLDS
 from agent.triage.evidence import LocalFault
@@ -92,6 +93,9 @@ FAULT_KINDS: dict[str, FaultKind] = {kind.name: kind for kind in (
     FaultKind("optics_out_of_range", "optics", 1.0, "optical module reading outside its thresholds"),
     FaultKind("probe_slow", "slow_chip", 1.0, "probe below its threshold"),
     FaultKind("roce_error_counters", "roce_errors", 0.8, "RoCE error counters non-zero"),
+    # the failures a rank's own logs show (OOM, AI Core, SDMA, a device that dropped out, a port it could not
+    # listen on): their weights live with the log categories (agent.health.log_categories)
+    *(FaultKind(fault.kind, fault.cause, fault.weight, fault.label) for fault in LOG_FAULTS),
 )}
 
 
