@@ -185,6 +185,8 @@ class Scorer:
         candidate.shared_with = tuple(f"{peer}{'' if peer_npu is None else f' NPU {peer_npu}'}"
                                       for peer, peer_npu in shared.peers)
         candidate.erroring_links = shared.links
+        candidate.link_faults = [f for f in self.evidence.faults if f.kind == "roce_cqe" and (f.node, f.npu)
+                                 in shared.peers and _relevant(f, self.low, self.high)]
 
     def local_faults(self) -> None:
         relevant = [f for f in self.evidence.faults if _relevant(f, self.low, self.high)]
@@ -277,6 +279,11 @@ class Scorer:
         best = ranked[0] if ranked else None
         if fault_score:
             parts["fault"] = fault_score
+        elif candidate.shared_with and candidate.link_faults:
+            # a shared endpoint that logged nothing itself (a peer node whose logs are missing or silent)
+            # carries the errors its peers logged on its links
+            best = rank_faults(candidate.link_faults)[0]
+            parts["fault"] = fault_score = fault_weight(best)
         # Explanation only, no weight: the graph lacks edges (a link down during a collective leads to
         # its timeout, yet the graph has 0x81078603 lead only to RDMA init failures).
         chain: Chain | None = fault_chain(ranked, self.entities)
