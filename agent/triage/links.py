@@ -69,7 +69,7 @@ def shared_endpoint(faults: Iterable[LocalFault], locator: Locator) -> SharedEnd
         return SharedEndpoint(top, _sorted(end for link in links if top in link for end in link if end != top),
                               len(links))
     node_links = [link for link in links if len({end[0] for end in link}) == 2]  # a link within a node: no
-    nodes = Counter((node, None) for link in node_links for node in {end[0] for end in link})
+    nodes: Counter[Endpoint] = Counter((node, None) for link in node_links for node in {end[0] for end in link})
     shared = _most(nodes)
     if shared is None:
         return None
