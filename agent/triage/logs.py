@@ -375,7 +375,7 @@ class LogReader:
         for seen in self.hints:
             comm, reporter = reports.nearest(seen.pid, seen.hint.timestamp) or self._identity(
                 seen.pid, by_pid, seen.hint.timestamp)[:2]
-            peer = decode_peer(seen.hint.kind, seen.hint.value)
+            peer = decode_peer(seen.hint.kind, seen.hint.value, seen.how)
             if peer is None:
                 continue
             evidence.blames.append(Blame(self.node, seen.hint.timestamp, seen.how, comm, reporter, peer.rank,

@@ -83,10 +83,14 @@ class Scorer:
     # -- evidence kinds
 
     def blame(self) -> None:
+        size = self.scope.size
         for blame in self.blames:
-            target = self.cands.get(rank=blame.rank, ip=blame.ip, device=blame.device)
+            if blame.rank is not None and size is not None and blame.rank >= size and blame.ip is None:
+                continue  # no rank of this communicator (a device id, a garbled or truncated list)
+            rank = blame.rank if blame.rank is None or size is None or blame.rank < size else None
+            target = self.cands.get(rank=rank, ip=blame.ip, device=blame.device)
             reporter = blame.reporter_rank if blame.reporter_rank is not None else (blame.pid, blame.source)
-            if blame.rank is not None and blame.rank == blame.reporter_rank:
+            if rank is not None and rank == blame.reporter_rank:
                 continue
             if target.node == blame.node and target.npu is not None and blame.reporter_rank is not None:
                 place = self.locator.where_rank(self.scope.draft.comm, blame.reporter_rank,
