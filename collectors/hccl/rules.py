@@ -50,7 +50,7 @@ class LineResult:
 
 # Every rule below needs one of these tokens somewhere in the line.
 _TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "EI", "EJ", "EE", "EH", "EL", "EZ",
-           "507", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent", "crimer",
+           "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent", "crimer",
            "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
 
 

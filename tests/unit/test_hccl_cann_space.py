@@ -195,3 +195,10 @@ def test_create_dest_error_under_another_code_is_part_of_that_code() -> None:
              "        Transport init error. Reason: [Create] [DestLink]Create Dest error! createLink para:rank[5]"]
     assert [(e.code, e.category) for e in scan(lines)] == [("EI0005", "desync")]
     assert [(e.code, e.category) for e in scan(lines[1:])] == [("transport_create_failed", "init")]
+
+
+def test_an_envelope_line_first_gives_way_to_the_continuation_that_reads_it() -> None:
+    lines = ["EI9999: [PID: 1] 2025-06-07-05:00:00.120.300 Inner Error, Please contact support engineer!",
+             "        TraceBack (most recent call last):",
+             "        hccl fftsplus task timeout occurred, The 0 stuck notify wait context info:(context_id=3)."]
+    assert [(e.code, e.category) for e in scan(lines)] == [("fftsplus_timeout", "exec_timeout")]
