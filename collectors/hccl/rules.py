@@ -50,8 +50,8 @@ class LineResult:
 
 # Every rule below needs one of these tokens somewhere in the line.
 _TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "EI", "EJ", "EE", "EH", "EL", "EZ",
-           "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent", "crimer",
-           "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
+           "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent",
+           "crimer", "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
 
 
 _INTERESTING_RE = re.compile("|".join(re.escape(token) for token in _TOKENS))
