@@ -19,7 +19,7 @@ from typing import Optional
 from agent.triage.evidence import LocalFault
 from agent.triage.locate import Locator
 
-__all__ = ["Endpoint", "SharedEndpoint", "shared_endpoint"]
+__all__ = ["UNPLACED", "Endpoint", "SharedEndpoint", "shared_endpoint", "unplaced"]
 
 Endpoint = tuple[str, Optional[int]]  # (node, npu); Optional: an alias is evaluated at import, on 3.9 too
 
@@ -31,8 +31,17 @@ class SharedEndpoint:
     links: int  # every link with errors in the incident, its own and others
 
 
+# The node of an endpoint that only a peer address names (no input places it): ``unplaced(address)``.
+UNPLACED = "address "
+
+
+def unplaced(address: str) -> str:
+    return UNPLACED + address
+
+
 def erroring_links(faults: Iterable[LocalFault], locator: Locator) -> set[frozenset[Endpoint]]:
-    """Each link a RoCE fault names both ends of (a peer address no input places is left out)."""
+    """Each link a RoCE fault names both ends of (a peer address no input places is an endpoint of its own:
+    the errors of several ports towards one server address name it)."""
     links: set[frozenset[Endpoint]] = set()
     for fault in faults:
         if fault.kind != "roce_cqe":
@@ -40,9 +49,8 @@ def erroring_links(faults: Iterable[LocalFault], locator: Locator) -> set[frozen
         here: Endpoint = (fault.node, fault.npu)
         for address in fault.peers:
             place = locator.where_ip(address)
-            if place is None or place.node is None:
-                continue
-            there: Endpoint = (place.node, place.npu)
+            there: Endpoint = (unplaced(address), None) if place is None or place.node is None else (
+                place.node, place.npu)
             if there != here:
                 links.add(frozenset((here, there)))
     return links

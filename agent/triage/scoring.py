@@ -17,7 +17,7 @@ from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress
 from agent.triage.fault_chain import Chain, failure_entity, fault_chain
 from agent.triage.faults import FAULT_KINDS, fault_weight, rank_faults
 from agent.triage.flight import rank_ranges
-from agent.triage.links import shared_endpoint
+from agent.triage.links import UNPLACED, shared_endpoint
 from agent.triage.locate import Locator
 from agent.triage.report import Culprit
 from agent.triage.timefmt import clock
@@ -185,7 +185,10 @@ class Scorer:
         if shared is None:
             return
         node, npu = shared.endpoint
-        candidate = self.cands.get(node=node, npu=npu)
+        if node.startswith(UNPLACED):  # only its address is known: the culprit is that address
+            candidate = self.cands.get(ip=node[len(UNPLACED):])
+        else:
+            candidate = self.cands.get(node=node, npu=npu)
         candidate.shared_with = tuple(f"{peer}{'' if peer_npu is None else f' NPU {peer_npu}'}"
                                       for peer, peer_npu in shared.peers)
         candidate.erroring_links = shared.links

@@ -51,3 +51,15 @@ def test_the_shared_peer_node_leads_the_incident() -> None:
     assert (top.node, top.cause) == ("node-peer", "roce_errors")
     assert top.score > incident.culprits[1].score
     assert any(line.startswith("shared endpoint:") for line in top.evidence)
+
+
+def test_errors_of_several_ports_towards_one_unplaced_server_address_name_it() -> None:
+    evidence = _evidence([("node-a", 0, "10.9.9.9"), ("node-a", 1, "10.9.9.9"), ("node-b", 2, "10.9.9.9")])
+    evidence.failures.extend(RankFailure(node, T0, "EI0002", "exec_timeout", "g", rank, 4)
+                             for rank, node in enumerate(("node-a", "node-a", "node-b", "node-c")))
+    shared = shared_endpoint(evidence.faults, Locator(evidence))
+    assert shared is not None and shared.endpoint == ("address 10.9.9.9", None)
+    (incident,) = analyze(evidence).incidents
+    top = incident.culprits[0]
+    assert (top.ip, top.cause) == ("10.9.9.9", "roce_errors")
+    assert top.score > incident.culprits[1].score
