@@ -124,6 +124,7 @@ ASCEND_CODE_CATEGORIES: dict[str, str] = {
     "507035": "aicore",  # vector core execution exception
     "507001": "sdma",  # the SDMA copy failed
     "507013": "sdma",  # System DMA hardware execution error
+    "EZ1001": "operator",  # AclNN parameter error
     "EL0001": "device_lost",  # device not found
     "507010": "device_lost",  # the task scheduler lost the device's heartbeat
     "507899": "device_lost",  # driver internal error

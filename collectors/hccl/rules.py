@@ -49,7 +49,7 @@ class LineResult:
 # ---------------------------------------------------------------- pre-filter
 
 # Every rule below needs one of these tokens somewhere in the line.
-_TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "EI", "EJ", "EE", "EH", "EL", "EZ",
+_TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "imed out", "EI", "EJ", "EE", "EH", "EL", "EZ",
            "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent",
            "crimer", "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
 
@@ -133,9 +133,11 @@ _SYNTHETIC_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
          "aicore_exception", "aicore"),
         (r"Parse dynamic kernel config fail|AclNN_Inner_Error|(?i:aclnn\w* inner error)", "operator_error",
          "operator"),
-        (r"Device\[\d+\] lost heartbeat|task scheduler loses? the heartbeat|drvGetDevNum\w*.*(?:fail|error)"
+        (r"Device\[\d+\] lost heartbeat|task scheduler loses? the heartbeat"
+         r"|drvGetDevNum\w*.*(?:fail|error|ret(?:urn)?\s*[=:\[]\s*[1-9])"
          r"|(?i:device not found)", "device_lost", "device_lost"),
-        (r"store->get\(.*got error|TCPStore\w*.*(?:fail|error|timed out|reset)", "tcp_store_error", "tcp_store"),
+        (r"store->get\(.*got error|TCPStore\w*.*(?:fail|error|timed out|reset)"
+         r"|The client socket has (?:timed out|failed to connect)", "tcp_store_error", "tcp_store"),
         # watchdog_exception
         (r"[Ww]atchdog thread terminated with exception", "watchdog_exception", "watchdog_exception"),
         # desync

@@ -70,7 +70,13 @@ def scan(lines: list[str]) -> list[Event]:
     ("[Rank 2] HCCL watchdog thread terminated with exception: [Rank 2] Work failed: something broke",
      "watchdog_exception", "watchdog_exception"),
     ("EH0001: [PID: 9] 2025-06-07-07:00:00.000.100 The value is invalid.", "EH0001", "other"),
-    ("EZ1001: [PID: 9] 2025-06-07-07:00:00.000.100 Parameter error.", "EZ1001", "other"),
+    ("EZ1001: [PID: 9] 2025-06-07-07:00:00.000.100 AclNN_Parameter_Error(EZ1001): Tensor self not implemented "
+     "for DT_BFLOAT16.", "EZ1001", "operator"),
+    ("EZ4321: [PID: 9] 2025-06-07-07:00:00.000.100 Something unknown.", "EZ4321", "other"),
+    (plog("2025-06-05-04:20:00.000.551", "[drvGetDevNum] get device num failed, ret = 87", "DRV"),
+     "device_lost", "device_lost"),
+    ("[rank3]:[W605 06:11:09.552000000 socket.cpp:752] [c10d] The client socket has timed out after 1800s while "
+     "trying to connect to (29.0.0.1, 29500).", "tcp_store_error", "tcp_store"),
     ("EL0009: [PID: 9] 2025-06-07-07:00:00.000.100 Something else.", "EL0009", "other"),
 ])
 def test_each_reading_leads_with_its_category(line: str, code: str, category: str) -> None:
