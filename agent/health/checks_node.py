@@ -142,6 +142,7 @@ def check_hccl_errors(readings: QuickReadings, settings: JudgeSettings) -> Check
     lost = sorted({int(value) for (kind, value), _ in scan.hints.items() if kind == "device" and value.isdigit()})
     results = [faults.device_lost(npu, f"NPU {npu}: the kernel log says", value=len(scan.events), **fields)
                for npu in lost]
+    results += faults.log_faults(scan.events, fields)
     results.append(Result(WARN, evidence, value=len(scan.events), **fields))
     for npu, named in sorted(local_blame(readings.node).items()):
         results.append(Result(WARN, f"NPU {npu}: the HCCL logs blame its address ({', '.join(named[:2])})", npu=npu,

@@ -15,11 +15,13 @@ from typing import Any
 
 from agent.core.humanize import duration, plural
 from agent.handling.escalation import HELD_LEVEL
+from agent.health.log_categories import fault_of
 from agent.health.results import Result
 from agent.health.status import PASS, UNKNOWN, WARN
 from agent.health.thresholds import fault_kind
 from collectors import hccn_ip, hccn_link_stat, hccn_stat, npu_smi_info
 from collectors.fault_levels import FaultTable, default_table, judge_static
+from collectors.hccl.classify import Event
 from collectors.hccn_ip import HccnConfEntry, IpRecord
 from collectors.hccn_link import LinkRecord
 from collectors.hccn_link_stat import LinkStatRecord
@@ -45,6 +47,7 @@ __all__ = [
     "latest",
     "link",
     "link_downs",
+    "log_faults",
     "net_health",
     "optics",
     "rising_errors",
@@ -354,6 +357,20 @@ def temperature(celsius: float | None, *, max_celsius: float | None = None, basi
 def device_lost(npu: int, said: str, **fields: Any) -> Result:
     """The kernel log says the driver lost the device's heartbeat (``said``: where it says so)."""
     return _fault("device_lost", f"{said}: its heartbeat was lost", npu=npu, **fields)
+
+
+def log_faults(events: Sequence[Event], fields: Mapping[str, Any]) -> list[Result]:
+    """The local faults the logs' incidents are (an OOM, an AI Core exception, a device that dropped out:
+    ``agent.health.log_categories``), one result per kind with its count and first code."""
+    found: dict[str, list[Event]] = {}
+    for event in events:
+        kind = fault_of(event.category, event.code)
+        if kind is not None:
+            found.setdefault(kind.kind, []).append(event)
+    return [_fault(kind, f"the logs show {plural(len(seen), fault_kind(kind).label + ' incident')} "
+                         f"(first {seen[0].code} at {seen[0].source}:{seen[0].line_no})",
+                   **{**fields, "value": len(seen), "unit": "incidents"})
+            for kind, seen in sorted(found.items(), key=lambda item: -fault_kind(item[0]).weight)]
 
 
 def version(what: str, value: str, target: str, *, basis: str, **where: Any) -> Result:

@@ -15,7 +15,8 @@ double-bit errors, a chip taken out of service, unhealthy, missing or without a 
 HCCS, a wrong RoCE address, a chip too hot, too many isolated pages, a failed probe, RoCE completion
 errors (3.0-3.5); then what slows or breaks some traffic (2.0-2.5) and background that rarely stops a
 job alone (1.0 and less). Every kind that fails weighs at least ``FAIL_WEIGHT`` and every kind that
-warns less.
+warns less, but for a job's own failure (cause ``process_exit``: memory, an operator, a port), which stops
+its rank as surely as a fault but does not fail the node that ran it.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ _LEVEL_NOTE = ("the alert reads the chip's level from npu_fault_handling, which 
 _LINK_HINT = ("check the cable or optical module and the switch port of this NPU "
               "(hccn_tool -i N -optical -g, -link_stat -g)")
 _OPTICS = "NPUOpticalModuleDegraded"
+_LOG_NOTE = ("read from the HCCL/CANN logs (npu_hccl_errors_total{category}); no alert of its own: the HCCL "
+             "timeouts it causes page HCCLTimeout and HCCLCulpritSuspected names the rank")
 FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("link_down", "roce_link", FAIL, "UP", None, "RoCE link down", 5.0, "link_down", _LINK_HINT,
               alert="NPURoCELinkDown", severity="critical", bounds=(AlertBound("npu_roce_link_up", "==", 0),)),
@@ -208,6 +211,27 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               "chip_fault", "a hung or crashing npu-smi or hccn_tool points at the driver: check dmesg, then run "
               "the command shown by hand", alert="NPUCollectorFailing", severity="warning",
               alert_note="the agent's collectors page a tool that keeps failing (npuwatch_collector_up)"),
+    # What a rank's own logs show stopped it while its peers timed out (agent.health.log_categories): a
+    # device or copy fault fails the node; a job's own failure (memory, an operator, a port) weighs on the
+    # rank in triage as a failure does, but does not fail the node that ran it.
+    FaultKind("device_dropped", "hccl_errors", FAIL, 0, "errors", "device or driver dropped out", 3.6, "chip_fault",
+              "the device or its driver dropped out: check `npu-smi info`, dmesg and the driver; the chip may need a "
+              "reset", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    FaultKind("sdma_fault", "hccl_errors", FAIL, 0, "errors", "SDMA copy fault", 3.2, "chip_fault",
+              "an SDMA copy failed on this device: check `npu-smi info` and dmesg for the chip, then the memory the "
+              "copy used", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    FaultKind("device_oom", "hccl_errors", WARN, 0, "errors", "device out of memory", 3.4, "process_exit",
+              "the device ran out of memory: lower the batch or sequence length, or set PYTORCH_NPU_ALLOC_CONF; the "
+              "peers' HCCL timeouts follow from it", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    FaultKind("aicore_fault", "hccl_errors", WARN, 0, "errors", "AI Core / vector core exception or timeout", 3.4,
+              "process_exit", "an AI Core task failed: find the operator in the plog's error block and check its "
+              "inputs; a repeat on one chip only points at the chip", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    FaultKind("operator_fault", "hccl_errors", WARN, 0, "errors", "operator or kernel package error", 3.0,
+              "process_exit", "an operator or its kernel package failed: check that the CANN toolkit, kernels and "
+              "torch_npu versions match", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    FaultKind("port_listen_failed", "hccl_errors", WARN, 0, "errors", "could not listen on its HCCL port", 3.0,
+              "process_exit", "another process holds the HCCL port or the address is wrong: free the port range "
+              "(HCCL_IF_BASE_PORT) and check HCCL_IF_IP", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
     FaultKind("probe_failed", "probes", FAIL, "correct and finished", None, "probe failed", 3.2, "chip_fault",
               "rerun `npuwatch probe ...` on this node alone; compare with a healthy node",
               alert_note="each probe has its own alerts (alerts/probes.rules.yml)", runbook="HCCLTimeout"),
@@ -226,7 +250,8 @@ _SHORT = {
     "chip_fault_drain": "drain",
     "hccs_unhealthy": "HCCS NOK", "chip_hot": "hot", "chip_too_hot": "too hot", "chip_missing": "missing",
     "device_lost": "lost", "ip_mismatch": "bad IP", "firmware_mismatch": "version", "tool_hung": "tool",
-    "probe_failed": "probe", "probe_slow": "slow",
+    "probe_failed": "probe", "probe_slow": "slow", "device_dropped": "dropped", "sdma_fault": "SDMA",
+    "device_oom": "OOM", "aicore_fault": "AI Core", "operator_fault": "operator", "port_listen_failed": "port",
 }
 
 

@@ -34,6 +34,8 @@ class Candidate:
     # the other ends of the links with errors that this endpoint shares, and how many such links there are
     shared_with: tuple[str, ...] = ()
     erroring_links: int = 0
+    # the faults its peers logged on those links: its own, seen from the other end, when it logged none
+    link_faults: list[LocalFault] = field(default_factory=list)
 
     @property
     def pointed(self) -> bool:
@@ -137,3 +139,4 @@ def _absorb(target: Candidate, old: Candidate) -> None:
     target.member = target.member and old.member
     if len(old.shared_with) > len(target.shared_with):
         target.shared_with, target.erroring_links = old.shared_with, old.erroring_links
+        target.link_faults = old.link_faults

@@ -11,8 +11,9 @@ into records (``agent.triage.evidence``):
 - ``Blame`` for every peer a line names, with ``how`` read from the line (heartbeat lost or stuck,
   remote rank waited on, link peer, CQE peer, missing from the rendezvous), and the reporter
   (communicator and rank) of the same process nearest in time;
-- ``LocalFault`` for RoCE completion errors (on the logging device) and for the kernel's
-  ``Heartbeat lost! (device=N)``;
+- ``LocalFault`` for RoCE completion errors (on the logging device), for the kernel's
+  ``Heartbeat lost! (device=N)``, and for the failures that stop the logging rank (device OOM, AI Core,
+  SDMA, a device that dropped out, a port it could not listen on: ``agent.health.log_categories``);
 - ``OpProgress`` per process and communicator from HCCL_ENTRY_LOG_ENABLE entry lines.
 
 **Speed.** ``candidate_lines`` is a prefilter on raw bytes: plog ``[INFO]``/``[DEBUG]``/
@@ -29,6 +30,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agent.health.log_categories import fault_of
 from agent.triage.evidence import Blame, Evidence, LocalFault, LoggedFault, OpProgress, RankFailure, RankSeen
 from agent.triage.fault_chain import logged_entity
 from collectors.hccl.classify import Event, StreamClassifier
@@ -349,6 +351,12 @@ class LogReader:
                 device = self._identity(codes.pids[index], by_pid, event.timestamp)[3]
                 logged.setdefault((entity, device), LoggedFault(self.node, entity, event.timestamp, device,
                                                                 f"{self.source}:{event.line_no}"))
+            fault = fault_of(event.category, event.code)
+            if fault is not None:
+                device = self._identity(codes.pids[index], by_pid, event.timestamp)[3]
+                evidence.faults.append(LocalFault(self.node, device, fault.kind, f"{fault.label}: {event.code} "
+                                                  f"({self.source.rsplit('/', 1)[-1]})", at=event.timestamp,
+                                                  source=f"{self.source}:{event.line_no}"))
             if index in used or event.category not in TRIAGE_FAILURE_CATEGORIES:
                 continue
             pid = codes.pids[index]
@@ -367,7 +375,7 @@ class LogReader:
         for seen in self.hints:
             comm, reporter = reports.nearest(seen.pid, seen.hint.timestamp) or self._identity(
                 seen.pid, by_pid, seen.hint.timestamp)[:2]
-            peer = decode_peer(seen.hint.kind, seen.hint.value)
+            peer = decode_peer(seen.hint.kind, seen.hint.value, seen.how)
             if peer is None:
                 continue
             evidence.blames.append(Blame(self.node, seen.hint.timestamp, seen.how, comm, reporter, peer.rank,

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.core.http_client import ClientTls, basic_auth_header, build_opener, check_url, read_password
+from agent.health.log_categories import LOG_CATEGORIES, fault_of
 from agent.triage.evidence import Address, Blame, Evidence, LocalFault, RankFailure, RankSeen, Window
 from agent.triage.series import PROBE_SLOW_RATIO, faults_from_samples
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
@@ -259,6 +260,7 @@ def read_evidence(client: PrometheusClient, window: Window) -> Evidence:
             evidence.addresses.append(Address(labels["address"], _node(labels), _int(labels.get("npu")),
                                               source=f"hccn_tool -ip of {_node(labels)}"))
     evidence.faults.extend(_faults(reader))
+    evidence.faults.extend(_log_faults(reader))
     evidence.problems.extend(f"{source}: {warning}" for warning in client.warnings)
     return evidence
 
@@ -370,6 +372,23 @@ def _faults(reader: _Reader) -> list[LocalFault]:
         still_on = last >= reader.end - step
         faults.append(LocalFault(fault.node, fault.npu, fault.kind, fault.detail, at=began, seen_at=last,
                                  until=None if still_on else last, source="Prometheus range query"))
+    return faults
+
+
+def _log_faults(reader: _Reader) -> list[LocalFault]:
+    """The failures that stop a rank (device OOM, AI Core, SDMA...) its node's scanner saw in the window: node
+    faults at the newest such error (the series carries no NPU)."""
+    names = [c.name for c in LOG_CATEGORIES if c.fault is not None]
+    last = reader.sel("npu_hccl_last_error_timestamp_seconds", f'category=~"{"|".join(names)}"')
+    faults = []
+    for labels, value in reader.client.query(f"max_over_time({last}[{reader.span}])", reader.end):
+        category = labels.get("category", "")
+        fault = fault_of(category, "") if category in names else None
+        if fault is None or not reader.start <= value <= reader.end:
+            continue
+        node = _node(labels)
+        faults.append(LocalFault(node, None, fault.kind, f"{fault.label} ({node}'s HCCL logs)", at=value,
+                                 source=f"{node}'s HCCL logs"))
     return faults
 
 

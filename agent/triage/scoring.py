@@ -17,7 +17,7 @@ from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress
 from agent.triage.fault_chain import Chain, failure_entity, fault_chain
 from agent.triage.faults import FAULT_KINDS, fault_weight, rank_faults
 from agent.triage.flight import rank_ranges
-from agent.triage.links import shared_endpoint
+from agent.triage.links import UNPLACED, shared_endpoint
 from agent.triage.locate import Locator
 from agent.triage.report import Culprit
 from agent.triage.timefmt import clock
@@ -83,10 +83,14 @@ class Scorer:
     # -- evidence kinds
 
     def blame(self) -> None:
+        size = self.scope.size
         for blame in self.blames:
-            target = self.cands.get(rank=blame.rank, ip=blame.ip, device=blame.device)
+            if blame.rank is not None and size is not None and blame.rank >= size and blame.ip is None:
+                continue  # no rank of this communicator (a device id, a garbled or truncated list)
+            rank = blame.rank if blame.rank is None or size is None or blame.rank < size else None
+            target = self.cands.get(rank=rank, ip=blame.ip, device=blame.device)
             reporter = blame.reporter_rank if blame.reporter_rank is not None else (blame.pid, blame.source)
-            if blame.rank is not None and blame.rank == blame.reporter_rank:
+            if rank is not None and rank == blame.reporter_rank:
                 continue
             if target.node == blame.node and target.npu is not None and blame.reporter_rank is not None:
                 place = self.locator.where_rank(self.scope.draft.comm, blame.reporter_rank,
@@ -181,10 +185,15 @@ class Scorer:
         if shared is None:
             return
         node, npu = shared.endpoint
-        candidate = self.cands.get(node=node, npu=npu)
+        if node.startswith(UNPLACED):  # only its address is known: the culprit is that address
+            candidate = self.cands.get(ip=node[len(UNPLACED):])
+        else:
+            candidate = self.cands.get(node=node, npu=npu)
         candidate.shared_with = tuple(f"{peer}{'' if peer_npu is None else f' NPU {peer_npu}'}"
                                       for peer, peer_npu in shared.peers)
         candidate.erroring_links = shared.links
+        candidate.link_faults = [f for f in self.evidence.faults if f.kind == "roce_cqe" and (f.node, f.npu)
+                                 in shared.peers and _relevant(f, self.low, self.high)]
 
     def local_faults(self) -> None:
         relevant = [f for f in self.evidence.faults if _relevant(f, self.low, self.high)]
@@ -277,6 +286,11 @@ class Scorer:
         best = ranked[0] if ranked else None
         if fault_score:
             parts["fault"] = fault_score
+        elif candidate.shared_with and candidate.link_faults:
+            # a shared endpoint that logged nothing itself (a peer node whose logs are missing or silent)
+            # carries the errors its peers logged on its links
+            best = rank_faults(candidate.link_faults)[0]
+            parts["fault"] = fault_score = fault_weight(best)
         # Explanation only, no weight: the graph lacks edges (a link down during a collective leads to
         # its timeout, yet the graph has 0x81078603 lead only to RDMA init failures).
         chain: Chain | None = fault_chain(ranked, self.entities)

@@ -2,7 +2,7 @@
 
 Each line is judged by ``rules.classify_line``; this module dates lines that print no time from the
 block around them, joins hints broken over lines and the EI0015 root's rank lists, and counts one
-incident once (dedup by code, or by category for synthetic codes, within ``window_s`` or
+incident once (dedup by code, by category for two codes of one category and for synthetic codes, within ``window_s`` or
 ``block_lines``). How dating and dedup decide: docs/hccl-log-formats.md.
 """
 
@@ -302,7 +302,10 @@ class StreamClassifier:
         key = code if ascend else "~" + category
         if self._near(self._counted.get(key), ts, line_no):
             return False
-        if not ascend and self._near(self._counted.get("!" + category), ts, line_no):
+        # One failure printed under two codes of one category (507046 and EE1002) counts once, and a phrasing
+        # after its code is part of it; two unknown codes are two unknowns. (A code after a phrasing still
+        # counts: triage and the alerts want the code.)
+        if (not ascend or category != "other") and self._near(self._counted.get("!" + category), ts, line_no):
             return False
         self._counted[key] = (ts, line_no)
         self._recent.append((ts, line_no))

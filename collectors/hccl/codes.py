@@ -16,6 +16,7 @@ __all__ = [
     "ASCEND_CODE_CATEGORIES",
     "CATEGORIES",
     "DIAGNOSE_TIMEOUT_CATEGORIES",
+    "ENVELOPE_CODES",
     "HCCL_TIMEOUT_CATEGORIES",
     "TRIAGE_FAILURE_CATEGORIES",
     "Category",
@@ -59,6 +60,18 @@ CATEGORIES: tuple[Category, ...] = (
     Category("init", "communicator init failed (rank table, bind, environment)"),
     Category("desync", "ranks disagree on the collective or its parameters, or call it with an invalid one (EI0005)",
              triage=True),
+    Category("watchdog_exception", "torch_npu's HCCL watchdog died on an error: the collective failed on this rank",
+             triage=True, diagnose=True),
+    Category("device_oom", "the device ran out of memory (EL0004, 207001, torch_npu's NPU out of memory): the "
+             "rank stops, its peers time out"),
+    Category("aicore", "an AI Core or vector core task raised an exception or timed out (507014, 507015, "
+             "507035): the rank stops, its peers time out"),
+    Category("operator", "an operator or kernel package failed (EZ9999 AclNN inner errors, a kernel config that "
+             "does not parse)"),
+    Category("device_lost", "the device or its driver dropped out (507010 heartbeat, EL0001, 507899, "
+             "drvGetDevNum)"),
+    Category("tcp_store", "c10d's TCPStore failed while HCCL was set up (store->get ... got error): the store's "
+             "host or a peer went away", triage=True),
     Category("other", "an HCCL error line that no rule knows"),
 )
 
@@ -80,7 +93,7 @@ def category_matcher(alert: str) -> str:
     return f'category=~"{"|".join(names)}"'
 
 
-# Ascend codes whose category is known; any other E[IJE]dddd code is "other".
+# Ascend codes whose category is known; any other E[IJEHLZ]dddd code is "other".
 ASCEND_CODE_CATEGORIES: dict[str, str] = {
     "EI0001": "init",  # invalid environment variable
     "EI0002": "exec_timeout",
@@ -104,6 +117,18 @@ ASCEND_CODE_CATEGORIES: dict[str, str] = {
     "EE1002": "stream_sync_timeout",
     "507046": "stream_sync_timeout",
     "507048": "stream_sync_timeout",
+    "EL0004": "device_oom",  # memory allocation failed
+    "207001": "device_oom",  # ACL: memory allocation failed
+    "507014": "aicore",  # AI Core execution timed out
+    "507015": "aicore",  # AI Core execution exception
+    "507035": "aicore",  # vector core execution exception
+    "507001": "sdma",  # the SDMA copy failed
+    "507013": "sdma",  # System DMA hardware execution error
+    "EZ1001": "operator",  # AclNN parameter error
+    "EL0001": "device_lost",  # device not found
+    "507010": "device_lost",  # the task scheduler lost the device's heartbeat
+    "507899": "device_lost",  # driver internal error
+
     "EJ0001": "init",
     "EJ0002": "init",
     "EJ0003": "init",  # bind IP/port failed
@@ -111,12 +136,17 @@ ASCEND_CODE_CATEGORIES: dict[str, str] = {
 }
 
 
+# Generic envelope codes: "an error inside this module", whose text says what it is. One never leads over a
+# specific reading of the same line or block (collectors.hccl.rules).
+ENVELOPE_CODES = frozenset({"EI9999", "EE9999", "EH9999", "EZ9999", "EL9999", "EJ9999"})
+
+
 def category_of_code(code: str) -> str:
-    """Category of an Ascend code; unknown E[IJE]dddd codes are ``other``."""
+    """Category of an Ascend code; unknown E[IJEHLZ]dddd codes (and the envelopes) are ``other``."""
     return ASCEND_CODE_CATEGORIES.get(code, "other")
 
 
-_ASCEND_CODE_FULL_RE = re.compile(r"E[IJE]\d{4}|\d{6}")
+_ASCEND_CODE_FULL_RE = re.compile(r"E[IJEHLZ]\d{4}|\d{6}")
 
 
 def is_ascend_code(code: str) -> bool:

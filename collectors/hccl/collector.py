@@ -68,6 +68,12 @@ PRIMARY_CODES: dict[str, str] = {
     "heartbeat": "heartbeat_lost",
     "init": "EJ0001",
     "desync": "EI0005",
+    "watchdog_exception": "watchdog_exception",
+    "device_oom": "EL0004",
+    "aicore": "507035",
+    "operator": "operator_error",
+    "device_lost": "507010",
+    "tcp_store": "tcp_store_error",
     "other": "EI9999",
 }
 

@@ -92,6 +92,15 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _rank_id(value: str | None) -> int | None:
+    """``rankId[3]``, or its two-number form ``rankId[3 4294967295]`` / ``rankId[25 24]``: the first is the
+    reporting rank (the second, when set, another rank id of it)."""
+    if value is None:
+        return None
+    parts = value.split()
+    return _int(parts[0]) if parts else None
+
+
 def _address(value: str | None) -> str | None:
     """An IP as printed, without the ``%<ifname>`` suffix; None for unset addresses."""
     if value is None:
@@ -290,7 +299,7 @@ class CommFactParser:
         if not pairs.get("group"):
             return
         builder = self._failure_for(pid) or self._new_failure(pid, when)
-        builder.fill(group=pairs["group"], rank_size=_int(pairs.get("rankSize")), rank=_int(pairs.get("rankId")))
+        builder.fill(group=pairs["group"], rank_size=_int(pairs.get("rankSize")), rank=_rank_id(pairs.get("rankId")))
         builder.last_line = self.line_no
 
     def _op_data(self, text: str, pid: int | None, when: _LineTime, facts: list[Fact]) -> None:
@@ -384,7 +393,7 @@ class CommFactParser:
         elif "opo exchange agent get socket timeout" in text or "connect agent[" in text or "rank num[" in text:
             builder = self._init_for(pid, "agent", when, builder)
         elif builder is None:
-            if "connectFailedAgentIdList" in text:
+            if "connectFailedAgentIdList" in text or "unconnected ranks" in text:
                 builder = self._init_for(pid, "root", when, builder)
             else:
                 return

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.hccl.rendezvous import CONNECT_SERVER_RE, parse_rendezvous
+from collectors.hccl.rendezvous import CONNECT_SERVER_RE, MISSING_TRIGGERS, parse_rendezvous
 
 __all__ = ["ATTACH_WINDOW_S", "BLAME_HOWS", "Hint", "Peer", "blame_how", "decode_peer", "line_hints"]
 
@@ -88,7 +88,7 @@ def line_hints(text: str) -> tuple[tuple[str, str], ...]:
                     found.append((kind, value))
                 if kind == "link_peer":
                     break  # a LINK_ERROR_INFO row names the destination first
-    if "connect agent[" in text or "AgentIdList[" in text:
+    if any(trigger in text for trigger in MISSING_TRIGGERS):
         for rank in parse_rendezvous(text).missing or ():
             entry = ("missing_rank", str(rank))
             if entry not in found:
@@ -117,13 +117,16 @@ def _number(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def decode_peer(kind: str, value: str) -> Peer | None:
+def decode_peer(kind: str, value: str, how: str | None = None) -> Peer | None:
     """The peer a hint of ``kind`` names; None when it names no rank and no address.
 
     ``crimer_rank``, ``exception_location`` and ``link_peer`` print ``address/rank``; ``peer``,
     ``dst_rank`` and ``server_device`` print ``address/device`` (server IP and device id) or an
-    address, ``root_server`` ``address:port``; a bare number of any of these is a rank.
+    address, ``root_server`` ``address:port``; a bare number of any of these is a rank. A ``Stuck
+    Occurred`` location (``how`` ``stuck``) lists the abnormal devices: its number is a device id.
     """
+    if kind == "exception_location" and how == "stuck":
+        kind = "server_device"
     if kind in _RANK_KINDS:
         rank, address, device = _number(value), None, None
     elif kind == "root_server":

@@ -53,9 +53,9 @@ def comm_label(group: str) -> str:
     return f"{group[:MAX_COMM_LABEL - 17]}~{digest}"
 
 
-def peer_of(hint: Hint) -> tuple[str, str] | None:
+def peer_of(hint: Hint, how: str | None = None) -> tuple[str, str] | None:
     """(rank, address) labels of the peer a hint blames, either may be ""; None when it names no peer."""
-    peer = decode_peer(hint.kind, hint.value)
+    peer = decode_peer(hint.kind, hint.value, how)
     if peer is None:
         return None
     return ("" if peer.rank is None else str(peer.rank)), peer.address or ""
@@ -127,7 +127,8 @@ class IncidentWindow:
                     new_failures.append(failed)
         stream.failures.extend(new_failures)
         for hint, line in hints:
-            peer, how = peer_of(hint), blame_how(hint.kind, line)
+            how = blame_how(hint.kind, line)
+            peer = peer_of(hint, how)
             if peer is None or how is None:
                 continue
             dated = hint.timestamp is not None

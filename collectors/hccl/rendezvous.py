@@ -12,11 +12,14 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["MAX_RANKS", "ROOT_TRIGGERS", "TOKENS", "RendezvousLine", "absent_ranks", "parse_rendezvous"]
+__all__ = ["MAX_RANKS", "MISSING_TRIGGERS", "ROOT_TRIGGERS", "TOKENS", "RendezvousLine", "absent_ranks",
+           "parse_rendezvous"]
 
 # A line without one of these says nothing about a rendezvous (substring tests, before any expression).
 TOKENS = ("opo exchange", "total connected", "need connect", "connected rankinfo", "connect agent[",
-          "AgentIdList[", "rank num[", "connect server[")
+          "AgentIdList[", "rank num[", "connect server[", "unconnected ranks")
+# The lines that list the ranks that never connected (a subset of TOKENS).
+MISSING_TRIGGERS = ("connect agent[", "AgentIdList[", "unconnected ranks")
 # The root side's connected-rank lines (a subset of TOKENS).
 ROOT_TRIGGERS = ("connected num", "need connect", "connected rankinfo")
 # A rank count above this is a garbled line, not a communicator: no rank list is made from it.
@@ -26,7 +29,9 @@ _CONNECTED_TOTAL_RE = re.compile(r"total connected num is \[(\d+)\],\s*line num 
 _NEED_CONNECT_RE = re.compile(r"need connect rankNum is \[(\d+)\]")
 _CONNECTED_LINE_RE = re.compile(r"connected rankinfo\[LINE \d+\]:((?:\s*\[\d+\],?)*)")
 _RANK_ID_RE = re.compile(r"\[(\d+)\]")
-_AGENT_LIST_RE = re.compile(r"(?:Failed to connect agent|connectFailedAgentIdList)\[([\d,\s]*)\]")
+# CANN 8.x EI0015 also prints 'List of unconnected ranks: "[16, 17, ...]"' (cut short with an ellipsis).
+_AGENT_LIST_RE = re.compile(r"(?:Failed to connect agent|connectFailedAgentIdList|List of unconnected ranks:\s*\"?)"
+                            r"\[([\d,\s.]*)\]")
 _RANK_NUM_DIFF_RE = re.compile(r"rank num\[(\d+)\]\s*is different with rank list size\[(\d+)\]")
 CONNECT_SERVER_RE = re.compile(r"connect server\[\s*(\S+?)\s*:\s*(\d+)\s*\]")
 _TIMEOUT_RE = re.compile(r"timeout\[(\d+)(?:\s*s)?\]")
@@ -51,7 +56,7 @@ def parse_rendezvous(text: str) -> RendezvousLine:
     total = _CONNECTED_TOTAL_RE.search(text)
     need = _NEED_CONNECT_RE.search(text)
     listed = _CONNECTED_LINE_RE.search(text)
-    agents = _AGENT_LIST_RE.search(text) if "connect agent[" in text or "AgentIdList[" in text else None
+    agents = _AGENT_LIST_RE.search(text) if any(trigger in text for trigger in MISSING_TRIGGERS) else None
     diff = _RANK_NUM_DIFF_RE.search(text)
     server = CONNECT_SERVER_RE.search(text)
     timeout = _TIMEOUT_RE.search(text) if "get socket timeout" in text else None

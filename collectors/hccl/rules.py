@@ -12,7 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collectors.hccl.codes import ASCEND_CODE_CATEGORIES, category_of_code, is_ascend_code
+from collectors.hccl.codes import (
+    ASCEND_CODE_CATEGORIES,
+    ENVELOPE_CODES,
+    TRIAGE_FAILURE_CATEGORIES,
+    category_of_code,
+    is_ascend_code,
+)
 from collectors.hccl.hints import line_hints
 from collectors.hccl.knowledge import match_knowledge
 from collectors.hccl.lines import QUIET_LEVELS, parse_timestamp, split_prefixes
@@ -43,9 +49,9 @@ class LineResult:
 # ---------------------------------------------------------------- pre-filter
 
 # Every rule below needs one of these tokens somewhere in the line.
-_TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "EI", "EJ", "EE", "50704",
-           "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent", "crimer",
-           "dstRank", "emoteRank", "Cluster Exception")
+_TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "imed out", "EI", "EJ", "EE", "EH", "EL", "EZ",
+           "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent",
+           "crimer", "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
 
 
 _INTERESTING_RE = re.compile("|".join(re.escape(token) for token in _TOKENS))
@@ -57,8 +63,12 @@ def _interesting(line: str) -> bool:
 
 # ---------------------------------------------------------------- rules
 
-_ASCEND_CODE_RE = re.compile(r"(?<![A-Za-z0-9])(E[IJE]\d{4})(?=\s*[:)\]])")
-_RUNTIME_CODE_RE = re.compile(r"(?:error code is|runtime result =|error code[:=])\s*(50704[68])(?!\d)")
+_ASCEND_CODE_RE = re.compile(r"(?<![A-Za-z0-9])(E[IJEHLZ]\d{4})(?=\s*[:)\]])")
+# A runtime / ACL code (507046, 207001) after the words that print one; only the table's codes count.
+_RUNTIME_CODE_RE = re.compile(r"(?:error code is|runtime result =|error code[:=]|ret(?:Code)?\s*[=:]|result\s*=)"
+                              r"\s*(\d{6})(?!\d)")
+# A local copy fault whose message prints a CQE status (SMMU Terminate): not a RoCE completion error.
+_LOCAL_COPY_RE = re.compile(r"(?i)sdma|system dma|smmu")
 
 # (compiled pattern, synthetic code, category); the first match per category wins.
 _SYNTHETIC_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
@@ -90,7 +100,9 @@ _SYNTHETIC_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"(?i)error[ _]cqe|cqe[ _]error|cqe status|err_cqe|\bwc[ _]status\b"
          r"|completion (?:queue )?(?:entry )?error|retr\w* (?:count )?exceeded", "cqe_error", "roce_cqe"),
         # sdma
-        (r"(?i)sdma error|SDMA memory copy task exception", "sdma_error", "sdma"),
+        (r"(?i)sdma error|SDMA memory copy task exception|System DMA hardware execution error"
+         r"|sdma task has an error|sdma copy error", "sdma_error",
+         "sdma"),
         # watchdog_timeout
         (r"Watchdog caught collective operation timeout", "watchdog", "watchdog_timeout"),
         # stream_sync_timeout (texts of EE1002 / 507046 / 507048 printed without the code)
@@ -112,8 +124,26 @@ _SYNTHETIC_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"\[InitGroupStage\]\[EnvConfig\]|Environment variable \[\w+\] is invalid", "env_config_error", "init"),
         (r"\[InitGroupStage\]\[(?:RanktableConfig|RanktableCheck)\]", "ranktable_check_failed", "init"),
         (r"\[InitGroupStage\]\[Resource\]", "init_resource_error", "init"),
+        (r"Transport init error.*Create Dest error", "transport_create_failed", "init"),  # EI0009's text
+        # the non-HCCL failures that stop a rank while its peers time out
+        (r"NPU out of memory|Memory_Allocation_Failure|(?i:failed to allocate (?:device )?memory)",
+         "npu_oom", "device_oom"),
+        (r"(?i)aicore execution times? out|ai ?core (?:execution )?(?:exception|timeout)"
+         r"|(?:aicore|aivec|aic|aiv|aicpu) error exception|aicpu (?:task )?exception|vector core exception",
+         "aicore_exception", "aicore"),
+        (r"Parse dynamic kernel config fail|AclNN_Inner_Error|(?i:aclnn\w* inner error)", "operator_error",
+         "operator"),
+        (r"Device\[\d+\] lost heartbeat|task scheduler loses? the heartbeat"
+         r"|drvGetDevNum\w*.*(?:fail|error|ret(?:urn)?\s*[=:\[]\s*[1-9])"
+         r"|(?i:device not found)", "device_lost", "device_lost"),
+        (r"store->get\(.*got error|TCPStore\w*.*(?:fail|error|timed out|reset)"
+         r"|The client socket has (?:timed out|failed to connect)", "tcp_store_error", "tcp_store"),
+        # watchdog_exception
+        (r"[Ww]atchdog thread terminated with exception", "watchdog_exception", "watchdog_exception"),
         # desync
-        (r"(?i)tls\b.*inconsistent|inconsistent.*\btls", "tls_inconsistent", "desync"),
+        # "the TLS configurations are inconsistent" is a possible cause in other codes' advice, not a reading
+        (r"tlsStatus are inconsistent|(?i:tls ?(?:switch|status|enable)\w*\b.*inconsistent)", "tls_inconsistent",
+         "desync"),
         (r"\[InitChannelStage\]\[ParameterConflict\]|CMD information \w+ check fail"
          r"|arguments for collective communication are inconsistent", "parameter_conflict", "desync"),
         (r"\[InitChannelStage\]\[VersionConflict\]", "version_conflict", "desync"),
@@ -125,6 +155,10 @@ _SYNTHETIC_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 # exchange lines follow it, a link setup timeout otherwise).
 _WEAK_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"Wait timeout for sockets"), "socket_timeout", "connect_timeout"),
+    # The wrappers of a failed communicator init: the specific error printed with them leads.
+    (re.compile(r"ERR02200 DIST call hccl api failed"), "dist_hccl_api_failed", "init"),
+    (re.compile(r"HCCL function error: [Hh]cclCommInit\w*|\[Init\]\[CommRootInfoConfig\]"
+                r"|HcclCommInit\w* failed"), "hccl_comm_init_failed", "init"),
 )
 
 # An [ERROR] plog header: module, then the source file the line was printed from (if any).
@@ -164,30 +198,45 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
     if (text.startswith(QUIET_LEVELS) and "crimer" not in text) or _is_advice(text):
         return None
     matches: list[tuple[str, str]] = []
+    envelopes: list[tuple[str, str]] = []
     for match in _ASCEND_CODE_RE.finditer(text):
         code = match.group(1)
         entry = (code, category_of_code(code))
-        if entry not in matches:
-            matches.append(entry)
+        found = envelopes if code in ENVELOPE_CODES else matches
+        if entry not in found:
+            found.append(entry)
     for match in _RUNTIME_CODE_RE.finditer(text):
-        entry = (match.group(1), ASCEND_CODE_CATEGORIES[match.group(1)])
-        if entry not in matches:
-            matches.append(entry)
+        category = ASCEND_CODE_CATEGORIES.get(match.group(1))
+        if category is not None and (match.group(1), category) not in matches:
+            matches.append((match.group(1), category))
     seen_categories = {category for _, category in matches}
     for pattern, code, category in _SYNTHETIC_RULES:
         if category not in seen_categories and pattern.search(text):
+            if category == "roce_cqe" and _LOCAL_COPY_RE.search(text):
+                continue
             matches.append((code, category))
             seen_categories.add(category)
+    if "watchdog_exception" in seen_categories and any(
+            c in TRIAGE_FAILURE_CATEGORIES for _, c in matches if c != "watchdog_exception"):
+        # the watchdog died on a failure the line already reports (its own timeout, EI0002)
+        matches = [m for m in matches if m[1] != "watchdog_exception"]
+    if any(code == "transport_create_failed" for code, _ in matches):
+        matches = [m for m in matches if m[0] != "transport_init_timeout"]
     if "rendezvous_timeout" in seen_categories:
         # "topo exchange ... get socket timeout" is the rendezvous, not a link setup timeout.
         matches = [m for m in matches if m[1] != "connect_timeout" or is_ascend_code(m[0])]
-    provisional = False
+    # EI0009's text without its code is also the traceback of other codes (EI0005): it leads only alone
+    provisional = bool(matches) and all(code == "transport_create_failed" for code, _ in matches)
     if not matches:
         for pattern, code, category in _WEAK_RULES:
             if pattern.search(text):
                 matches.append((code, category))
                 provisional = True
                 break
+    if not matches and envelopes:
+        # EZ9999 alone says only "an error inside": it counts when no specific reading is near.
+        matches.append(envelopes[0])
+        provisional = True
     if not matches:
         known = match_knowledge(text)  # the knowledge graph's phrasings: after ours, before the fallback
         if known is not None:

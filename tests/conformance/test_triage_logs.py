@@ -99,8 +99,9 @@ def test_corpus_shapes_become_evidence() -> None:
     if not (CORPUS / "logs").is_dir():
         pytest.skip("no shared corpus here")
     heartbeat = _evidence((CORPUS / "logs" / "02_doc_heartbeat_lost_and_stuck.log").read_bytes(), "hb")
-    assert [(b.how, b.ip, b.rank) for b in heartbeat.blames] == [
-        ("lost", "127.10.0.2", 2), ("lost", "127.10.0.1", 1), ("stuck", "127.10.0.1", 1)]
+    # a Stuck Occurred location lists abnormal devices (IP/device), not ranks
+    assert [(b.how, b.ip, b.rank, b.device) for b in heartbeat.blames] == [
+        ("lost", "127.10.0.2", 2, None), ("lost", "127.10.0.1", 1, None), ("stuck", "127.10.0.1", None, 1)]
     mismatch = _evidence((CORPUS / "logs" / "32_doc_ei0002_two_ranks_allreduce_vs_allgather_op_mismatch.log")
                          .read_bytes(), "op")
     assert [(f.comm, f.rank, f.op, f.index) for f in mismatch.failures] == [

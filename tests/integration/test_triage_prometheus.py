@@ -184,6 +184,20 @@ def test_the_engine_names_the_culprit_from_them() -> None:
     assert (best.node, best.npu, best.rank, best.cause) == ("node-b", 1, 2, "link_down")
 
 
+def test_a_failure_that_stops_a_rank_is_a_fault_of_its_node() -> None:
+    def answer(endpoint: str, form: dict[str, str]) -> tuple[int, Any]:
+        if "npu_hccl_last_error_timestamp_seconds" in form["query"]:
+            return vector((node("node-b", category="device_oom"), T_HANG - 30),
+                          (node("node-a", category="exec_timeout"), T_HANG),
+                          (node("node-a", category="aicore"), T_START - 60))  # before the window
+        return fleet_answer(endpoint, form)
+
+    with serving(answer) as fake:
+        evidence = read_evidence(client(f"http://127.0.0.1:{fake.port}"), WINDOW)
+    logged = [(f.node, f.npu, f.kind, f.at) for f in evidence.faults if f.kind != "link_down"]
+    assert logged == [("node-b", None, "device_oom", T_HANG - 30)]
+
+
 def test_queries_are_posted_with_the_window_and_the_job() -> None:
     with serving(fleet_answer) as fake:
         read_evidence(client(f"http://127.0.0.1:{fake.port}/", job="npu-fleet"), WINDOW)

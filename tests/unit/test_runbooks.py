@@ -32,7 +32,6 @@ def test_the_base_is_the_setting_else_the_default() -> None:
 
 def test_diagnose_links_on_the_same_base() -> None:
     from agent.core import runbooks
-
     from agent.health import verdict
     from agent.health.thresholds import fault_kind
 
