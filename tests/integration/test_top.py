@@ -1,5 +1,5 @@
 """``npuwatch top`` as a person uses it: in tmux against a running demo agent (rows appear, a fault set on the demo
-shows within two refreshes of the agent having it, a resize to 80x24 keeps it drawn, q quits 0), ``--once`` (at 60
+shows within two refreshes of the agent having it, a resize to 80x24 and then 60 columns redraws it, q quits 0), ``--once`` (at 60
 columns a DOWN link stays and the codes go), and
 no agent to read."""
 
@@ -148,6 +148,11 @@ def test_top_in_tmux_shows_faults_within_two_refreshes_fits_80x24_and_quits(agen
         assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
         assert all(_row(small, npu) for npu in range(CHIPS))
         assert "collectors.npu_smi.per_process_metrics: true" in small  # the process list is off: how to list
+        assert "HBM used" not in small and "driver" not in small.splitlines()[0]  # drawn for 80, not clipped
+
+        tmux.run("resize-window", "-t", "top", "-x", "60", "-y", "24")
+        narrow = tmux.until(lambda s: "Temp  Health   Link" in s and "DOWN" in _row(s, 6), timeout=10)
+        assert all(len(line) <= 60 for line in narrow.splitlines())
 
         tmux.run("send-keys", "-t", "top", "q")
         assert wait_for(lambda: tmux.rc.exists() and tmux.rc.read_text().strip() != "", timeout=10)
