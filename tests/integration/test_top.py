@@ -1,7 +1,6 @@
 """``npuwatch top`` as a person uses it: in tmux against a running demo agent (rows appear, a fault set on the demo
-shows within two refreshes of the agent having it, a resize to 80x24 and then 60 columns redraws it, q quits 0), ``--once`` (at 60
-columns a DOWN link stays and the codes go), and
-no agent to read."""
+shows within two refreshes of the agent having it, a resize to 80x24 and then to 60 columns redraws it for that
+width, q quits 0), ``--once`` (at 60 columns a DOWN link stays and the codes go), and no agent to read."""
 
 from __future__ import annotations
 
