@@ -94,6 +94,30 @@ def test_the_dashboard_page_lists_every_panel() -> None:
                 assert f"| {GEN._cell(panel['title'])} | {panel['type']} |" in page, panel["title"]
 
 
+def test_troubleshooting_names_every_down_reason_and_every_alert() -> None:
+    from agent.core.snapshot import DOWN_REASONS, ERROR_REASONS
+
+    page = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
+    reasons = {row[0].strip("`") for row in _table_rows(page, "| reason |")}
+    assert reasons == set(DOWN_REASONS) and set(ERROR_REASONS) <= reasons
+    named = " ".join(row[0] for row in _table_rows(page, "| alert |"))
+    patterns = [re.escape(word[:-1]) + r"\w*" for word in re.findall(r"\w+\*", named)]
+    for _, _, rule in GEN.alert_rules():
+        alert = rule["alert"]
+        assert re.search(rf"\b{alert}\b", named) or any(re.fullmatch(p, alert) for p in patterns), alert
+
+
+def _table_rows(page: str, header: str) -> list[list[str]]:
+    """The cells of the table that starts with ``header``, its header and rule rows left out."""
+    lines = page.split(header, 1)[1].splitlines()[2:]
+    rows = []
+    for line in lines:
+        if not line.startswith("| "):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+    return rows
+
+
 def test_a_changed_rule_file_makes_the_alert_page_stale_and_the_prose_survives(tmp_path: Path) -> None:
     shutil.copytree(REPO / "alerts", tmp_path / "alerts")
     (tmp_path / "docs").mkdir()
