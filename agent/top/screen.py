@@ -146,6 +146,10 @@ def run_screen(read: Callable[[], Fetched], *, interval_s: float, node: str, sta
             if apply_key(state, key, rows):
                 return 0
 
+    # The terminal's own size, not $LINES/$COLUMNS: exported (tmux and some shells do), curses would take
+    # their size over the terminal's and never follow a resize.
+    for name in ("LINES", "COLUMNS"):
+        os.environ.pop(name, None)
     try:
         return curses.wrapper(loop)
     finally:

@@ -20,7 +20,7 @@ from tests.support.paths import FIXTURES
 
 GOLDEN = FIXTURES / "top"
 EXPOSITION = GOLDEN / "demo_metrics.txt"
-NOW = 1_796_200_000.0  # the frames' clock: the exposition's ages are measured from it
+NOW = 1_796_297_040.0  # the frames' clock: the exposition (captured at 1796296965) is 75 s old by it
 SIZES = ((80, 24), (200, 60))
 
 
@@ -37,11 +37,14 @@ def render(width: int, height: int, state: TopState | None = None, text: str | N
 
 
 def capture() -> str:
-    """A demo agent with a hot chip, a dead link, an isolated chip and an HCCL timeout: one exposition."""
+    """A demo agent with a hot chip, a dead link, an isolated chip, an HCCL timeout and a process on every chip
+(listed one by one): one exposition."""
     from tests.support.agent_harness import demo_bundle
 
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = demo_bundle(Path(tmp), {"collectors": {"hccl_logs": {"enabled": True}}, "state_dir": tmp}, chips=8)
+        extra = {"collectors": {"hccl_logs": {"enabled": True}, "npu_smi": {"per_process_metrics": True}},
+                 "state_dir": tmp}
+        bundle = demo_bundle(Path(tmp), extra, chips=8)
         assert bundle.demo is not None
         try:
             bundle.agent.collect_once()  # the log scanner starts at the logs' end: the timeout comes after
@@ -49,6 +52,8 @@ def capture() -> str:
             bundle.demo.set_fault("link_down", chip=6)
             bundle.demo.set_fault("health", chip=2, state="Alarm", codes=["80E18402"])
             bundle.demo.set_fault("hccl_timeout", chip=1)
+            for chip in range(8):  # a training job on every chip, one process each
+                bundle.demo.set_fault("process", chip=chip, pid=41200 + chip, memory_mb=4096 + 1024 * chip)
             bundle.agent.collect_once()
             return bundle.agent.cache.render().body.decode()
         finally:

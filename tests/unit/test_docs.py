@@ -53,6 +53,71 @@ def test_the_committed_page_is_what_the_generator_writes(page: str) -> None:
     assert committed == GEN.render(page), f"{page} is stale: run python scripts/gen_docs.py"
 
 
+@pytest.mark.parametrize("page", GEN.PICTURE_PAGES)
+def test_the_pictures_are_the_golden_fixtures(page: str) -> None:
+    committed = (REPO / page).read_text(encoding="utf-8")
+    assert committed == GEN.render_pictures(page), f"{page}'s pictures are stale: run python scripts/gen_docs.py"
+    assert "<!-- picture " in committed
+
+
+def test_the_readme_shows_a_top_frame_and_a_diagnose_report() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for name in ("top-80x24", "diagnose-node-faults"):
+        assert f"<!-- picture {name}: " in readme
+        fixture = (REPO / GEN.PICTURES[name]).read_text(encoding="utf-8").rstrip("\n")
+        assert f"```text\n{fixture}\n```" in readme
+
+
+def test_a_changed_fixture_makes_its_picture_stale(tmp_path: Path) -> None:
+    source = GEN.PICTURES["top-80x24"]
+    (tmp_path / "docs").mkdir()
+    shutil.copy(DOCS / "top.md", tmp_path / "docs" / "top.md")
+    for path in GEN.PICTURES.values():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, tmp_path / path)
+    assert GEN.render_pictures("docs/top.md", tmp_path) == (DOCS / "top.md").read_text(encoding="utf-8")
+    frame = tmp_path / source
+    frame.write_text(frame.read_text(encoding="utf-8").replace("DOWN", "up  "), encoding="utf-8")
+    changed = GEN.render_pictures("docs/top.md", tmp_path)
+    assert changed != (DOCS / "top.md").read_text(encoding="utf-8") and "   6 " in changed
+
+
+def test_the_dashboard_page_lists_every_panel() -> None:
+    import json
+
+    page = (DOCS / "dashboards.md").read_text(encoding="utf-8")
+    for path in sorted((REPO / "dashboards" / "json").glob("*.json")):
+        board = json.loads(path.read_text(encoding="utf-8"))
+        assert f"## {board['title']}" in page
+        for panel in board["panels"]:
+            if panel["type"] != "row":
+                assert f"| {GEN._cell(panel['title'])} | {panel['type']} |" in page, panel["title"]
+
+
+def test_troubleshooting_names_every_down_reason_and_every_alert() -> None:
+    from agent.core.snapshot import DOWN_REASONS, ERROR_REASONS
+
+    page = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
+    reasons = {row[0].strip("`") for row in _table_rows(page, "| reason |")}
+    assert reasons == set(DOWN_REASONS) and set(ERROR_REASONS) <= reasons
+    named = " ".join(row[0] for row in _table_rows(page, "| alert |"))
+    patterns = [re.escape(word[:-1]) + r"\w*" for word in re.findall(r"\w+\*", named)]
+    for _, _, rule in GEN.alert_rules():
+        alert = rule["alert"]
+        assert re.search(rf"\b{alert}\b", named) or any(re.fullmatch(p, alert) for p in patterns), alert
+
+
+def _table_rows(page: str, header: str) -> list[list[str]]:
+    """The cells of the table that starts with ``header``, its header and rule rows left out."""
+    lines = page.split(header, 1)[1].splitlines()[2:]
+    rows = []
+    for line in lines:
+        if not line.startswith("| "):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+    return rows
+
+
 def test_a_changed_rule_file_makes_the_alert_page_stale_and_the_prose_survives(tmp_path: Path) -> None:
     shutil.copytree(REPO / "alerts", tmp_path / "alerts")
     (tmp_path / "docs").mkdir()

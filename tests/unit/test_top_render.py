@@ -7,6 +7,7 @@ import curses
 
 import pytest
 
+from agent.top.columns import columns
 from agent.top.history import History, sparkline
 from agent.top.model import Fetched, parse_view, samples_of
 from agent.top.render import TopState, frame, plain, sorted_rows
@@ -160,3 +161,98 @@ def test_sparklines_scale_and_right_align() -> None:
     assert sparkline([0.0, 0.5, 1.0], 5, 0.0, 1.0) == "  ▁▅█"
     assert sparkline([0.0, 0.5, 1.0], 5, 0.0, 1.0, ascii_only=True) == "  _=#"
     assert sparkline([2.0], 2, 0.0, 1.0) == " █"  # clipped, not overflowing
+
+
+# ----------------------------------------------------------------------------- layout: words, priorities, rows
+
+_BAR_MARKS = set("█░#.▁▂▃▄▅▆▇_-~=+*")
+
+
+def _words(text: str) -> set[str]:
+    return {word for word in text.split() if not set(word) <= _BAR_MARKS}
+
+
+def _states() -> list[TopState]:
+    return [TopState(), TopState(detail=True, selected=6), TopState(help=True), TopState(sort="hbm", reverse=True)]
+
+
+def _render(width: int, height: int, state: TopState) -> str:
+    history = History()
+    assert FETCHED.view is not None
+    history.add(FETCHED.view)
+    return plain(frame(FETCHED, history, state, width=width, height=height, node="demo-node", now=top_golden.NOW))
+
+
+def test_no_width_cuts_a_word() -> None:
+    whole: set[str] = set()
+    for width in (80, 100, 120, 160, 200, 400):
+        for state in _states():
+            whole |= _words(_render(width, 100, state)) | _words(_render(width, 17, state))
+    for width in range(24, 130, 3):
+        for height in (12, 24, 40):
+            for state in _states():
+                cut = _words(_render(width, height, state)) - whole
+                assert not cut, f"{width}x{height} {state}: {sorted(cut)}"
+
+
+def test_at_80x24_the_header_help_and_hccl_lines_keep_their_words() -> None:
+    text = top_golden.render(80, 24)
+    assert text.splitlines()[0].endswith("up 1 min 16 s")
+    assert "communicator" in text and "29.1.0.10%enp_60000_0_" in text and "(8 ranks)" in text
+    help_text = top_golden.render(80, 24, TopState(help=True))
+    assert "codes, link, optics, ECC, HCCS, processes" in " ".join(help_text.split())
+
+
+def test_at_80x24_no_row_is_left_empty_while_there_is_something_to_show() -> None:
+    lines = frame(FETCHED, History(), TopState(), width=80, height=24, node="demo-node", now=top_golden.NOW)
+    assert len(lines) == 24
+    assert all("".join(text for text, _ in line).strip() for line in lines)
+
+
+@pytest.mark.parametrize("width", [60, 64, 70])
+def test_a_narrow_terminal_keeps_the_down_link_and_drops_the_codes_first(width: int) -> None:
+    text = top_golden.render(width, 24)
+    title = next(line for line in text.splitlines() if line.startswith("NPU"))
+    assert "Link" in title and "Health" in title and "Codes" not in title
+    assert " DOWN" in next(line for line in text.splitlines() if line.startswith("   6 "))
+
+
+def test_columns_go_in_their_priority_order() -> None:
+    rows = parse_view(samples_of(TEXT)).rows
+    keeps = {column.title: column.keep for column in columns(rows, 400, History(), TopState())}
+    for width in range(20, 400):
+        shown = {column.title for column in columns(rows, width, History(), TopState())}
+        gone = set(keeps) - shown
+        assert all(keeps[kept] >= keeps[dropped] for kept in shown for dropped in gone), (width, gone)
+        assert sum(column.width for column in columns(rows, width, History(), TopState())) <= max(width, 5)
+
+
+def test_hbm_is_a_bar_of_used_over_total() -> None:
+    row = next(line for line in top_golden.render(80, 24).splitlines() if line.startswith("   3 "))
+    view = parse_view(samples_of(TEXT))
+    three = next(r for r in view.rows if r.npu == 3)
+    assert three.hbm_used is not None and three.hbm_total
+    assert f"░ {three.hbm_used / three.hbm_total * 100:3.0f}% " in row
+    assert row.split()[1] != row.split()[3]  # the AI Core bar and the HBM bar are two bars
+
+
+def test_the_process_list_names_each_process_and_says_how_many_it_leaves_out() -> None:
+    text = top_golden.render(120, 24)
+    assert "Processes" in text and "python3 (41207)" in text
+    listed = [line for line in text.splitlines() if "python3 (" in line]
+    assert listed[0].split()[:2] == ["7", "11.0G"]  # the most HBM first
+    short = top_golden.render(120, 17)
+    shown = [line for line in short.splitlines() if "python3 (" in line]
+    assert 0 < len(shown) < 8 and "python3 (41207)" in shown[0]
+    assert f"and {8 - len(shown)} more (enter on an NPU lists its own)" in short
+
+
+def test_without_per_process_series_one_line_says_how_to_list_them() -> None:
+    text = "\n".join(line for line in TEXT.splitlines() if not line.startswith("npu_process_memory_bytes"))
+    shown = top_golden.render(80, 24, text=text)
+    (line,) = [line for line in shown.splitlines() if line.startswith("Processes")]
+    assert line == "Processes 8; list them with collectors.npu_smi.per_process_metrics: true"
+    none = "\n".join(line.replace("} 1.0", "} 0.0") if line.startswith("npu_processes{") else line
+                     for line in text.splitlines())
+    assert "Processes none (a list needs collectors.npu_smi.per_process_metrics: true)" in \
+        top_golden.render(80, 24, text=none)

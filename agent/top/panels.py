@@ -1,0 +1,189 @@
+"""The parts of ``npuwatch top`` around the NPU table: the header, the panels below it (HCCL, probes, checks),
+the process list and one NPU's detail. Each returns lines that fit the width: a long one is folded at its
+spaces, and the header leaves out its least needed parts whole rather than cut one."""
+
+from __future__ import annotations
+
+from agent.core.humanize import duration
+from agent.health.faults import LEVEL_ACTIONS
+from agent.health.series import as_checks
+from agent.health.thresholds import fault_kind
+from agent.health.verdict import lead
+from agent.top.columns import gib, level_style, status_style
+from agent.top.history import History
+from agent.top.lines import Line, fit, width_of, wrap
+from agent.top.model import Fetched, NodeView, NpuRow
+
+__all__ = ["PER_PROCESS_KEY", "detail", "header", "panels", "processes"]
+
+PER_PROCESS_KEY = "collectors.npu_smi.per_process_metrics"
+_INDENT = 10  # the panels' names take this much, their text starts after it
+
+
+def _lead(view: NodeView, history: History, width: int) -> list[Line]:
+    """The one lead cause (agent.health.verdict) of what the rows show, as check and diagnose would lead."""
+    results = [r for row in view.rows
+               for r in row.findings(history.flaps(row.npu, row.chip, row.link_transitions))]
+    verdict = lead(as_checks(results)) if any(r.kind for r in results) else None
+    if verdict is None or verdict.status == "ok":
+        return wrap("no fault in the agent's readings", width, "ok")
+    more = f" (+{len(verdict.also)} more)" if verdict.also else ""
+    return wrap(f"{verdict.word}: {verdict.summary}{more}", width, "bad" if verdict.status == "fail" else "warn", 2)
+
+
+def header(fetched: Fetched, node: str, now: float, width: int, history: History | None = None) -> list[Line]:
+    view = fetched.view
+    assert view is not None
+    first: Line = [("npuwatch top", "head"), (f"  {node}", "bold")]
+    optional: list[tuple[int, Line]] = []  # (the order it is left out in: highest first, its segments)
+    age = max(0.0, now - fetched.at) if fetched.at is not None else None
+    if age is not None:  # first after the node: the one thing that must show on a narrow terminal
+        optional.append((0, [(f"  data {duration(age)} old", "warn" if fetched.error else "dim")]))
+    if view.models:
+        optional.append((1, [(f"  {'/'.join(view.models)} x{len(view.rows)}", "")]))
+    if view.drivers:
+        optional.append((4, [(f"  driver {'/'.join(view.drivers)}", "")]))
+    if view.version:
+        optional.append((3, [(f"  agent {view.version}", "")]))
+    if view.started_at is not None:
+        optional.append((2, [(f"  up {duration(max(0.0, now - view.started_at))}", "")]))
+    while optional and width_of(first) + sum(width_of(part) for _, part in optional) > width:
+        optional.remove(max(optional, key=lambda item: item[0]))
+    lines = [first + [segment for _, part in optional for segment in part]]
+    if fetched.error:
+        lines += wrap(f"the agent stopped answering: {fetched.error}", width, "bad", 2)
+    if view.collectors:
+        down = view.down
+        text = f"collectors {len(view.collectors) - len(down)} up"
+        if down:
+            text += f", {len(down)} down: " + ", ".join(f"{c.name} ({c.reason or 'down'})" for c in down)
+        lines += wrap(text, width, "bad" if down else "dim", 2)
+    if history is not None and view.rows:
+        lines += _lead(view, history, width)
+    return lines
+
+
+def _hccl(view: NodeView, history: History, now: float) -> list[tuple[str, str]]:
+    said: list[tuple[str, str]] = []
+    if view.timeouts:
+        by_comm: dict[str, list[str]] = {}
+        for timeout in sorted(view.timeouts, key=lambda t: (t.comm, t.rank)):
+            by_comm.setdefault(timeout.comm, []).append(timeout.rank)
+        for comm, ranks in by_comm.items():
+            latest = max(t.timed_out_at for t in view.timeouts if t.comm == comm)
+            size = view.comm_sizes.get(comm)
+            blamed = sorted({f"{who} ({how})" for c, how, who in view.blamed if c == comm})
+            text = (f"HCCL      local rank{'s' if len(ranks) > 1 else ''} {', '.join(ranks)} timed out "
+                    f"{duration(max(0.0, now - latest))} ago")
+            if blamed:
+                text += "; blamed: " + ", ".join(blamed[:6])
+            text += f"; communicator {comm}{f' ({size} ranks)' if size else ''}"
+            said.append((text, "bad"))
+    else:
+        said.append(("HCCL      no incident in the agent's window", "dim"))
+    new_errors = history.new_hccl_errors(view)
+    if new_errors:
+        said.append((" " * _INDENT + "new log errors while watching: "
+                     + ", ".join(f"{category} {count}" for category, count in new_errors.items()), "warn"))
+    return said
+
+
+def panels(view: NodeView, history: History, now: float, width: int) -> list[Line]:
+    """HCCL, then the probes and the checks when the agent exports them (they run only where torch does)."""
+    lines: list[Line] = []
+    for text, style in _hccl(view, history, now):
+        lines += wrap(text, width, style, _INDENT)
+    probes: list[tuple[str, str]] = []
+    for probe in sorted(view.probes, key=lambda p: p.name):
+        probes.append((f"{probe.name} ok {duration(max(0.0, now - probe.last_success))} ago", ""))
+    wrong = sorted(f"{row.name}/{dtype}" for row in view.rows for dtype, ok in row.gemm_correct.items() if not ok)
+    efficiencies = [e for row in view.rows for e in row.gemm_efficiency.values()]
+    if efficiencies:
+        probes.append((f"gemm lowest {min(efficiencies) * 100:.0f}% of peak", ""))
+    if wrong:
+        probes.append((f"gemm WRONG on {', '.join(wrong)}", "bad"))
+    checks: list[tuple[str, str]] = []
+    for level, verdict in sorted(view.check_verdicts.items()):
+        ran = view.check_runs.get(level)
+        when = f" {duration(max(0.0, now - ran))} ago" if ran is not None else ""
+        checks.append((f"{level} {verdict}{when}", {"ok": "ok", "warn": "warn", "fail": "bad"}.get(verdict, "dim")))
+    for name, items in (("Probes", probes), ("Checks", checks)):
+        if items:
+            lines += _items(name, items, width)
+    return lines
+
+
+def _items(name: str, items: list[tuple[str, str]], width: int) -> list[Line]:
+    """``name`` then its items two spaces apart, an item that does not fit starting the next line."""
+    lines: list[Line] = []
+    line: Line = [(name.ljust(_INDENT), "")]
+    for text, style in items:
+        if width_of(line) > _INDENT and width_of(line) + 2 + len(text) > width:
+            lines.append(line)
+            line = [(" " * _INDENT, "")]
+        line += [("  " if width_of(line) > _INDENT else "", ""), (text, style)]
+    lines.append(line)
+    return [fit(line, width) for line in lines]
+
+
+def processes(view: NodeView, width: int, room: int) -> list[Line]:
+    """The processes on the NPUs, in at most ``room`` lines; without per-process series, how to get them."""
+    listed = [(row, name, memory) for row in view.rows for name, memory in sorted(row.process_memory.items())]
+    counts = [row.processes for row in view.rows if row.processes is not None]
+    if room <= 0 or (not listed and not counts):
+        return []
+    if not listed:
+        total = int(sum(counts))
+        said = (f"{total}; list them with {PER_PROCESS_KEY}: true" if total else
+                f"none (a list needs {PER_PROCESS_KEY}: true)")
+        return wrap("Processes " + said, width, "dim", _INDENT)[:room]
+    listed.sort(key=lambda item: (-item[2], item[0].npu, item[0].chip, item[1]))
+    lines: list[Line] = [[("Processes".ljust(_INDENT), "head"), (f"{'NPU':>5}  {'HBM':>7}  process (pid)", "head")]]
+    shown = listed if len(listed) <= room - 1 else listed[:max(0, room - 2)]
+    for row, name, memory in shown:
+        lines.append([(" " * _INDENT, ""), (f"{row.name:>5}", "bold"), (f"  {gib(memory):>6}G  {name}", "")])
+    if len(shown) < len(listed):
+        lines.append([(" " * _INDENT + f"and {len(listed) - len(shown)} more (enter on an NPU lists its own)",
+                       "dim")])
+    return [fit(line, width) for line in lines[:room]]
+
+
+def detail(row: NpuRow, now: float, width: int) -> list[Line]:
+    said: list[tuple[str, str]] = []
+    if row.codes or row.handling:
+        for code, level in sorted(row.codes.items()):
+            said.append((f"  code {code}  {level}: {LEVEL_ACTIONS.get(level, '?')}", level_style(level)))
+        if row.handling and row.handling not in row.codes.values():
+            said.append((f"  held  {row.handling}: {LEVEL_ACTIONS.get(row.handling, '?')}", level_style(row.handling)))
+    if row.link_up is not None:
+        changed = (f", last change {duration(max(0.0, now - row.link_changed_at))} ago"
+                   if row.link_changed_at else "")
+        said.append((f"  RoCE link {'up' if row.link_up else 'DOWN'}{changed}; net health {row.net_health or '-'}",
+                     "ok" if row.link_up else "bad"))
+    if row.optics_rx:
+        rx = " ".join(f"{v * 1000:.2f}" for _, v in sorted(row.optics_rx.items()))
+        tx = " ".join(f"{v * 1000:.2f}" for _, v in sorted(row.optics_tx.items()))
+        said.append((f"  optics rx {rx} mW; tx {tx} mW{'; SIGNAL LOST' if row.optics_lost else ''}",
+                     "bad" if row.optics_lost else ""))
+    if row.ecc_current or row.ecc_isolated:
+        said.append(("  HBM ECC now " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_current.items()))
+                     + "; isolated pages " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_isolated.items())),
+                     "bad" if row.ecc_current.get("double") else ""))
+    if row.hccs_healthy is not None:
+        said.append(("  HCCS " + ("healthy" if row.hccs_healthy else "unhealthy (npu-smi info -t hccs: not OK)"),
+                     "ok" if row.hccs_healthy else "bad"))
+    found = [r for r in row.findings() if r.kind is not None and r.status != "PASS"]
+    for result in sorted(found, key=lambda r: -fault_kind(r.kind or "").weight):
+        said.append((f"  {fault_kind(result.kind or '').label}: {result.evidence}", status_style(result.kind)))
+    if row.processes is not None:
+        said.append((f"  processes {row.processes:.0f}", ""))
+        for name, memory in sorted(row.process_memory.items()):
+            said.append((f"    {name}  {gib(memory)} GiB", ""))
+    if row.gemm_efficiency:
+        said.append(("  GEMM probe " + ", ".join(f"{d} {e * 100:.0f}% of peak"
+                                                 for d, e in sorted(row.gemm_efficiency.items())), ""))
+    said.append(("  (esc or enter: back to the table)", "dim"))
+    lines: list[Line] = [fit([(f"NPU {row.name}", "head"), (f"  {row.model or ''}", "")], width)]
+    for text, style in said:
+        lines += wrap(text, width, style, 4)
+    return lines
