@@ -27,7 +27,7 @@ from agent.check.report import LevelReport
 from agent.check.settings import CheckSettings
 from agent.diagnose.logs import scan_recent_logs
 from agent.health.checks import ROCE_CHECKS, judge
-from agent.health.node import read_held
+from agent.health.node import read_history
 from agent.health.quick import read_quick
 from agent.health.reader import NodeReader, open_reader
 from agent.health.readings import LogScan, QuickReadings
@@ -142,7 +142,7 @@ def _run_level(config: Any, options: RunOptions, tools: NodeReader, *, settings:
     readings = read_quick(tools, want_hccs="hccs" in names, want_boards="versions" in names, want_roce=roce,
                           scan=scan if "hccl_errors" in names else None, agent=agent if "agent" in names else None)
     readings.node.node = node
-    readings.node.held = read_held(settings.judging.fault_history, readings.node.chips)
+    read_history(readings.node, settings.judging.fault_history)
     checks: list[CheckResult] = []
     for name in names:
         if spec(name).level != "quick":

@@ -43,9 +43,8 @@ from agent.diagnose.evidence import culprit_text, remote_culprit, triage_node
 from agent.diagnose.logs import scan_recent_logs
 from agent.diagnose.render import render_text
 from agent.diagnose.report import Report
-from agent.handling.levels import history_of
 from agent.health.checks import run_checks
-from agent.health.node import read_held
+from agent.health.node import read_history
 from agent.health.quick import read_quick
 from agent.health.reader import ToolReader, open_reader
 from agent.health.readings import LogScan
@@ -203,7 +202,7 @@ def _diagnose(config: Any, options: DiagnoseOptions, tools: ToolReader, say: Say
 
     readings = read_quick(tools, scan=scan, gap_s=options.sample_gap_s, say=say)
     readings.node.node = node
-    readings.node.held = read_held(history_of(config).path, readings.node.chips)
+    read_history(readings.node, settings.fault_history)
     checks = run_checks(readings, settings)
     if options.probes:
         checks.extend(probe_checks(config, say))

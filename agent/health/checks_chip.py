@@ -68,9 +68,11 @@ def check_chip_health(readings: QuickReadings, settings: JudgeSettings) -> Check
         codes = list(record.error_codes) if record is not None else []
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
         results.append(faults.chip_health(word, codes, said=said, table=settings.fault_table,
-                                          held=readings.node.held.get(ref), npu=ref.npu, chip=ref.chip)
+                                          held=readings.node.held.get(ref), history=readings.node.histories.get(ref),
+                                          basis=readings.node.history_note or None, npu=ref.npu, chip=ref.chip)
                        .where(label(readings, ref)))
-    return fold(name, results, f"{len(results)} chips OK, no error code that needs handling")
+    note = f" ({readings.node.history_note})" if readings.node.history_note else ""
+    return fold(name, results, f"{len(results)} chips OK, no error code that needs handling{note}")
 
 
 def check_hbm_ecc(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:

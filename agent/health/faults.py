@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.core.humanize import duration, plural
-from agent.handling.escalation import HELD_LEVEL
+from agent.handling.escalation import HELD_LEVEL, ChipHistory, step
 from agent.health.log_categories import fault_of
 from agent.health.results import Result
 from agent.health.status import PASS, UNKNOWN, WARN
@@ -278,12 +278,13 @@ def handling_level(level: str | None, said: str, **where: Any) -> Result:
 
 
 def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, table: FaultTable | None = None,
-                held: Mapping[str, float] | None = None, **where: Any) -> Result:
+                held: Mapping[str, float] | None = None, history: ChipHistory | None = None, **where: Any) -> Result:
     """``said``: the command and what it printed. A ManuallySeparateNPU the agent's history holds for the chip
     (``held``: code -> since) decides first: it stays until ``npuwatch faults clear``, whatever the chip says now.
     Else, with active codes, the most severe handling level among them decides (``LEVEL_KINDS``; ``table``: the
-    packaged one by default) from this one reading. Without codes the health word decides: OK is healthy, Warning
-    warns, anything else (Alarm, Critical, an unknown word) is unhealthy."""
+    packaged one by default): with the chip's ``history`` in the agent's fault history as the agent escalates it
+    (repeated and lasting codes; the history is only read), else from this one reading. Without codes the health
+    word decides: OK is healthy, Warning warns, anything else (Alarm, Critical, an unknown word) is unhealthy."""
     if held:
         code, since = min(held.items(), key=lambda item: (item[1], item[0]))
         npu = where.get("npu")
@@ -292,14 +293,21 @@ def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, table
                       f"{said}; the agent holds {code} as {HELD_LEVEL} since "
                       f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))} (it repeated): repair the chip, "
                       f"then `{clear}`", value=HELD_LEVEL, **where)
-    if codes:
-        judged = judge_static(table or default_table(), word, codes)
+    escalating = history is not None and bool(codes or history.raised or history.lasting)
+    if codes or escalating:
+        if history is not None and escalating:  # as the agent judges it, without writing its history
+            judged = step(table or default_table(), history, word, codes, time.time())[1]
+        else:
+            judged = judge_static(table or default_table(), word, codes)
         level = judged.chip or "NotHandleFault"
-        code = next(code for code in codes if judged.codes[code] == level)
+        deciding = next((code for code in codes if judged.codes[code] == level), None)
         kind = LEVEL_KINDS[level]
         if kind is None:
             return Result(PASS, f"{' '.join(codes)}: {level}", value=level, threshold="OK", **where)
-        return _fault(kind, f"{said}: {code} is {level}", value=level, **where)
+        if deciding is None:
+            return _fault(kind, f"{said}; the agent's history raises the chip to {level} (repeated or lasting codes)",
+                          value=level, **where)
+        return _fault(kind, f"{said}: {deciding} is {level}", value=level, **where)
     if not word:
         return Result(UNKNOWN, f"{said}: no health word", **where)
     state = npu_smi_info.health_state(word)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.humanize import duration
-from agent.handling.history import chip_key, held_separations
+from agent.handling.history import FaultHistory, chip_key
 from agent.health.reader import NodeReader
 from agent.health.readings import LogScan, NodeReadings, Reading, RoceReadings
 from collectors import (
@@ -33,7 +33,7 @@ from collectors import (
 )
 from collectors.base import ChipRef, Source
 
-__all__ = ["read_cards", "read_chip_list", "read_chips", "read_held", "read_node"]
+__all__ = ["read_cards", "read_chip_list", "read_chips", "read_history", "read_node"]
 
 ChipParse = Callable[[str, "int | None"], Any]
 
@@ -56,12 +56,20 @@ def read_chip_list(reader: NodeReader) -> tuple[Reading, list[ChipRef]]:
     return table, npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
 
 
-def read_held(history_file: str | Path | None, chips: list[ChipRef]) -> dict[ChipRef, dict[str, float]]:
-    """The held manual separations of ``chips`` in the agent's fault history (agent.handling.history)."""
-    if history_file is None:
-        return {}
-    held = held_separations(history_file)
-    return {ref: held[chip_key(ref.npu, ref.chip)] for ref in chips if chip_key(ref.npu, ref.chip) in held}
+def read_history(readings: NodeReadings, history_file: str | Path | None) -> None:
+    """The agent's fault history of the chips read (agent.handling.history): each chip's escalation marks and
+    held manual separations, and a note that says whether there was one to read."""
+    path = Path(history_file) if history_file is not None else None
+    if path is None or not path.exists():
+        readings.history_note = (f"no fault history at {path}: one reading, without the agent's escalation"
+                                 if path is not None else "no fault history: one reading, without escalation")
+        return
+    chips = FaultHistory(path).read()
+    readings.histories = {ref: chips[chip_key(ref.npu, ref.chip)] for ref in readings.chips
+                          if chip_key(ref.npu, ref.chip) in chips}
+    readings.held = {ref: {code: mark.since for code, mark in history.held.items()}
+                     for ref, history in readings.histories.items() if history.held}
+    readings.history_note = f"with the agent's fault history ({path})"
 
 
 def read_node(reader: NodeReader, gap_s: float, scan_logs: Callable[[], LogScan] | None = None,

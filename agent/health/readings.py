@@ -79,6 +79,10 @@ class NodeReadings:
     node: str = "this node"  # how the shared fault records name this node
     # code -> since, per chip: the ManuallySeparateNPU levels the agent's history holds (agent.handling)
     held: dict[ChipRef, dict[str, float]] = field(default_factory=dict)
+    # each chip's escalation marks in the agent's fault history (agent.handling.escalation.ChipHistory), and
+    # whether there was a history to read
+    histories: dict[ChipRef, Any] = field(default_factory=dict)
+    history_note: str = ""
 
     def multi_chip(self) -> bool:
         return any(ref.chip != 0 for ref in self.chips)

@@ -4,6 +4,7 @@ the level of an active code decides, the health word only without codes; diagnos
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,37 @@ def test_a_separation_the_agent_holds_fails_the_chip_whatever_it_says_now() -> N
 
 def test_every_handling_level_has_one_action_and_one_kind() -> None:
     assert set(faults.LEVEL_ACTIONS) == set(faults.LEVEL_KINDS) == set(LEVELS)
+
+
+def test_check_and_diagnose_apply_the_agents_escalation_without_writing_it() -> None:
+    """A frequency level the agent's history raised stays on the chip in check's judgement (planted: a judgement
+    that ignores ``history`` reads the chip as healthy), and the history is only read."""
+    from agent.handling.escalation import ChipHistory, Raised
+
+    now = time.time()
+    raised = ChipHistory(raised={"80E18005": Raised("PreSeparateNPU", now - 60, 3600.0)},
+                         recovered={"80E18005": now - 30}, cleared={"80E18005": now - 30})
+    before = raised
+    result = faults.chip_health("OK", [], said="npu-smi says OK", table=TABLE, history=raised, npu=1, chip=0)
+    assert (result.status, result.kind, result.value) == (WARN, "chip_fault_drain", "PreSeparateNPU")
+    assert "the agent's history raises the chip to PreSeparateNPU" in result.evidence
+    assert raised == before
+    # without the history: one reading, and the chip is OK
+    assert faults.chip_health("OK", [], said="npu-smi says OK", table=TABLE).status == PASS
+
+
+def test_without_a_fault_history_the_check_says_it_judged_one_reading(tmp_path: Path) -> None:
+    from agent.health.checks_chip import check_chip_health
+    from agent.health.node import read_history
+    from agent.health.readings import NodeReadings, QuickReadings, Reading
+    from agent.health.settings import JudgeSettings
+    from collectors.base import ChipRef
+    from collectors.npu_smi_info import ChipStatus, InfoTable
+
+    ref = ChipRef(0, 0)
+    chip = ChipStatus(0, 0, False, None, None, "910B3", "OK", *(None,) * 10)
+    node = NodeReadings(table=Reading(InfoTable(None, (chip,), (), False)), chips=[ref])
+    read_history(node, tmp_path / "fault_history.json")
+    check = check_chip_health(QuickReadings(node=node), JudgeSettings())
+    assert check.status == PASS
+    assert f"no fault history at {tmp_path / 'fault_history.json'}" in check.evidence

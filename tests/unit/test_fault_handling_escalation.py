@@ -159,11 +159,21 @@ def test_the_agent_judges_with_its_history_the_chip_the_health_and_the_codes_it_
 
 
 def test_check_and_diagnose_read_the_held_separations_of_their_chips(tmp_path: Path) -> None:
-    from agent.health.node import read_held
+    from agent.health.node import read_history
+    from agent.health.readings import NodeReadings, Reading
+
+    def read(path: Path | None, chips: list[ChipRef]) -> NodeReadings:
+        node = NodeReadings(table=Reading(error="not read"), chips=chips)
+        read_history(node, path)
+        return node
 
     path = tmp_path / "fault_history.json"
-    assert read_held(path, [CHIP]) == {}
+    assert read(path, [CHIP]).held == {}
+    assert read(path, [CHIP]).history_note.startswith(f"no fault history at {path}")
     FaultHistory(path).update(lambda chips: {"3:0": ChipHistory({}, {}, {TWICE_A_DAY: Held(5.0)}),
                                              "4:0": ChipHistory({LINK_DOWN: 1.0}, {}, {})})
-    assert read_held(path, [CHIP, ChipRef(4, 0), ChipRef(5, 0)]) == {CHIP: {TWICE_A_DAY: 5.0}}
-    assert read_held(None, [CHIP]) == {}
+    node = read(path, [CHIP, ChipRef(4, 0), ChipRef(5, 0)])
+    assert node.held == {CHIP: {TWICE_A_DAY: 5.0}}
+    assert set(node.histories) == {CHIP, ChipRef(4, 0)}
+    assert node.history_note == f"with the agent's fault history ({path})"
+    assert read(None, [CHIP]).held == {}
