@@ -94,7 +94,7 @@ class CollectContext:
     resolves a pid to (process name, user) via psutil; it is only set when
     per-process metrics are enabled. ``fault_levels`` judges a chip's active
     error codes (chip, health word, codes) with the agent's history of them
-    (``agent.faults``); None: the packaged table alone, without history.
+    (``agent.handling.levels.FaultLevels``); None: the packaged table alone, without history.
     """
 
     inventory: Mapping[tuple[int, int], Mapping[str, str]] = field(default_factory=dict)

@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.handling.levels import table_of
 from agent.health.status import FAIL, WARN
-from collectors.fault_levels import FaultTable, configured_table
+from collectors.fault_levels import FaultTable
 
 __all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "INCIDENT_LOOK_BACK_S", "AlertBound", "FaultKind",
            "fault_kind", "fault_table", "flap_window_s", "max_isolated_pages"]
@@ -275,6 +276,7 @@ def max_isolated_pages(config: Any) -> int:
 
 
 def fault_table(config: Any) -> FaultTable:
-    """The handling-level table of ``faults.codes_file`` and ``faults.escalation_file``; the packaged one when they
-    are unset or cannot be loaded (the agent logs why)."""
-    return configured_table(config.faults.codes_file, config.faults.escalation_file)[0]
+    """The handling-level table of ``faults.codes_file`` and ``faults.escalation_file``, loaded as the agent loads it
+    (``agent.handling.levels.table_of``: the packaged one for a file that cannot be loaded, which is logged, as
+    each skipped rule is)."""
+    return table_of(config)
