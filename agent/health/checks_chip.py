@@ -8,6 +8,7 @@ kind's (``agent.health.thresholds``), so every command gives the same advice for
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from agent.health import faults
@@ -75,40 +76,34 @@ def check_chip_health(readings: QuickReadings, settings: JudgeSettings) -> Check
     return fold(name, results, f"{len(results)} chips OK, no error code that needs handling{note}")
 
 
-def check_hbm_ecc(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
-    """No current HBM double-bit error, isolated pages at most ``check.max_isolated_pages``."""
-    name = "hbm_ecc"
+def _per_chip(name: str, readings: QuickReadings, reading_of: Callable[[ChipRef], Reading],
+              judge: Callable[[Any, ChipRef], Result], ok_text: str) -> CheckResult:
+    """One result per listed chip: its reading judged, or UNKNOWN with why it was not read."""
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
     results = []
     for ref in readings.node.chips:
         where = label(readings, ref)
-        reading = readings.node.ecc.get(ref, Reading(error="not read"))
-        if not reading.ok:
-            results.append(_chip(ref, UNKNOWN, f"{where}: {reading.error}"))
-            continue
-        results.append(faults.hbm_ecc(reading.value, max_pages=settings.max_isolated_pages,
-                                      basis=settings.max_isolated_pages_basis, npu=ref.npu, chip=ref.chip)
-                       .where(where))
-    return fold(name, results, f"no HBM double-bit error or isolated page on {len(results)} chips")
+        reading = reading_of(ref)
+        results.append(judge(reading.value, ref).where(where) if reading.ok
+                       else _chip(ref, UNKNOWN, f"{where}: {reading.error}"))
+    return fold(name, results, ok_text.format(n=len(results)))
+
+
+def check_hbm_ecc(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
+    """No current HBM double-bit error, isolated pages at most ``check.max_isolated_pages``."""
+    return _per_chip("hbm_ecc", readings, lambda ref: readings.node.ecc.get(ref, Reading(error="not read")),
+                     lambda record, ref: faults.hbm_ecc(record, max_pages=settings.max_isolated_pages,
+                                                        basis=settings.max_isolated_pages_basis, npu=ref.npu,
+                                                        chip=ref.chip),
+                     "no HBM double-bit error or isolated page on {n} chips")
 
 
 def check_hccs(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """HCCS health of every chip (``npu-smi info -t hccs``)."""
-    name = "hccs"
-    missing = no_chip_list(name, readings)
-    if missing is not None:
-        return missing
-    results = []
-    for ref in readings.node.chips:
-        where = label(readings, ref)
-        reading = readings.hccs.get(ref, Reading(error="not read"))
-        if not reading.ok:
-            results.append(_chip(ref, UNKNOWN, f"{where}: {reading.error}"))
-        else:
-            results.append(faults.hccs(reading.value, npu=ref.npu, chip=ref.chip).where(where))
-    return fold(name, results, f"HCCS healthy on {len(results)} chips")
+    return _per_chip("hccs", readings, lambda ref: readings.hccs.get(ref, Reading(error="not read")),
+                     lambda record, ref: faults.hccs(record, npu=ref.npu, chip=ref.chip), "HCCS healthy on {n} chips")
 
 
 def check_temperature(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
