@@ -89,6 +89,10 @@ GROUPS = {
     "npuwatch-probes-fleet-node-compare": ("node", "probes: chip compare"),
 }
 TARGET_S = 2.0
+# The fleet is written once, not scraped again: keep its newest samples visible to queries for this long
+# (Prometheus' lookback, VictoriaMetrics' staleness), or the per-node records of a large fleet, whose chain
+# takes minutes in one shard holding every node, go stale before the culprit comes.
+LOOKBACK = "15m"
 ROUND_GAP_S = 180.0
 ROUNDS = 4
 
@@ -348,7 +352,8 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
         return dict(config)
 
     shard = start_prometheus_with(shard_config("127.0.0.1:9"), tmp / "shard", "prometheus-shard",
-                                  extra_args=["--web.enable-remote-write-receiver"])
+                                  extra_args=["--web.enable-remote-write-receiver",
+                                              f"--query.lookback-delta={LOOKBACK}"])
     global_: PromProcess | None = None
     try:
         config = layouts.global_config([f"127.0.0.1:{shard.port}"], scrape_interval=interval,
@@ -376,7 +381,8 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
 
 
 def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> Result:
-    vm = start_victoriametrics(tmp / "victoria-metrics", ["-search.latencyOffset=5s"])
+    vm = start_victoriametrics(tmp / "victoria-metrics", ["-search.latencyOffset=5s",
+                                                          f"-search.maxStalenessInterval={LOOKBACK}"])
     vmalerts: list[_Process] = []
     try:
         count, write_s = _write_rounds(vm.url + "/api/v1/write", fleet)
