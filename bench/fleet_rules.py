@@ -11,14 +11,15 @@ its device IP (``npu_roce_ip_info``), link and chip state, chip model (``npu_inf
 efficiency, and the rank it holds in its job's communicator (jobs of 64 nodes, 1024 ranks); per node the
 log scanner's ``npuwatch_collector_up``, two all-reduce bandwidths and ``up``. One job is hung: its culprit
 NPU's link is down and the 1023 other ranks report a timeout, each node blaming the culprit's rank and
-address. The series are written by remote write (protobuf, uncompressed snappy framing), four rounds 3
-minutes apart ending now (the 10-minute windows of the scrape-gap hold have a past to read), into:
+address. The series are written by remote write (protobuf, uncompressed snappy framing), once (the
+fleet tier's ranges, the hold's, read its own records and ``ALERTS``, not this history), into:
 
 - Prometheus 2.42: one "shard" Prometheus (``--web.enable-remote-write-receiver``) holding the whole fleet
   and evaluating the per-node halves (``triage-shard``, ``probes-shard``), and a global Prometheus on
   ``layouts.global_config``: it federates ``FEDERATE`` from the shard, evaluates the fleet-wide files,
   and the shard federates ``FEDERATE_BACK`` from it (``layouts.shard_config``), as in the shipped layout.
   With N real shards each holds 1/N of the fleet: the per-node groups' time here is the whole fleet's.
+  Its rules are loaded once the fleet is written, so the writes do not compete with them.
 - VictoriaMetrics 1.79 (``/api/v1/write``) with two vmalerts, as ``flags.txt``: one for the per-node
   halves, one for the fleet-wide files.
 
@@ -39,12 +40,14 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +97,7 @@ TARGET_S = 2.0
 # takes minutes in one shard holding every node, go stale before the culprit comes.
 LOOKBACK = "15m"
 ROUND_GAP_S = 180.0
-ROUNDS = 4
+ROUNDS = 1  # the fleet tier's ranges read its own records and ALERTS, not the written history
 
 
 # ----------------------------------------------------------------------------- remote write, by hand
@@ -261,14 +264,46 @@ def _prometheus_evaluations(proms: Sequence[PromProcess], after: float, count: i
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for prom in proms:
-            for group in prom.api("rules")["groups"]:
+            for group in _groups(prom):
                 at = group.get("lastEvaluation", "")
                 if group["name"] in GROUPS and at.startswith("2") and rfc3339_epoch(at) > after:
                     seen.setdefault(group["name"], {})[at] = float(group["evaluationTime"])
-        if len(seen) == len(GROUPS) and all(len(v) >= count for v in seen.values()):
+        if _enough(seen, count):
             break
         time.sleep(1.0)
     return {name: list(values.values())[:count] for name, values in seen.items()}
+
+
+def _stop(process: _Process) -> None:
+    """Stop, and wait as long as a store of millions of series takes to go after its SIGKILL."""
+    try:
+        process.stop()
+    except subprocess.TimeoutExpired:
+        process.popen.wait(timeout=120)
+
+
+def _query(store: PromProcess, expr: str) -> list[dict[str, Any]]:
+    """An instant query's result; none while a busy store does not answer within a minute."""
+    url = f"{store.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return list(json.load(response)["data"]["result"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def _groups(prom: PromProcess) -> list[dict[str, Any]]:
+    """``/api/v1/rules``' groups; none while a busy Prometheus does not answer within a minute."""
+    try:
+        with urllib.request.urlopen(prom.url + "/api/v1/rules", timeout=60) as response:
+            return list(json.load(response)["data"]["groups"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def _enough(seen: Mapping[str, Sized], count: int) -> bool:
+    """Every fleet-wide group timed ``count`` times, every per-node one at least once."""
+    return all(len(seen.get(name, ())) >= (count if tier == "fleet" else 1) for name, (tier, _) in GROUPS.items())
 
 
 def _vmalert_evaluations(vmalerts: Sequence[_Process], count: int, timeout: float) -> dict[str, list[float]]:
@@ -297,7 +332,7 @@ def _vmalert_evaluations(vmalerts: Sequence[_Process], count: int, timeout: floa
             if runs > before[1]:
                 found.setdefault(name, []).append((total - before[0]) / (runs - before[1]))
         last = now
-        if len(found) == len(GROUPS) and all(len(v) >= count for v in found.values()):
+        if _enough(found, count):
             break
     return {name: values[:count] for name, values in found.items()}
 
@@ -323,10 +358,10 @@ def _wait_culprit(store: PromProcess, written: float, timeout: float) -> tuple[l
     while time.monotonic() < deadline:
         if not found:
             found = [(r["metric"].get("node", ""), r["metric"].get("npu", ""))
-                     for r in store.query("hccl:culprit:info")]
+                     for r in _query(store, "hccl:culprit:info")]
             if found:
                 culprit_s = time.time() - written
-        if found and store.query('ALERTS{alertname="HCCLCulpritSuspected", alertstate="firing"}'):
+        if found and _query(store, 'ALERTS{alertname="HCCLCulpritSuspected", alertstate="firing"}'):
             alert_s = time.time() - written
             break
         time.sleep(1.0)
@@ -343,11 +378,11 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
     node_files = _rule_files(tmp, NODE_RULE_FILES)
     fleet_files = _rule_files(tmp, FLEET_RULE_FILES)
 
-    def shard_config(global_address: str) -> dict[str, Any]:
+    def shard_config(global_address: str, rules: Sequence[str] = ()) -> dict[str, Any]:
         config = layouts.shard_config(0, 1, static_targets={}, scrape_interval=interval,
                                       evaluation_interval=interval, alertmanagers=["127.0.0.1:9"],
                                       global_address=global_address)
-        config["rule_files"] = node_files
+        config["rule_files"] = list(rules)
         config["scrape_configs"] = config["scrape_configs"][1:]  # the fleet is remote-written, not scraped
         return dict(config)
 
@@ -362,22 +397,23 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
         for job in config["scrape_configs"]:
             job["scrape_timeout"] = interval
         global_ = start_prometheus_with(config, tmp / "global", "prometheus-global")
-        back = shard_config(f"127.0.0.1:{global_.port}")
+        count, write_s = _write_rounds(shard.url + "/api/v1/write", fleet)
+        written = time.time()
+        # the per-node groups start once the data is in (as the vmalerts do): the writes do not compete with them
+        back = shard_config(f"127.0.0.1:{global_.port}", node_files)
         for job in back["scrape_configs"]:
             job["scrape_timeout"] = interval
         _reload(shard, back)
-        count, write_s = _write_rounds(shard.url + "/api/v1/write", fleet)
-        written = time.time()
-        culprits, culprit_s, alert_s = _wait_culprit(global_, written, timeout=600)
+        culprits, culprit_s, alert_s = _wait_culprit(global_, written, timeout=900)
         times = _prometheus_evaluations([shard, global_], time.time(), evaluations, timeout=120 + 60 * evaluations)
-        federated = global_.query('scrape_samples_scraped{job=~"npuwatch-federate-.*"}')
+        federated = _query(global_, 'scrape_samples_scraped{job=~"npuwatch-federate-.*"}')
         memory = {"global": rss_bytes(global_.popen.pid), "shard": rss_bytes(shard.popen.pid)}
         return Result("Prometheus 2.42", fleet.nodes, count, write_s, times, memory, culprits,
                       int(sum(float(r["value"][1]) for r in federated)), culprit_s, alert_s)
     finally:
         if global_ is not None:
-            global_.stop()
-        shard.stop()
+            _stop(global_)
+        _stop(shard)
 
 
 def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> Result:
@@ -392,18 +428,18 @@ def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int
             vmalerts.append(start_vmalert(tmp / f"vmalert-{tier}", [
                 *(f"-rule={path}" for path in _rule_files(tmp, names)), f"-datasource.url={vm.url}",
                 f"-remoteWrite.url={vm.url}", f"-evaluationInterval={interval}", "-notifier.url=http://127.0.0.1:9"]))
-        culprits, culprit_s, alert_s = _wait_culprit(vm, written, timeout=600)
+        culprits, culprit_s, alert_s = _wait_culprit(vm, written, timeout=900)
         times = _vmalert_evaluations(vmalerts, evaluations, timeout=120 + 60 * evaluations)
         fleet_read = "|".join(selector.split("{", 1)[0] for selector in layouts.FEDERATE)
-        read = vm.query(f'count({{__name__=~"{fleet_read}", job="npuwatch"}})')
+        read = _query(vm, f'count({{__name__=~"{fleet_read}", job="npuwatch"}})')
         memory = {"victoria-metrics": rss_bytes(vm.popen.pid), "vmalert (fleet)": rss_bytes(vmalerts[1].popen.pid),
                   "vmalert (node)": rss_bytes(vmalerts[0].popen.pid)}
         return Result("VictoriaMetrics 1.79 + vmalert", fleet.nodes, count, write_s, times, memory, culprits,
                       int(float(read[0]["value"][1])) if read else 0, culprit_s, alert_s)
     finally:
         for vmalert in reversed(vmalerts):
-            vmalert.stop()
-        vm.stop()
+            _stop(vmalert)
+        _stop(vm)
 
 
 ENGINES = {"prometheus": run_prometheus, "victoriametrics": run_victoriametrics}
