@@ -5,9 +5,11 @@ scraping the same four demo agents of one HCCL communicator, with the culprit's 
   ports are drawn until node-3 hashes to shard 1 and the three others to shard 0), a global
   Prometheus on ``layouts.global_config`` federating what the fleet-wide groups read, one
   Alertmanager. No shard holds both sides of the incident (the blames are on shard 0, the culprit's
-  device IP and link on shard 1); the global joins them.
-- VictoriaMetrics: vmagent scrapes the agents and remote-writes into VictoriaMetrics; vmalert runs
-  every shipped rule file against it (``layouts.vmalert_args``) and sends to a second Alertmanager.
+  device IP and link on shard 1); the global joins what the shards record per node (it holds no
+  per-NPU series of the healthy fleet), and the shards federate back what it asks about.
+- VictoriaMetrics: vmagent scrapes the agents and remote-writes into VictoriaMetrics; two vmalerts run
+  the shipped rule files against it (``layouts.vmalert_args``: the per-node files; the fleet-wide ones)
+  and send to a second Alertmanager.
 
 One coordinated hang (``npuwatch demo fleet hccl-hang``) makes node-3 NPU 1 the culprit. Checked:
 HCCLCulpritSuspected reaches each Alertmanager's webhook for the culprit, once, and for nothing else;
