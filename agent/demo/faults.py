@@ -222,6 +222,10 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUDCMIHelperFailing": AlertTrigger(None, note="set collectors.dcmi.library to a file that is not a DCMI "
                                                     "library (the helper cannot start; npu-smi keeps serving); "
                                                     "15 min"),
+    "NPUDCMIEventsDown": AlertTrigger(None, note="needs a DCMI library (the demo has none): with the tests' fake "
+                                                 "libdcmi.so (tests/support/fake_dcmi.py), start the agent with "
+                                                 "FAKE_DCMI_FAIL naming dcmi_subscribe_fault_event (a subscribe "
+                                                 "that fails); 10 min"),
     "NPUFaultTableEntriesSkipped": AlertTrigger(None, note="set faults.escalation_file to a faultCustomization.json "
                                                            "with a rule outside the device plugin's limits (say "
                                                            "TimeWindow 30) and reload; 5 min"),
