@@ -21,18 +21,13 @@ from agent.core import collect
 from agent.daemon.assemble import AgentBundle
 from tests.support import fake_dcmi as fake
 from tests.support.agent_harness import demo_bundle
+from tests.support.dcmi_agent import parse_metrics
 from tests.support.paths import REPO
 
 FakeLibrary = Callable[[str], Path]
 
 
-def _series(text: str) -> dict[str, float]:
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+_series = parse_metrics
 
 
 def _helpers() -> list[psutil.Process]:
