@@ -7,7 +7,7 @@ The JSON document (``npuwatch check --json``) is a contract; ``FORMAT`` names it
       "level": "quick", "exit_code": 2, "exit_codes": "nagios",
       "verdict": {"status": "fail", "cause": "link_down", "npu": 3, "text": "RoCE link down on NPU 3 (...)",
                   "summary": "...", "also": [], "action": "check the cable ...", "runbook": "https://..."},
-      "message": "FAIL roce_link: RoCE link down on NPU 3 (hccn_tool -i 3 -link -g says DOWN)",
+      "message": "FAIL roce_link: NPU 3: hccn_tool -i 3 -link -g says DOWN",
       "node": "npu-node-01", "model": "910B3", "chips": 8,
       "started_at": 1764558000.0, "duration_s": 3.21, "budget_s": 10.0, "read_s": 2.9,
       "skipped": null,
@@ -112,4 +112,7 @@ def one_line(report: LevelReport, limit: int = MESSAGE_LIMIT) -> str:
         return terminal.one_line(f"{report.status}: no check ran", limit)
     verdict = report.lead
     where = f" {verdict.check}" if verdict.check else ""
-    return terminal.one_line(f"{verdict.word}{where}: {verdict.summary}", limit, keep=LEVELS)
+    more = f" (+{len(verdict.also)} more)" if verdict.also else ""
+    # the lead finding as its check printed it: the NPU first, then what was seen (a handling level is kept)
+    return terminal.one_line(f"{verdict.word}{where}{more}: {verdict.evidence or verdict.summary}", limit,
+                             keep=LEVELS)

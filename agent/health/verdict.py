@@ -142,6 +142,7 @@ class Verdict:
     action: str = ""  # what to do next
     runbook: str | None = None  # the alert runbook of ``cause``
     check: str | None = None  # the check that found the cause
+    evidence: str = ""  # the leading finding as its check printed it ("NPU 3: hccn_tool -i 3 -link -g says DOWN")
 
     @property
     def word(self) -> str:
@@ -183,7 +184,8 @@ def _findings_verdict(status: str, found: Sequence[Finding]) -> Verdict:
         summary += f" and on {devices_text(more)}"
     also = tuple(f"{other[0].label} on {devices_text([f.where for f in other])}" for _, other in others)
     alert = fault_kind(first.kind).runbook_alert if first.kind else None
-    return Verdict(status, cause, first.npu, summary, also, first.hint, runbook_url(alert), first.check)
+    evidence = f"{first.where}: {first.detail}" if first.where != "this node" else first.detail
+    return Verdict(status, cause, first.npu, summary, also, first.hint, runbook_url(alert), first.check, evidence)
 
 
 def _named(cause: str, status: str, summary: str, also: tuple[str, ...] = ()) -> Verdict:
@@ -214,7 +216,7 @@ def lead(checks: Sequence[CheckResult], *, chip_list_error: str | None = None, r
         names = ", ".join(check.name for check in unchecked)
         also = (f"WARN {_findings_verdict('warn', warns).summary}",) if warns else ()
         return replace(_named("not_checked", "unknown", f"could not check {names}: {unchecked[0].evidence}", also),
-                       check=unchecked[0].name)
+                       check=unchecked[0].name, evidence=unchecked[0].evidence)
     if warns:
         return _findings_verdict("warn", warns)
     logs = next((check for check in checks if check.name == "hccl_errors" and check.status != PASS), None)

@@ -70,7 +70,7 @@ def test_a_failing_check_changes_the_verdict_and_the_exit_code(tmp_path: Path, c
     assert failed.returncode == fail
     if style == "npd":  # node-problem-detector shows stdout as the condition's message
         assert failed.stdout.count("\n") == 1 and len(failed.stdout.rstrip("\n")) <= 80
-        assert failed.stdout.startswith("FAIL roce_link: RoCE link down on NPU 0 (hccn_tool -i 0 -link -g says DOWN)")
+        assert failed.stdout.startswith("FAIL roce_link: NPU 0: hccn_tool -i 0 -link -g says DOWN")
     else:
         assert failed.stdout.splitlines()[0].startswith("FAIL roce_link")
         assert re.search(r"^roce_link\s+FAIL\s", failed.stdout, re.M)

@@ -288,7 +288,10 @@ def test_the_window_defaults_to_the_last_hour() -> None:
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        code = npuwatch(["triage", *argv])
+        try:
+            code = npuwatch(["triage", *argv])
+        except SystemExit as exc:  # argparse refuses a bad value itself (exit 2, naming the option)
+            code = int(exc.code or 0)
     return code, out.getvalue(), err.getvalue()
 
 
