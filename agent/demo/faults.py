@@ -248,7 +248,7 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
                                  note="a code whose level pages nothing of its own (RestartBusiness); critical "
                                       "after 1 min"),
     "NPUFaultIsolate": AlertTrigger("health", {"state": "Alarm", "codes": ["80E18402"]},
-                                    note="a SeparateNPU code; 1 min"),
+                                    note="a SeparateNPU code; at once"),
     "NPUFaultResetWhenIdle": AlertTrigger("health", {"state": "Alarm", "codes": ["8C084E00"]},
                                           note="a FreeRestartNPU code (the `health` fault's default); 5 min"),
     "NPUFaultDrainAfterJob": AlertTrigger("health", {"state": "Warning", "codes": ["8118043C"]},
