@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import agent
+from agent.health.node import chip_list, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
 from collectors import (
@@ -67,7 +68,6 @@ from collectors import (
 )
 from collectors.base import ChipRef, ParseError, Source
 from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
-from collectors.hccn_ip import parse_hccn_conf
 from collectors.hccn_link import device_id
 
 __all__ = ["DUMP_ENV_VARS", "BundleOptions", "main", "write_bundle"]
@@ -219,6 +219,30 @@ def _records_json(value: Any) -> bytes:
     return json.dumps(plain(value), indent=1).encode()
 
 
+def _chip_tables(record: Callable[[str, Any], str | None], direct: Callable[[str, Source, ChipRef | None], Any],
+                 call: Callable[[Source, ChipRef | None], Any]) -> tuple[Reading, Reading | None]:
+    """``npu-smi info`` and ``info -m`` as readings of the agent's parsers: the tool's text (saved), else
+    DCMI's records (saved as JSON). Problems of a text that was saved but cannot be parsed are the readings'
+    errors."""
+    info = record("tools/npu-smi/info.txt", call(npu_smi_info.SOURCE, None))
+    if info is None:
+        table = direct("tools/dcmi/info.json", npu_smi_info.SOURCE, None)
+        if table is None:
+            return Reading(error=""), None  # why is in the manifest already
+        rows = direct("tools/dcmi/info-m.json", npu_smi_mapping.SOURCE, None)
+        return Reading(value=table), Reading(value=rows) if rows is not None else None
+    mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
+    return (_parsed("npu-smi info", npu_smi_info.parse, info),
+            _parsed("npu-smi info -m", npu_smi_mapping.parse, mapping_text) if mapping_text is not None else None)
+
+
+def _parsed(what: str, parse: Callable[[str], Any], text: str) -> Reading:
+    try:
+        return Reading(value=parse(text))
+    except (ParseError, ValueError) as exc:
+        return Reading(error=f"{what}: unreadable: {exc}")
+
+
 def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callable[[str], None]) -> None:
     manifest = writer.manifest
 
@@ -250,22 +274,13 @@ def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callabl
         writer.add_bytes(name, _records_json(reading.value), f"DCMI, the records of {source.name}")
         return reading.value
 
-    info = record("tools/npu-smi/info.txt", call(npu_smi_info.SOURCE, None))
-    chips: list[ChipRef] = []
-    if info is None:
-        table = direct("tools/dcmi/info.json", npu_smi_info.SOURCE, None)
-        if table is not None:
-            rows = direct("tools/dcmi/info-m.json", npu_smi_mapping.SOURCE, None)
-            chips = npu_smi_info.chip_refs(table[0], rows)
-    else:
-        mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
-        try:
-            table = npu_smi_info.parse(info)
-            mapping = npu_smi_mapping.parse(mapping_text) if mapping_text else None
-            chips = npu_smi_info.chip_refs(table, mapping)
-        except (ParseError, ValueError) as exc:
-            manifest.failed.append(f"npu-smi info: unreadable: {exc}")
-    devices = sorted({device_id(ref) for ref in chips}) or _conf_devices(config)
+    table, mapping = _chip_tables(record, direct, call)
+    chips = chip_list(table, mapping)
+    if not table.ok and table.error:
+        manifest.failed.append(table.error)
+    if mapping is not None and not mapping.ok and mapping.error:
+        manifest.failed.append(mapping.error)
+    devices = port_devices(chips, config.collectors.hccn_tool.hccn_conf)
     writer.add_bytes("tools/chips.json", json.dumps(
         [{"npu": ref.npu, "chip": ref.chip, "device": device_id(ref)} for ref in chips]).encode(), "npu-smi info")
     calls: list[tuple[str, Source, ChipRef]] = []
@@ -283,14 +298,6 @@ def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callabl
     skipped = tools.skipped()
     say(f"{len(calls) + 1 + bool(chips)} tool calls, {len(chips)} chips, {len(devices)} RoCE ports"
         + (f"; {len(skipped)} tool(s) skipped: {', '.join(skipped)}" if skipped else ""))
-
-
-def _conf_devices(config: Any) -> list[int]:
-    try:
-        text = Path(config.collectors.hccn_tool.hccn_conf).read_text(encoding="utf-8", errors="replace")
-        return sorted(parse_hccn_conf(text))
-    except (OSError, ParseError):
-        return []
 
 
 # ----------------------------------------------------------------------------- files
