@@ -38,7 +38,7 @@ from collectors.hccn_ip import HccnConfEntry, parse_hccn_conf
 from collectors.hccn_link import device_id
 from collectors.sources import chips_from
 
-__all__ = ["chip_list", "port_devices", "read_cards", "read_chip_list", "read_chips", "read_hccn_conf",
+__all__ = ["PORT_READINGS", "chip_list", "port_devices", "read_cards", "read_chip_list", "read_chips", "read_hccn_conf",
            "read_history", "read_node"]
 
 ChipParse = Callable[[str, "int | None"], Any]
@@ -183,8 +183,8 @@ class _CallCounter:
         self.say(text)
 
 
-# The RoCE port's readings: the collector whose Source is run, and its one-record parser.
-_PORT: dict[str, tuple[Source, Callable[[str], Any]]] = {
+# The RoCE port's readings: the collector whose Source is run, and its one-record parser (bundle saves the same).
+PORT_READINGS: dict[str, tuple[Source, Callable[[str], Any]]] = {
     "optical": (hccn_optical.SOURCE, hccn_optical.parse),
     "stat": (hccn_stat.SOURCE, hccn_stat.parse),
     "link": (hccn_link.SOURCE, hccn_link.parse),
@@ -201,12 +201,12 @@ def _read_chips(reader: NodeReader, pool: ThreadPoolExecutor, readings: NodeRead
         return calls.add(pool.submit(reader.read, source, ref, chip_parse(parse, ref.chip)))
 
     def hccn(ref: ChipRef, name: str) -> Future[Reading]:
-        source, parse = _PORT[name]
+        source, parse = PORT_READINGS[name]
         return calls.add(pool.submit(reader.read, source, ref, parse))
 
     health = {ref: npu_smi(ref, npu_smi_health.SOURCE, npu_smi_health.parse) for ref in readings.chips}
     ecc = {ref: npu_smi(ref, npu_smi_ecc.SOURCE, npu_smi_ecc.parse) for ref in readings.chips}
-    first = {ref: {name: hccn(ref, name) for name in _PORT} for ref in readings.chips}
+    first = {ref: {name: hccn(ref, name) for name in PORT_READINGS} for ref in readings.chips}
     done_first = {ref: {name: future.result() for name, future in calls.items()}
                   for ref, calls in first.items()}
     sampled = [r[name] for r in done_first.values() for name in _SAMPLED_TWICE if r[name].ok]

@@ -51,21 +51,10 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import agent
-from agent.health.node import chip_list, port_devices
+from agent.health.node import PORT_READINGS, chip_list, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
-from collectors import (
-    hccn_ip,
-    hccn_link,
-    hccn_link_stat,
-    hccn_net_health,
-    hccn_optical,
-    hccn_stat,
-    npu_smi_ecc,
-    npu_smi_health,
-    npu_smi_info,
-    npu_smi_mapping,
-)
+from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError, Source
 from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
 from collectors.hccn_link import device_id
@@ -194,10 +183,7 @@ class _Exact:
 
 # Each snapshot file and the collector whose Source is run for it (the file names are what triage reads).
 NPU_SMI_SNAPSHOTS: tuple[tuple[str, Source], ...] = (("health", npu_smi_health.SOURCE), ("ecc", npu_smi_ecc.SOURCE))
-HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = (
-    ("link", hccn_link.SOURCE), ("link_stat", hccn_link_stat.SOURCE), ("net_health", hccn_net_health.SOURCE),
-    ("optical", hccn_optical.SOURCE), ("stat", hccn_stat.SOURCE), ("ip", hccn_ip.SOURCE),
-)
+HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = tuple((name, source) for name, (source, _) in PORT_READINGS.items())
 
 
 def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
