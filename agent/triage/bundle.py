@@ -51,12 +51,12 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import agent
+from agent.health.logscan import recent_logs
 from agent.health.node import PORT_READINGS, chip_list, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
 from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError, Source
-from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
 from collectors.hccn_link import device_id
 
 __all__ = ["DUMP_ENV_VARS", "BundleOptions", "main", "write_bundle"]
@@ -351,25 +351,14 @@ def _dumps(writer: _Writer, options: BundleOptions, since: float, say: Callable[
 
 def _logs(writer: _Writer, config: Any, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
     logs = config.collectors.hccl_logs
-    paths = [*map(str, logs.paths), *options.log_paths]
-    # the CANN layout plus the operator's job-log globs, as the agent reads them
-    tailer = LogTailer(paths, (*DEFAULT_GLOBS, *logs.globs), logs.kernel_log, None)
-    recent: list[tuple[float, int, str, str]] = []
-    for path, real in tailer.discover():
-        try:
-            info = os.stat(real)
-        except OSError as exc:
-            writer.manifest.failed.append(f"{path}: {exc.strerror or exc}")
-            continue
-        if info.st_mtime >= since:
-            recent.append((info.st_mtime, info.st_size, path, real))
-    for problem in tailer.read_errors:
-        writer.manifest.failed.append(problem)
-    if tailer.discovery_capped:
-        writer.manifest.cut.append(tailer.discovery_capped)
+    found = recent_logs([*map(str, logs.paths), *options.log_paths], logs.globs, logs.kernel_log, since)
+    writer.manifest.failed.extend(found.problems)
+    if found.capped:
+        writer.manifest.cut.append(found.capped)
+    recent = found.files
     budget = options.max_log_bytes
     taken = 0
-    for mtime, size, path, real in sorted(recent, reverse=True):
+    for mtime, size, path, real in recent:
         if size <= budget:
             start, length = 0, size
         elif budget >= MIN_TAIL_BYTES:

@@ -1,5 +1,6 @@
 """One log intake: ``scan-logs`` and ``triage`` take in the same directory as the same files and the same
-problems, and agree on whether anything was read (``agent.health.log_files``).
+problems, and agree on whether anything was read (``agent.health.log_files``); ``check``/``diagnose`` and
+``bundle`` find the same files of their window (``agent.health.logscan.recent_logs``).
 
 The directory holds what a log directory collects: a plain log, a rotated gzip without ``.gz`` in its name,
 a corrupt gzip, a core dump, the gzip of a core dump, a file that cannot be opened, a symlink inside and one
@@ -10,16 +11,23 @@ from __future__ import annotations
 
 import builtins
 import gzip
+import io
+import os
+import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.core.config import build_config
 from agent.diagnose.scan_logs import scan_paths, verdict
-from agent.health import log_files
+from agent.health import log_files, logscan
 from agent.health.log_files import BINARY_SKIPPED, Content, Limits
+from agent.triage.bundle import BundleOptions, _logs, _Manifest, _Writer
 from agent.triage.engine import analyze
 from agent.triage.inputs import read_input
+from collectors import log_walk
 
 FAILED = (b"[ERROR] HCCL(7,p):2025-10-24-10:00:00.000.000 [t.cc:1] [7]Task run failed, groupRank information is "
           b"group:[G], user define information[], rankSize[2], rankId[%d].\n")
@@ -124,3 +132,40 @@ def test_content_reads_from_the_start_and_never_raises(tmp_path: Path) -> None:
             read = b"".join(iter(lambda: content.read(4096), b""))  # noqa: B023 - consumed in this turn
         assert data.startswith(read)
         assert (read == data) is (content.error is None)
+
+
+# ----------------------------------------------------------------------------- the window's log files
+
+
+def test_check_and_bundle_find_the_same_logs_and_the_same_problems(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """check's and diagnose's scan (``logscan.scan_logs``) and bundle take the window's files from one
+    ``recent_logs``: the same files, and a log directory that cannot be listed is a problem to both."""
+    root = tmp_path / "ascend" / "log"
+    plog = root / "debug" / "plog"
+    plog.mkdir(parents=True)
+    (plog / "plog-1_1.log").write_bytes(FAILED % 0)
+    (plog / "plog-2_1.log").write_bytes(FAILED % 1)
+    old = plog / "plog-3_1.log"
+    old.write_bytes(FAILED % 1)
+    os.utime(old, (time.time() - 86_400, time.time() - 86_400))
+    locked = root / "debug" / "device-0"
+    locked.mkdir()
+    real = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(log_walk.os, "scandir", refusing)
+    since = time.time() - 3600
+    scan = logscan.scan_logs([str(root)], [], None, window_s=3600, byte_budget=1 << 20)
+    config = build_config({"collectors": {"hccl_logs": {"paths": [str(root)]}}, "web": {"port": 1}})
+    manifest = _Manifest("node", time.time(), since)
+    with tarfile.open(fileobj=io.BytesIO(), mode="w") as tar:
+        _logs(_Writer(tar, "top", time.time(), manifest), config, BundleOptions(), since, lambda text: None)
+    bundled = sorted(Path(entry["source"]).name for entry in manifest.included)
+    assert bundled == ["plog-1_1.log", "plog-2_1.log"]
+    assert scan.files == len(bundled) and scan.older_files == 1
+    assert scan.errors == manifest.failed == [f"{locked}: permission denied"]
