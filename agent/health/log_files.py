@@ -4,10 +4,10 @@ directories, single files and bundle members) read every file through ``Intake``
 One policy for both:
 
 - **The walk** of a directory is the agent's bounded log walk (``collectors.log_walk``: names in order, a
-  directory's files before its subdirectories, symlinked directories not followed, hidden names left out, a
-  depth and an entry budget). A symlinked file is read only when it resolves inside the directory walked;
-  one that leads out is a problem (``symlink out of ROOT not followed``). A file named on the command line is
-  read wherever it points.
+  directory's files before its subdirectories, symlinked directories not followed, each directory once, a
+  depth and an entry budget), hidden names included. A symlinked file is read only when it resolves inside
+  the directory walked; one that leads out is a problem (``symlink out of ROOT not followed``). A file named
+  on the command line is read wherever it points.
 - **gzip** is told by its first two bytes, not its name, and read decompressed. The limits count what a file
   holds, not its compressed size: a file is read up to ``Limits.member_bytes``, one input up to
   ``Limits.input_bytes``, so a gzip bomb stops there; what was cut is a problem. A corrupt gzip is a problem;
@@ -208,7 +208,7 @@ class Intake:
     def paths_under(self, root: str) -> list[str]:
         """The files of the walk of ``root``; a symlink out of it, a directory that cannot be listed and a
         walk cut short are problems."""
-        walk = walk_matches(root, _EVERYTHING)
+        walk = walk_matches(root, _EVERYTHING, hidden=True)
         for unreadable in walk.unreadable:
             self.problem(unreadable)
         if walk.capped:

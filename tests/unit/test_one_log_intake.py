@@ -74,12 +74,12 @@ def test_the_same_directory_gives_the_same_files_and_problems(tmp_path: Path, un
     assert sorted(problem.split(": ")[1] for problem in scan.errors) == [
         "Permission denied", "corrupt gzip", "symlink out of " + str(node) + " not followed"]
     read = sorted(Path(f.path).name for f in scan.files if f.error is None)
-    assert read == ["alias.log", "nested.log", "plain.log", "plog.1"]
+    assert read == [".hidden.log", "alias.log", "nested.log", "plain.log", "plog.1"]
     assert coverage.files == len(read)
     assert sorted(Path(f.path).name for f in scan.files if f.error == BINARY_SKIPPED) == ["core", "core.gz"]
-    # the same lines read: one failure per plain, alias, rotated and nested log
-    assert sorted(f.rank for f in evidence.failures) == [0, 0, 1, 1]
-    assert scan.events_total == 4
+    # the same lines read: one failure per plain, alias, rotated, nested and hidden log
+    assert sorted(f.rank for f in evidence.failures) == [0, 0, 1, 1, 5]
+    assert scan.events_total == 5
     # scan-logs cannot vouch for a directory it could not read whole; triage lists what it could not read
     assert verdict(scan).word == "UNKNOWN"
     assert sorted(analyze(evidence).problems) == sorted(f"node-q: {problem}" for problem in scan.errors)
