@@ -17,8 +17,8 @@ with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``t
 Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 errors
 found, 3 could not tell: a scan that read nothing (an empty directory, binary files only) or one whose
 inputs could not all be read (missing path, permission, corrupt gzip, a symlink out of a directory, a
-byte limit; the results for the readable
-inputs are still printed). ``--json`` also carries the verdict object every command prints.
+byte limit; the results for the readable inputs are still printed). ``--json`` also carries the verdict
+object every command prints.
 """
 
 from __future__ import annotations

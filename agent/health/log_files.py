@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import stat
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -179,17 +180,17 @@ class Intake:
                              + (" (a gzip holds more)" if content.gzipped else ""))
 
     def open(self, path: str, name: str) -> Iterator[LogFile]:
-        """The one file at ``path`` (zero items when it cannot be opened: a problem)."""
+        """The one regular file at ``path`` (zero items when it cannot be opened or is none: a problem)."""
         try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed below, after the caller read it
+            # non-blocking: a FIFO named on the command line must not hang the command
+            handle = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             self.problem(f"{path}: {exc.strerror or exc}")
             return
         with handle:
-            try:
-                info = os.fstat(handle.fileno())
-            except OSError as exc:
-                self.problem(f"{path}: {exc.strerror or exc}")
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                self.problem(f"{path}: not a regular file")
                 return
             with self.content(path, handle, info.st_size) as content:
                 if content is not None:

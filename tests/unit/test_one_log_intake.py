@@ -9,7 +9,6 @@ out of the directory, a hidden file and a file nested two levels down.
 
 from __future__ import annotations
 
-import builtins
 import gzip
 import io
 import os
@@ -37,14 +36,14 @@ UNOPENABLE = "secret.log"
 @pytest.fixture
 def unopenable(monkeypatch: pytest.MonkeyPatch) -> None:
     """The intake cannot open ``secret.log`` (the tests run as root, where a mode of 000 does not stop a read)."""
-    real = builtins.open
+    real = os.open
 
     def refusing(path: Any, *args: Any, **kwargs: Any) -> Any:
         if str(path).endswith(UNOPENABLE):
             raise PermissionError(13, "Permission denied", str(path))
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(log_files, "open", refusing, raising=False)
+    monkeypatch.setattr(log_files.os, "open", refusing)
 
 
 def mixed(root: Path) -> Path:
@@ -169,3 +168,13 @@ def test_check_and_bundle_find_the_same_logs_and_the_same_problems(tmp_path: Pat
     assert bundled == ["plog-1_1.log", "plog-2_1.log"]
     assert scan.files == len(bundled) and scan.older_files == 1
     assert scan.errors == manifest.failed == [f"{locked}: permission denied"]
+
+
+def test_a_fifo_named_or_found_is_not_waited_on(tmp_path: Path) -> None:
+    node = tmp_path / "node-f"
+    node.mkdir()
+    os.mkfifo(node / "pipe")
+    (node / "plain.log").write_bytes(FAILED % 0)
+    scan = scan_paths([str(node), str(node / "pipe")])
+    assert scan.errors == [f"{node / 'pipe'}: not a regular file"]  # the walk passes over it; named, it is a problem
+    assert read_input(str(node / "pipe")).problems == [f"node-f: {node / 'pipe'}: not a regular file"]
