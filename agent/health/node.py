@@ -38,8 +38,8 @@ from collectors.hccn_ip import HccnConfEntry, parse_hccn_conf
 from collectors.hccn_link import device_id
 from collectors.sources import chips_from
 
-__all__ = ["PORT_READINGS", "chip_list", "port_devices", "read_cards", "read_chip_list", "read_chips", "read_hccn_conf",
-           "read_history", "read_node"]
+__all__ = ["PORT_READINGS", "chip_list", "info_parse", "port_devices", "read_cards", "read_chip_list", "read_chips",
+           "read_hccn_conf", "read_history", "read_node"]
 
 ChipParse = Callable[[str, "int | None"], Any]
 
@@ -55,10 +55,15 @@ def _quiet(_text: str) -> None:
 
 def read_chip_list(reader: NodeReader) -> tuple[Reading, list[ChipRef]]:
     """``npu-smi info`` and, when it answered, ``info -m``: the table's reading and the chips it lists."""
-    table = reader.read(npu_smi_info.SOURCE, parse=npu_smi_info.parse)
+    table = reader.read(npu_smi_info.SOURCE, parse=info_parse(reader.max_chips))
     if not table.ok:
         return table, []
     return table, chip_list(table, reader.read(npu_smi_mapping.SOURCE))
+
+
+def info_parse(max_chips: int) -> Callable[[str], Any]:
+    """``npu-smi info``'s parser refusing a table of more than ``max_chips`` chips, as the agent's Source does."""
+    return lambda text: npu_smi_info.parse(text, max_chips)
 
 
 def chip_list(table: Reading, mapping: Reading | None) -> list[ChipRef]:

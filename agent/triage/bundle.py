@@ -52,7 +52,7 @@ from typing import IO, Any, cast
 
 import agent
 from agent.health.logscan import recent_logs
-from agent.health.node import PORT_READINGS, chip_list, port_devices
+from agent.health.node import PORT_READINGS, chip_list, info_parse, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
 from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
@@ -206,7 +206,7 @@ def _records_json(value: Any) -> bytes:
 
 
 def _chip_tables(record: Callable[[str, Any], str | None], direct: Callable[[str, Source, ChipRef | None], Any],
-                 call: Callable[[Source, ChipRef | None], Any]) -> tuple[Reading, Reading | None]:
+                 call: Callable[[Source, ChipRef | None], Any], max_chips: int) -> tuple[Reading, Reading | None]:
     """``npu-smi info`` and ``info -m`` as readings of the agent's parsers: the tool's text (saved), else
     DCMI's records (saved as JSON). Problems of a text that was saved but cannot be parsed are the readings'
     errors."""
@@ -218,7 +218,7 @@ def _chip_tables(record: Callable[[str, Any], str | None], direct: Callable[[str
         rows = direct("tools/dcmi/info-m.json", npu_smi_mapping.SOURCE, None)
         return Reading(value=table), Reading(value=rows) if rows is not None else None
     mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
-    return (_parsed("npu-smi info", npu_smi_info.parse, info),
+    return (_parsed("npu-smi info", info_parse(max_chips), info),
             _parsed("npu-smi info -m", npu_smi_mapping.parse, mapping_text) if mapping_text is not None else None)
 
 
@@ -260,7 +260,7 @@ def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callabl
         writer.add_bytes(name, _records_json(reading.value), f"DCMI, the records of {source.name}")
         return reading.value
 
-    table, mapping = _chip_tables(record, direct, call)
+    table, mapping = _chip_tables(record, direct, call, tools.max_chips)
     chips = chip_list(table, mapping)
     if not table.ok and table.error:
         manifest.failed.append(table.error)

@@ -33,9 +33,10 @@ class Replay:
 
     parallelism = 2
 
-    def __init__(self, directory: Path, garbage: tuple[str, ...] = ()) -> None:
+    def __init__(self, directory: Path, garbage: tuple[str, ...] = (), max_chips: int = 64) -> None:
         self.state = DemoNode(directory).read()
         self.garbage = garbage
+        self.max_chips = max_chips
         self.now = time.time()
 
     def text(self, source: Source, chip: ChipRef | None) -> str:
@@ -67,7 +68,8 @@ class Store:
 
     def __init__(self, reader: Replay) -> None:
         self._records: dict[str, Any] = {}
-        for source in (npu_smi_info.SOURCE, npu_smi_mapping.SOURCE):
+        # the daemon's Source for npu-smi info is made with collectors.npu_smi.max_chips
+        for source in (npu_smi_info.make_source(reader.max_chips), npu_smi_mapping.SOURCE):
             with contextlib.suppress(ParseError):  # a failed run: the store keeps no records for it
                 self._records[source.name] = source.parse(reader.text(source, None))
 
@@ -99,14 +101,17 @@ def keyed(chips: list[ChipRef]) -> list[tuple[int, int, int]]:
     return [(ref.npu, ref.chip, device_id(ref)) for ref in chips]
 
 
-@pytest.mark.parametrize("garbage", [(), ("npu-smi", "info", "-m")], ids=["answers", "info-m-garbage"])
-def test_daemon_check_and_bundle_list_the_same_chips(tmp_path: Path, garbage: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(("garbage", "max_chips", "seen"), [((), 64, 4), (("npu-smi", "info", "-m"), 64, 4),
+                                                          ((), 3, 0)],
+                         ids=["answers", "info-m-garbage", "over-max-chips"])
+def test_daemon_check_and_bundle_list_the_same_chips(tmp_path: Path, garbage: tuple[str, ...], max_chips: int,
+                                                     seen: int) -> None:
     DemoNode(tmp_path / "node").create(chips=4)
-    reader = Replay(tmp_path / "node", garbage)
+    reader = Replay(tmp_path / "node", garbage, max_chips)
     daemon = keyed(sources.chip_refs(Store(reader)))
     _, chips = read_chip_list(reader)
     members, manifest = bundled(reader, tmp_path / "missing.conf")
-    assert len(daemon) == 4
+    assert len(daemon) == seen
     assert keyed(chips) == daemon
     assert bundle_chips(members) == daemon
     snapshotted = sorted({name.split("/")[2] for name in members if name.startswith("tools/npu-smi/")
@@ -116,6 +121,8 @@ def test_daemon_check_and_bundle_list_the_same_chips(tmp_path: Path, garbage: tu
     assert ports == sorted({device for _, _, device in daemon})
     if garbage:
         assert any("info -m: unreadable" in failure for failure in manifest.failed)
+    if not seen:
+        assert any("more than max_chips=3" in failure for failure in manifest.failed)
 
 
 def test_without_a_chip_list_the_ports_are_hccn_confs(tmp_path: Path) -> None:
