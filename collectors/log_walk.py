@@ -35,16 +35,17 @@ class WalkResult:
     entries: int = 0
 
 
-def _matches(name: str, segment: str) -> bool:
-    if name.startswith(".") and not segment.startswith("."):
+def _matches(name: str, segment: str, hidden: bool = False) -> bool:
+    if name.startswith(".") and not segment.startswith(".") and not hidden:
         return False
     return fnmatch.fnmatchcase(name, segment) if glob.has_magic(segment) else name == segment
 
 
 class _Walker:
-    def __init__(self, max_entries: int, max_depth: int, result: WalkResult) -> None:
+    def __init__(self, max_entries: int, max_depth: int, result: WalkResult, hidden: bool = False) -> None:
         self.max_entries = max_entries
         self.max_depth = max_depth
+        self.hidden = hidden
         self.result = result
         self.visited: set[tuple[int, int]] = set()
         self.listed: dict[str, list[os.DirEntry[str]]] = {}  # a ** step and its next segment share a listing
@@ -99,13 +100,13 @@ class _Walker:
             if depth >= self.max_depth:
                 return
             for entry in self.list_dir(directory):
-                if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                if (entry.name.startswith(".") and not self.hidden) or not entry.is_dir(follow_symlinks=False):
                     continue
                 if self.first_visit(entry.path):
                     self.walk(entry.path, segments, depth + 1)
             return
         for entry in self.list_dir(directory):
-            if not _matches(entry.name, head):
+            if not _matches(entry.name, head, self.hidden):
                 continue
             if not rest:
                 if _is_regular_file(entry):
@@ -129,14 +130,15 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 
 
 def walk_matches(root: str, pattern: str, *, max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH,
-                 result: WalkResult | None = None) -> WalkResult:
+                 result: WalkResult | None = None, hidden: bool = False) -> WalkResult:
     """Regular files under ``root`` matching the relative glob ``pattern`` (``*``, ``?``, ``[..]``, ``**``).
 
-    Pass the same ``result`` to several calls to share one entry budget across them.
+    Pass the same ``result`` to several calls to share one entry budget across them. ``hidden`` lets
+    wildcards match hidden names too (a directory handed over whole, not a glob of the agent's).
     """
     result = result if result is not None else WalkResult()
     segments = tuple(part for part in pattern.replace(os.sep, "/").split("/") if part and part != ".")
-    walker = _Walker(max_entries, max_depth, result)
+    walker = _Walker(max_entries, max_depth, result, hidden)
     walker.first_visit(root)
     walker.walk(root, segments, 0)
     return result

@@ -14,7 +14,7 @@ import psutil
 
 from collectors.base import ChipRef, Source
 
-__all__ = ["SOURCES", "SOURCE_MODULES", "RecordStore", "chip_refs", "inventory", "process_owner"]
+__all__ = ["SOURCES", "SOURCE_MODULES", "RecordStore", "chip_refs", "chips_from", "inventory", "process_owner"]
 
 
 class RecordStore(Protocol):
@@ -67,12 +67,18 @@ SOURCES: tuple[Source, ...] = _load_sources()
 
 def chip_refs(store: RecordStore) -> list[ChipRef]:
     """Chips from the latest info table, with logic/physical ids from ``npu-smi info -m``."""
+    return chips_from(store.records("npu_smi_info"), store.records("npu_smi_mapping"))
+
+
+def chips_from(table: Any, mapping: Any = None) -> list[ChipRef]:
+    """The one chip list of the agent and every command (check, diagnose, bundle): the chips of ``npu-smi
+    info``'s table (an ``InfoTable``, or its Source's one-element sequence as the store and DCMI hold it),
+    with the logic/physical ids of ``info -m``'s rows when they are at hand (None: the table's ids alone)."""
     from collectors import npu_smi_info
 
-    table = _unwrap(store.records("npu_smi_info"))
+    table = _unwrap(table)
     if table is None:
         return []
-    mapping = store.records("npu_smi_mapping")
     return list(npu_smi_info.chip_refs(table, mapping))
 
 

@@ -1,9 +1,10 @@
 """``npuwatch scan-logs PATH... [--json]``: one-shot HCCL / CANN error scan of log files.
 
-PATH may be a file or a directory (read recursively); ``.gz`` files are decompressed on the fly.
-Plogs, device logs, training job stdout/stderr (Ray and torchrun prefixes included) and kernel log
+PATH may be a file or a directory, read through the one intake triage reads with
+(``agent.health.log_files``: the agent's bounded walk, symlinks out of a directory not followed, gzip told
+by its content and decompressed within byte limits, files whose first 8 KiB hold a NUL byte skipped as
+binary). Plogs, device logs, training job stdout/stderr (Ray and torchrun prefixes included) and kernel log
 dumps can be mixed. Each file is one stream for incident dedup (see ``collectors.hccl.classify``).
-Files whose first 8 KiB hold a NUL byte are treated as binary and skipped.
 
 Output: files scanned, the first error (the earliest timestamped one; without any timestamps the
 first one read) with its ``path:line``, the time range of the errors, counts per category and per
@@ -15,28 +16,26 @@ with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``t
 
 Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 errors
 found, 3 could not tell: a scan that read nothing (an empty directory, binary files only) or one whose
-inputs could not all be read (missing path, permission, corrupt gzip; the results for the readable
-inputs are still printed). ``--json`` also carries the verdict object every command prints.
+inputs could not all be read (missing path, permission, corrupt gzip, a symlink out of a directory, a
+byte limit; the results for the readable inputs are still printed). ``--json`` also carries the verdict
+object every command prints.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import sys
 import time
-import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import IO, Any
 
 from agent.core.humanize import duration, plural, size
 from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.advice import category_action, category_runbook
 from agent.diagnose.render import verdict_lines
+from agent.health.log_files import BINARY_SKIPPED, Intake, Limits, LogFile
 from agent.health.verdict import Verdict
 from agent.triage.timefmt import span, stamp
 from collectors.hccl.classify import Event, StreamClassifier
@@ -45,8 +44,6 @@ from collectors.hccl.tail import iter_line_batches
 
 __all__ = ["ScanReport", "main", "scan_paths", "verdict"]
 
-BINARY_PROBE = 8192
-BINARY_SKIPPED = "binary file skipped"
 SHOWN_PLACES = 3  # path:line places printed per culprit hint
 SHOWN_HINTS = 20
 
@@ -142,51 +139,25 @@ def _iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
 
 
-def _expand(paths: list[str], report: ScanReport) -> Iterator[Path]:
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            for root, dirs, names in os.walk(path, onerror=lambda exc: report.errors.append(str(exc))):
-                dirs.sort()
-                for name in sorted(names):
-                    candidate = Path(root) / name
-                    if candidate.is_file():
-                        yield candidate
-        elif path.is_file():
-            yield path
-        else:
-            report.errors.append(f"{raw}: no such file or directory")
-
-
-def _open(path: Path) -> BinaryIO:
-    if path.suffix == ".gz":
-        return cast(BinaryIO, gzip.open(path, "rb"))
-    return path.open("rb")
-
-
-def _scan_file(path: Path, report: ScanReport) -> None:
-    result = FileResult(str(path))
+def _scan_file(file: LogFile, report: ScanReport) -> None:
+    result = FileResult(file.path)
     report.files.append(result)
-    try:
-        ref_time = path.stat().st_mtime
-        with _open(path) as stream:
-            head = stream.read(BINARY_PROBE)
-            if b"\0" in head:
-                result.error = BINARY_SKIPPED
-                return
-            classifier = StreamClassifier(source=str(path), ref_time=ref_time)
-            for lines in iter_line_batches(_Rejoin(head, stream).read):
-                result.lines += len(lines)
-                result.bytes += sum(len(line) + 1 for line in lines)
-                # A block split across batches is judged whole: flush only after the last batch.
-                for line in lines:
-                    events, hints = classifier.feed(line)
-                    if events or hints:
-                        _count(report, result, events, hints, f"{path}:{classifier.line_no}")
-            _count(report, result, classifier.flush(), (), "")
-    except (OSError, EOFError, zlib.error) as exc:
-        result.error = f"unreadable: {exc}"
-        report.errors.append(f"{path}: {exc}")
+    content = file.content
+    if content.binary:
+        result.error = BINARY_SKIPPED
+        return
+    classifier = StreamClassifier(source=file.path, ref_time=file.mtime)
+    for lines in iter_line_batches(content.read):
+        result.lines += len(lines)
+        result.bytes += sum(len(line) + 1 for line in lines)
+        # A block split across batches is judged whole: flush only after the last batch.
+        for line in lines:
+            events, hints = classifier.feed(line)
+            if events or hints:
+                _count(report, result, events, hints, f"{file.path}:{classifier.line_no}")
+    _count(report, result, classifier.flush(), (), "")
+    if content.error is not None:
+        result.error = content.error  # the intake names it among the problems too
 
 
 def _count(report: ScanReport, result: FileResult, events: Sequence[Event], hints: Sequence[Hint],
@@ -198,31 +169,19 @@ def _count(report: ScanReport, result: FileResult, events: Sequence[Event], hint
     result.events += len(events)
 
 
-class _Rejoin:
-    """A read() that first returns the bytes already taken for the binary probe."""
-
-    def __init__(self, head: bytes, stream: BinaryIO) -> None:
-        self._head = head
-        self._stream = stream
-
-    def read(self, size: int = -1) -> bytes:
-        if self._head:
-            data, self._head = self._head, b""
-            return data
-        return self._stream.read(size)
-
-
-def scan_paths(paths: list[str], say: Callable[[str], None] | None = None) -> ScanReport:
-    """Scan files and directories; never raises for unreadable input (see ``errors``).
+def scan_paths(paths: list[str], say: Callable[[str], None] | None = None, limits: Limits | None = None) -> ScanReport:
+    """Scan files and directories through the one intake (``agent.health.log_files``: its walk, gzip,
+    limits and binary test, as triage reads them); never raises for unreadable input (see ``errors``).
 
     ``say`` hears each file as it starts (for a progress line).
     """
     report = ScanReport()
     done = 0
-    for path in _expand(paths, report):
+    intake = Intake(limits or Limits(), report.errors.append)
+    for file in intake.each(paths):
         if say is not None:
-            say(f"{plural(len(report.files), 'file')}, {size(done)} read; {path}")
-        _scan_file(path, report)
+            say(f"{plural(len(report.files), 'file')}, {size(done)} read; {file.path}")
+        _scan_file(file, report)
         done += report.files[-1].bytes
     return report
 

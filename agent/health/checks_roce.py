@@ -7,19 +7,17 @@ Pure over the readings; one result per chip's port.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from agent.core.humanize import duration, plural
 from agent.health import faults
 from agent.health.checks_chip import label, no_chip_list
+from agent.health.node import read_hccn_conf
 from agent.health.readings import QuickReadings, Reading, RoceReadings
 from agent.health.results import CheckResult, Result, fold
 from agent.health.settings import JudgeSettings
 from agent.health.status import UNKNOWN
-from collectors import hccn_ip
-from collectors.base import ChipRef, ParseError
-from collectors.hccn_ip import HccnConfEntry
+from collectors.base import ChipRef
 from collectors.hccn_link import device_id
 
 __all__ = ["check_net_health", "check_optics", "check_roce_errors", "check_roce_flaps", "check_roce_ip",
@@ -112,7 +110,9 @@ def check_roce_ip(readings: QuickReadings, settings: JudgeSettings) -> CheckResu
     if missing is not None:
         return missing
     conf_path = settings.hccn_conf
-    entries, unusable = _hccn_conf(conf_path)
+    entries, unusable = read_hccn_conf(conf_path)
+    if unusable is not None:
+        unusable += "; live addresses not compared"
     owners: dict[str, list[ChipRef]] = {}
     for ref, roce in readings.node.roce.items():
         if roce.ip.ok:
@@ -143,13 +143,3 @@ def check_roce_ip(readings: QuickReadings, settings: JudgeSettings) -> CheckResu
     return fold(name, results, f"{plural(len(results), 'port address', 'port addresses')} match {conf_path}", hint,
                 empty="no RoCE port read")
 
-
-def _hccn_conf(path: str) -> tuple[dict[int, HccnConfEntry] | None, str | None]:
-    """The file's entries by device id, or why it cannot be used."""
-    try:
-        return hccn_ip.parse_hccn_conf(Path(path).read_text(encoding="utf-8", errors="replace")), None
-    except OSError as exc:
-        why = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
-        return None, f"{path}: {why}; live addresses not compared"
-    except ParseError as exc:
-        return None, f"{path}: unreadable: {exc}"

@@ -1,7 +1,9 @@
 """What the commands read of a node, through a ``NodeReader``: the chip list, each chip's health and ECC,
 its RoCE port (optics and counters twice), and the cards' board and HCCS state.
 
-Every call names the collector ``Source`` it runs, so the argv is the one the agent's collectors use.
+Every call names the collector ``Source`` it runs, so the argv is the one the agent's collectors use. The
+chips are the agent's (``collectors.sources.chips_from``); ``chip_list`` and ``port_devices`` are what
+``npuwatch bundle`` snapshots too.
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ from collectors import (
     npu_smi_info,
     npu_smi_mapping,
 )
-from collectors.base import ChipRef, Source
+from collectors.base import ChipRef, ParseError, Source
+from collectors.hccn_ip import HccnConfEntry, parse_hccn_conf
+from collectors.hccn_link import device_id
+from collectors.sources import chips_from
 
-__all__ = ["read_cards", "read_chip_list", "read_chips", "read_history", "read_node"]
+__all__ = ["PORT_READINGS", "chip_list", "info_parse", "port_devices", "read_cards", "read_chip_list", "read_chips",
+           "read_hccn_conf", "read_history", "read_node"]
 
 ChipParse = Callable[[str, "int | None"], Any]
 
@@ -49,11 +55,43 @@ def _quiet(_text: str) -> None:
 
 def read_chip_list(reader: NodeReader) -> tuple[Reading, list[ChipRef]]:
     """``npu-smi info`` and, when it answered, ``info -m``: the table's reading and the chips it lists."""
-    table = reader.read(npu_smi_info.SOURCE, parse=npu_smi_info.parse)
+    table = reader.read(npu_smi_info.SOURCE, parse=info_parse(reader.max_chips))
     if not table.ok:
         return table, []
-    mapping = reader.read(npu_smi_mapping.SOURCE)
-    return table, npu_smi_info.chip_refs(table.value, mapping.value if mapping.ok else None)
+    return table, chip_list(table, reader.read(npu_smi_mapping.SOURCE))
+
+
+def info_parse(max_chips: int) -> Callable[[str], Any]:
+    """``npu-smi info``'s parser refusing a table of more than ``max_chips`` chips, as the agent's Source does."""
+    return lambda text: npu_smi_info.parse(text, max_chips)
+
+
+def chip_list(table: Reading, mapping: Reading | None) -> list[ChipRef]:
+    """The chips of ``npu-smi info``'s reading, with ``info -m``'s ids when that answered (a mapping that
+    failed leaves the table's own ids, as in the agent)."""
+    if not table.ok:
+        return []
+    return chips_from(table.value, mapping.value if mapping is not None and mapping.ok else None)
+
+
+def read_hccn_conf(path: str | Path) -> tuple[dict[int, HccnConfEntry] | None, str | None]:
+    """``/etc/hccn.conf``'s entries by device id, or why the file cannot be used."""
+    try:
+        return parse_hccn_conf(Path(path).read_text(encoding="utf-8", errors="replace")), None
+    except OSError as exc:
+        why = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
+        return None, f"{path}: {why}"
+    except ParseError as exc:
+        return None, f"{path}: unreadable: {exc}"
+
+
+def port_devices(chips: list[ChipRef], hccn_conf: str | Path) -> list[int]:
+    """The RoCE ports to ask ``hccn_tool -i`` about: each chip's device id; without a chip list (npu-smi did
+    not answer), the devices ``hccn.conf`` configures."""
+    if chips:
+        return sorted({device_id(ref) for ref in chips})
+    entries, _ = read_hccn_conf(hccn_conf)
+    return sorted(entries or ())
 
 
 def read_history(readings: NodeReadings, history_file: str | Path | None) -> None:
@@ -150,8 +188,8 @@ class _CallCounter:
         self.say(text)
 
 
-# The RoCE port's readings: the collector whose Source is run, and its one-record parser.
-_PORT: dict[str, tuple[Source, Callable[[str], Any]]] = {
+# The RoCE port's readings: the collector whose Source is run, and its one-record parser (bundle saves the same).
+PORT_READINGS: dict[str, tuple[Source, Callable[[str], Any]]] = {
     "optical": (hccn_optical.SOURCE, hccn_optical.parse),
     "stat": (hccn_stat.SOURCE, hccn_stat.parse),
     "link": (hccn_link.SOURCE, hccn_link.parse),
@@ -168,12 +206,12 @@ def _read_chips(reader: NodeReader, pool: ThreadPoolExecutor, readings: NodeRead
         return calls.add(pool.submit(reader.read, source, ref, chip_parse(parse, ref.chip)))
 
     def hccn(ref: ChipRef, name: str) -> Future[Reading]:
-        source, parse = _PORT[name]
+        source, parse = PORT_READINGS[name]
         return calls.add(pool.submit(reader.read, source, ref, parse))
 
     health = {ref: npu_smi(ref, npu_smi_health.SOURCE, npu_smi_health.parse) for ref in readings.chips}
     ecc = {ref: npu_smi(ref, npu_smi_ecc.SOURCE, npu_smi_ecc.parse) for ref in readings.chips}
-    first = {ref: {name: hccn(ref, name) for name in _PORT} for ref in readings.chips}
+    first = {ref: {name: hccn(ref, name) for name in PORT_READINGS} for ref in readings.chips}
     done_first = {ref: {name: future.result() for name, future in calls.items()}
                   for ref, calls in first.items()}
     sampled = [r[name] for r in done_first.values() for name in _SAMPLED_TWICE if r[name].ok]

@@ -52,6 +52,12 @@ class NodeReader(Protocol):
         """Calls that may usefully run at once over all tools."""
         ...
 
+    @property
+    def max_chips(self) -> int:
+        """The most chips an ``npu-smi info`` table may list (``collectors.npu_smi.max_chips``, as the agent
+        refuses a longer one)."""
+        ...
+
     def read(self, source: Source, chip: ChipRef | None = None, parse: TextParse | None = None) -> Reading:
         ...
 
@@ -73,6 +79,7 @@ class ToolReader:
             "hccn_tool": (collectors.hccn_tool.path, float(collectors.hccn_tool.timeout), HCCN_PARALLEL),
         }
         self._env = dict(env) if env else None
+        self._max_chips = int(collectors.npu_smi.max_chips)
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}
         self._broken: dict[str, str] = {}  # tool -> why later calls are skipped
@@ -129,6 +136,10 @@ class ToolReader:
     def parallelism(self) -> int:
         """Calls that may run at once over all tools (each tool has its own limit)."""
         return sum(limit for _, _, limit in self._settings.values())
+
+    @property
+    def max_chips(self) -> int:
+        return self._max_chips
 
     def hung(self) -> list[str]:
         """Why each tool that hung was given up on (``hccn_tool -i 0 -link -g: no answer within 5s``)."""

@@ -51,23 +51,12 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import agent
+from agent.health.logscan import recent_logs
+from agent.health.node import PORT_READINGS, chip_list, info_parse, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
-from collectors import (
-    hccn_ip,
-    hccn_link,
-    hccn_link_stat,
-    hccn_net_health,
-    hccn_optical,
-    hccn_stat,
-    npu_smi_ecc,
-    npu_smi_health,
-    npu_smi_info,
-    npu_smi_mapping,
-)
+from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError, Source
-from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer
-from collectors.hccn_ip import parse_hccn_conf
 from collectors.hccn_link import device_id
 
 __all__ = ["DUMP_ENV_VARS", "BundleOptions", "main", "write_bundle"]
@@ -194,10 +183,7 @@ class _Exact:
 
 # Each snapshot file and the collector whose Source is run for it (the file names are what triage reads).
 NPU_SMI_SNAPSHOTS: tuple[tuple[str, Source], ...] = (("health", npu_smi_health.SOURCE), ("ecc", npu_smi_ecc.SOURCE))
-HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = (
-    ("link", hccn_link.SOURCE), ("link_stat", hccn_link_stat.SOURCE), ("net_health", hccn_net_health.SOURCE),
-    ("optical", hccn_optical.SOURCE), ("stat", hccn_stat.SOURCE), ("ip", hccn_ip.SOURCE),
-)
+HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = tuple((name, source) for name, (source, _) in PORT_READINGS.items())
 
 
 def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
@@ -217,6 +203,30 @@ def _records_json(value: Any) -> bytes:
         return item
 
     return json.dumps(plain(value), indent=1).encode()
+
+
+def _chip_tables(record: Callable[[str, Any], str | None], direct: Callable[[str, Source, ChipRef | None], Any],
+                 call: Callable[[Source, ChipRef | None], Any], max_chips: int) -> tuple[Reading, Reading | None]:
+    """``npu-smi info`` and ``info -m`` as readings of the agent's parsers: the tool's text (saved), else
+    DCMI's records (saved as JSON). Problems of a text that was saved but cannot be parsed are the readings'
+    errors."""
+    info = record("tools/npu-smi/info.txt", call(npu_smi_info.SOURCE, None))
+    if info is None:
+        table = direct("tools/dcmi/info.json", npu_smi_info.SOURCE, None)
+        if table is None:
+            return Reading(error=""), None  # why is in the manifest already
+        rows = direct("tools/dcmi/info-m.json", npu_smi_mapping.SOURCE, None)
+        return Reading(value=table), Reading(value=rows) if rows is not None else None
+    mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
+    return (_parsed("npu-smi info", info_parse(max_chips), info),
+            _parsed("npu-smi info -m", npu_smi_mapping.parse, mapping_text) if mapping_text is not None else None)
+
+
+def _parsed(what: str, parse: Callable[[str], Any], text: str) -> Reading:
+    try:
+        return Reading(value=parse(text))
+    except (ParseError, ValueError) as exc:
+        return Reading(error=f"{what}: unreadable: {exc}")
 
 
 def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callable[[str], None]) -> None:
@@ -250,22 +260,13 @@ def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callabl
         writer.add_bytes(name, _records_json(reading.value), f"DCMI, the records of {source.name}")
         return reading.value
 
-    info = record("tools/npu-smi/info.txt", call(npu_smi_info.SOURCE, None))
-    chips: list[ChipRef] = []
-    if info is None:
-        table = direct("tools/dcmi/info.json", npu_smi_info.SOURCE, None)
-        if table is not None:
-            rows = direct("tools/dcmi/info-m.json", npu_smi_mapping.SOURCE, None)
-            chips = npu_smi_info.chip_refs(table[0], rows)
-    else:
-        mapping_text = record("tools/npu-smi/info-m.txt", call(npu_smi_mapping.SOURCE, None))
-        try:
-            table = npu_smi_info.parse(info)
-            mapping = npu_smi_mapping.parse(mapping_text) if mapping_text else None
-            chips = npu_smi_info.chip_refs(table, mapping)
-        except (ParseError, ValueError) as exc:
-            manifest.failed.append(f"npu-smi info: unreadable: {exc}")
-    devices = sorted({device_id(ref) for ref in chips}) or _conf_devices(config)
+    table, mapping = _chip_tables(record, direct, call, tools.max_chips)
+    chips = chip_list(table, mapping)
+    if not table.ok and table.error:
+        manifest.failed.append(table.error)
+    if mapping is not None and not mapping.ok and mapping.error:
+        manifest.failed.append(mapping.error)
+    devices = port_devices(chips, config.collectors.hccn_tool.hccn_conf)
     writer.add_bytes("tools/chips.json", json.dumps(
         [{"npu": ref.npu, "chip": ref.chip, "device": device_id(ref)} for ref in chips]).encode(), "npu-smi info")
     calls: list[tuple[str, Source, ChipRef]] = []
@@ -283,14 +284,6 @@ def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callabl
     skipped = tools.skipped()
     say(f"{len(calls) + 1 + bool(chips)} tool calls, {len(chips)} chips, {len(devices)} RoCE ports"
         + (f"; {len(skipped)} tool(s) skipped: {', '.join(skipped)}" if skipped else ""))
-
-
-def _conf_devices(config: Any) -> list[int]:
-    try:
-        text = Path(config.collectors.hccn_tool.hccn_conf).read_text(encoding="utf-8", errors="replace")
-        return sorted(parse_hccn_conf(text))
-    except (OSError, ParseError):
-        return []
 
 
 # ----------------------------------------------------------------------------- files
@@ -358,25 +351,14 @@ def _dumps(writer: _Writer, options: BundleOptions, since: float, say: Callable[
 
 def _logs(writer: _Writer, config: Any, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
     logs = config.collectors.hccl_logs
-    paths = [*map(str, logs.paths), *options.log_paths]
-    # the CANN layout plus the operator's job-log globs, as the agent reads them
-    tailer = LogTailer(paths, (*DEFAULT_GLOBS, *logs.globs), logs.kernel_log, None)
-    recent: list[tuple[float, int, str, str]] = []
-    for path, real in tailer.discover():
-        try:
-            info = os.stat(real)
-        except OSError as exc:
-            writer.manifest.failed.append(f"{path}: {exc.strerror or exc}")
-            continue
-        if info.st_mtime >= since:
-            recent.append((info.st_mtime, info.st_size, path, real))
-    for problem in tailer.read_errors:
-        writer.manifest.failed.append(problem)
-    if tailer.discovery_capped:
-        writer.manifest.cut.append(tailer.discovery_capped)
+    found = recent_logs([*map(str, logs.paths), *options.log_paths], logs.globs, logs.kernel_log, since)
+    writer.manifest.failed.extend(found.problems)
+    if found.capped:
+        writer.manifest.cut.append(found.capped)
+    recent = found.files
     budget = options.max_log_bytes
     taken = 0
-    for mtime, size, path, real in sorted(recent, reverse=True):
+    for mtime, size, path, real in recent:
         if size <= budget:
             start, length = 0, size
         elif budget >= MIN_TAIL_BYTES:

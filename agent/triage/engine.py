@@ -76,8 +76,12 @@ def analyze(evidence: Evidence, window: Window | None = None) -> TriageReport:
     incidents.sort(key=lambda i: (i.start is None, i.start or 0.0, i.comm))
     if not incidents:
         where = "in the window" if not window.everything else "in the inputs"
-        return TriageReport("none", f"no HCCL incident {where} ({len(nodes)} node{'s' if len(nodes) != 1 else ''} "
-                                    "read)", (), window, nodes, problems)
+        read = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} read"
+        if problems:  # what could not be read may hold the incident: could not tell, as scan-logs says
+            return TriageReport("unreadable", f"no HCCL incident {where} ({read}), but {len(problems)} "
+                                              f"problem{'s' if len(problems) != 1 else ''} reading the inputs",
+                                (), window, nodes, problems)
+        return TriageReport("none", f"no HCCL incident {where} ({read})", (), window, nodes, problems)
     status = "culprit" if all(i.named for i in incidents) else "unknown"
     if len(incidents) == 1:
         verdict = incidents[0].verdict

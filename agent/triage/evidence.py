@@ -313,7 +313,7 @@ class Evidence:
 
     @property
     def empty(self) -> bool:
-        """Nothing was read: no record, and no file or byte of any node (an empty directory is empty)."""
-        read = any(coverage.files or coverage.bytes or coverage.taken_at is not None
-                   for coverage in self.nodes.values())
+        """Nothing was read: no record, and no file of any node (an empty directory is empty, and so is one of
+        binary files only: they are skipped, not read)."""
+        read = any(coverage.files or coverage.taken_at is not None for coverage in self.nodes.values())
         return not read and not any(getattr(self, name) for name in _LISTS)

@@ -1,20 +1,21 @@
 """Reading triage inputs: ``npuwatch bundle`` archives and plain directories, into ``Evidence``.
 
+Every file and member is taken in by the one intake ``scan-logs`` uses too (``agent.health.log_files``):
+its walk, symlink policy, gzip by content, byte limits (``Limits.member_bytes`` a file,
+``Limits.input_bytes`` an input, decompressed: a gzip bomb stops there) and binary test; what it could
+not read or cut is a problem of the input.
+
 **Bundles** (``.tar.gz``, ``.tgz``, ``.tar``) are read as a stream (``tarfile`` ``r|*``): nothing
 is extracted to disk. Only regular files are read; a member with an absolute name, a ``..``
-part, or that is a link or device is refused and reported. A member is read up to
-``Limits.member_bytes``, an input up to ``Limits.input_bytes`` (uncompressed: a gzip bomb stops
-there); what was cut is reported. Where a member belongs comes from its path in the bundle
-(``logs/``, ``fr/``, ``tools/``, ``etc/hccn.conf``, ``ranktable/``, ``metrics.prom``,
+part, or that is a link or device is refused and reported. Where a member belongs comes from its path
+in the bundle (``logs/``, ``fr/``, ``tools/``, ``etc/hccn.conf``, ``ranktable/``, ``metrics.prom``,
 ``manifest.json``); the manifest names the node (until it is read, the bundle's file name does).
 
-**Directories** are walked without following symlinked directories; a symlinked file is read only
-when it resolves inside the directory. The directory's name is the node's unless a
-``manifest.json`` at its top (an unpacked bundle) says otherwise; bundles found inside are inputs
-of their own. Each file is told apart by its content: a flight-recorder dump (pickle or JSON with
-``pg_config``), a rank table (JSON with ``server_list``), a saved hccn_tool / npu-smi output
-(``snapshots.recognise``), ``hccn.conf``, a metrics exposition, else a log (plain or ``.gz``).
-Binary files are skipped.
+**Directories**: the directory's name is the node's unless a ``manifest.json`` at its top (an unpacked
+bundle) says otherwise; bundles found inside are inputs of their own. Each file is told apart by its
+content: a flight-recorder dump (pickle or JSON with ``pg_config``), a rank table (JSON with
+``server_list``), a saved hccn_tool / npu-smi output (``snapshots.recognise``), ``hccn.conf``, a metrics
+exposition, else a log (plain or gzip). Binary files are skipped, and are not files read.
 
 ``read_inputs`` reads several inputs in a pool of worker processes (one input per task) and
 merges their evidence.
@@ -22,17 +23,16 @@ merges their evidence.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import tarfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, cast
+from typing import Any
 
+from agent.health.log_files import HEAD_BYTES, Content, Intake, Limits, is_binary
 from agent.triage.evidence import Address, Evidence, FlightEntry, FlightRecord
 from agent.triage.logs import LogReader, read_stream
 from agent.triage.series import faults_from_samples, parse_exposition
@@ -44,17 +44,7 @@ from collectors.hccl import ranktable as hccl_ranktable
 __all__ = ["BUNDLE_SUFFIXES", "Limits", "expand_inputs", "read_input", "read_inputs", "read_rank_table"]
 
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-HEAD_BYTES = 65536
 FLIGHT_ENTRIES_KEPT = 16  # per process group and rank: the newest collectives
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-@dataclass(frozen=True)
-class Limits:
-    member_bytes: int = 8 << 30  # one file or bundle member
-    input_bytes: int = 64 << 30  # one input, uncompressed
-    small_bytes: int = 64 << 20  # a dump, rank table, tool output or manifest (read into memory)
-    members: int = 500_000
 
 
 def expand_inputs(paths: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -73,12 +63,10 @@ def expand_inputs(paths: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _bundles_under(root: Path) -> Iterator[Path]:
-    for directory, dirs, names in os.walk(root):
-        dirs.sort()
-        for name in sorted(names):
-            candidate = Path(directory) / name
-            if name.endswith(BUNDLE_SUFFIXES) and candidate.is_file() and not candidate.is_symlink():
-                yield candidate
+    # The intake's walk; its problems are said when the directory itself is read.
+    for path in Intake(Limits(), lambda problem: None).paths_under(str(root)):
+        if path.endswith(BUNDLE_SUFFIXES) and not os.path.islink(path):
+            yield Path(path)
 
 
 def read_rank_table(path: str) -> tuple[list[Address], list[str]]:
@@ -105,39 +93,33 @@ class _Input:
         self.tools = ToolReadings(node)
         self.chips: dict[str, int] = {}  # "npu-chip" -> device id, from a bundle's tools/chips.json
         self.manifest: dict[str, Any] | None = None
-        self.read_bytes = 0
+        self.intake = Intake(limits, self.problem)
 
     def problem(self, text: str) -> None:
         self.coverage.problems.append(text)
         self.evidence.problems.append(f"{self.node}: {text}")
 
     def budget(self) -> int:
-        return max(0, self.limits.input_bytes - self.read_bytes)
+        return self.intake.budget()
 
     # -- what a file is
 
-    def consume(self, name: str, stream: IO[bytes], size: int, mtime: float | None, role: str | None) -> None:
-        """Read one file (``role`` from its place in a bundle, None: tell by content)."""
-        limit = min(size if size >= 0 else self.limits.member_bytes, self.limits.member_bytes, self.budget())
-        if limit <= 0 and size > 0:
-            self.problem(f"{name}: not read, the input's byte limit is spent")
-            return
-        if size > self.limits.member_bytes:
-            self.problem(f"{name}: only the first {self.limits.member_bytes} of {size} bytes read")
-        head = stream.read(min(HEAD_BYTES, limit))
-        self.coverage.files += 1
-        if head.startswith(_GZIP_MAGIC):
-            self._gzip_log(name, head, stream, mtime)
-            return
-        kind = role or self._sniff(name, head)
+    def consume(self, name: str, content: Content, mtime: float | None, role: str | None) -> None:
+        """Read one file's content (``role`` from its place in a bundle, None: tell by content)."""
+        kind = "log" if content.gzipped else role or self._sniff(name, content.head)  # gzip: a rotated log
+        if content.binary and kind in ("log", "skip"):
+            return  # binary (a core dump among the logs, or the gzip of one): skipped, not a file read
         if kind == "log":
-            self._log(name, head, stream, limit, mtime)
-            return
+            self._log(name, content, mtime)
+        else:
+            self._other(kind, name, content, mtime)
+        if content.error is None:  # a file that broke off (corrupt gzip) is a problem, not a file read
+            self.coverage.files += 1
+
+    def _other(self, kind: str, name: str, content: Content, mtime: float | None) -> None:
         if kind == "skip":
-            self.read_bytes += len(head)
             return
-        body = head + stream.read(max(0, min(limit, self.limits.small_bytes + 1) - len(head)))
-        self.read_bytes += len(body)
+        body = content.read(self.limits.small_bytes + 1)
         if len(body) > self.limits.small_bytes:
             self.problem(f"{name}: {kind} over {self.limits.small_bytes} bytes, not read")
             return
@@ -159,7 +141,7 @@ class _Input:
             if base == "manifest.json" and b'"npuwatch_version"' in head:
                 return "manifest"
             return "skip"
-        if b"\0" in head[:8192]:
+        if is_binary(head):
             return "skip"
         if b"# TYPE " in head[:4096] and (b"npu_" in head or b"npuwatch_" in head):
             return "metrics"
@@ -217,19 +199,9 @@ class _Input:
             raise ValueError("manifest is not an object")
         self.manifest = manifest
 
-    def _log(self, name: str, head: bytes, stream: IO[bytes], limit: int, mtime: float | None) -> None:
+    def _log(self, name: str, content: Content, mtime: float | None) -> None:
         reader = LogReader(self.node, f"{self.node}:{name}", mtime)
-        self.read_bytes += read_stream(_Rejoin(head, stream).read, reader, limit)
-        self._logged(reader)
-
-    def _gzip_log(self, name: str, head: bytes, stream: IO[bytes], mtime: float | None) -> None:
-        reader = LogReader(self.node, f"{self.node}:{name}", mtime)
-        try:
-            with gzip.GzipFile(fileobj=cast(IO[bytes], _Rejoin(head, stream)), mode="rb") as unzipped:
-                # the caps count what the file holds, not its compressed size
-                self.read_bytes += read_stream(unzipped.read, reader, min(self.limits.member_bytes, self.budget()))
-        except (OSError, EOFError, zlib.error) as exc:
-            self.problem(f"{name}: corrupt gzip: {exc}")
+        read_stream(content.read, reader)
         self._logged(reader)
 
     def _logged(self, reader: LogReader) -> None:
@@ -243,7 +215,7 @@ class _Input:
         faults, addresses = self.tools.judge()
         self.evidence.faults.extend(faults)
         self.evidence.addresses.extend(addresses)
-        self.coverage.bytes = self.read_bytes
+        self.coverage.bytes = self.intake.read_bytes
         manifest = self.manifest
         if manifest is not None:
             node = str(manifest.get("node") or self.node)
@@ -257,27 +229,6 @@ class _Input:
             self.evidence.relabel(self.node, node)
             self.node = node
         return self.evidence
-
-
-class _Rejoin:
-    """A read() that first returns the bytes already taken for sniffing."""
-
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
-        self._head = head
-        self._stream = stream
-
-    def read(self, size: int = -1) -> bytes:
-        if self._head:
-            if size < 0 or size >= len(self._head):
-                data, self._head = self._head, b""
-                if size >= 0 and size > len(data):
-                    data += self._stream.read(size - len(data))
-                elif size < 0:
-                    data += self._stream.read()
-                return data
-            data, self._head = self._head[:size], self._head[size:]
-            return data
-        return self._stream.read(size)
 
 
 def flight_records(node: str, dump: RankDump, source: str) -> list[FlightRecord]:
@@ -363,8 +314,9 @@ def _read_bundle(path: Path, limits: Limits) -> Evidence:
                 stream = tar.extractfile(member)
                 if stream is None:
                     continue
-                with stream:
-                    state.consume(member.name, stream, member.size, float(member.mtime), _bundle_role(member.name))
+                with stream, state.intake.content(member.name, stream, member.size) as content:
+                    if content is not None:
+                        state.consume(member.name, content, float(member.mtime), _bundle_role(member.name))
                 if state.budget() <= 0:
                     state.problem(f"stopped after {limits.input_bytes} bytes")
                     break
@@ -376,42 +328,11 @@ def _read_bundle(path: Path, limits: Limits) -> Evidence:
     return state.finish()
 
 
-def _walk_files(root: Path, state: _Input) -> Iterator[Path]:
-    real_root = os.path.realpath(root)
-
-    def error(exc: OSError) -> None:
-        state.problem(f"{exc.filename}: {exc.strerror or exc}")
-
-    for directory, dirs, names in os.walk(root, onerror=error):
-        dirs.sort()
-        for name in sorted(names):
-            path = Path(directory) / name
-            if name.endswith(BUNDLE_SUFFIXES):
-                continue  # an input of its own
-            if path.is_symlink():
-                target = os.path.realpath(path)
-                if os.path.commonpath([real_root, target]) != real_root:
-                    state.problem(f"{path}: symlink out of {root} not followed")
-                    continue
-            if path.is_file():
-                yield path
-
-
 def _read_directory(path: Path, limits: Limits) -> Evidence:
     node = path.resolve().name or str(path)
     state = _Input(str(path), node, limits)
-    for file in _walk_files(path, state):
-        try:
-            with file.open("rb") as stream:
-                info = os.fstat(stream.fileno())
-                relative = file.relative_to(path).as_posix()
-                role = "manifest" if relative == "manifest.json" else None
-                state.consume(relative, stream, info.st_size, info.st_mtime, role)
-        except OSError as exc:
-            state.problem(f"{file}: {exc.strerror or exc}")
-        if state.budget() <= 0:
-            state.problem(f"stopped after {limits.input_bytes} bytes")
-            break
+    for file in state.intake.walk(str(path), skip=lambda name: name.endswith(BUNDLE_SUFFIXES)):  # inputs of their own
+        state.consume(file.name, file.content, file.mtime, "manifest" if file.name == "manifest.json" else None)
     return state.finish()
 
 
@@ -424,12 +345,10 @@ def read_input(path: str, limits: Limits | None = None) -> Evidence:
     if target.name.endswith(BUNDLE_SUFFIXES):
         return _read_bundle(target, limits)
     state = _Input(path, target.resolve().parent.name or path, limits)
-    try:
-        with target.open("rb") as stream:
-            info = os.fstat(stream.fileno())
-            state.consume(target.name, stream, info.st_size, info.st_mtime, None)
-    except OSError as exc:
-        return Evidence(problems=[f"{path}: {exc.strerror or exc}"])
+    if not target.exists():
+        return Evidence(problems=[f"{path}: no such file or directory"])
+    for file in state.intake.open(path, target.name):
+        state.consume(file.name, file.content, file.mtime, None)
     return state.finish()
 
 
