@@ -15,7 +15,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["FAULT_REASONS", "AgentEndpoint", "AgentReading", "agent_endpoint", "read_agent"]
 
@@ -66,7 +69,7 @@ class AgentEndpoint:
     textfile_interval_s: float = 0.0
 
 
-def agent_endpoint(config: Any) -> AgentEndpoint | None:
+def agent_endpoint(config: Config) -> AgentEndpoint | None:
     """The local agent's endpoint from its config; None when it serves nothing to read."""
     web = config.web
     if web.enabled:
@@ -79,7 +82,7 @@ def agent_endpoint(config: Any) -> AgentEndpoint | None:
     return None
 
 
-def read_agent(config: Any, timeout_s: float = 3.0) -> AgentReading:
+def read_agent(config: Config, timeout_s: float = 3.0) -> AgentReading:
     endpoint = agent_endpoint(config)
     if endpoint is None:
         return AgentReading("-", error="the agent serves nothing to read: web.enabled and textfile.enabled are false")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.check.references import Thresholds
 from agent.health.settings import JudgeSettings
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["CheckSettings"]
 
@@ -38,7 +41,7 @@ class CheckSettings:
     min_bus_bandwidth: float | None = None
 
     @classmethod
-    def from_config(cls, config: Any) -> CheckSettings:
+    def from_config(cls, config: Config) -> CheckSettings:
         check = config.check
         return cls(
             judging=JudgeSettings.from_config(config),

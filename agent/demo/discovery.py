@@ -17,10 +17,13 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent.demo.state import DEMO_DIR_ENV, STATE_FILE
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["AGENT_FILE", "DEFAULT_DEMO_DIR", "agent_check_overrides", "default_demo_dir", "demo_dir_of",
            "forget_agent", "metrics_url", "running_agent_url", "running_demo_dir", "write_agent"]
@@ -80,7 +83,7 @@ def metrics_url(web: Any) -> str:
     return f"{scheme}://{host}:{web.port}/metrics"
 
 
-def agent_check_overrides(config: Any, directory: Path) -> dict[str, Any]:
+def agent_check_overrides(config: Config, directory: Path) -> dict[str, Any]:
     """Config overrides for ``check --demo``: its agent check asks the agent serving this node, and is
     skipped when none does (whatever answers on the configured port then is another node's agent)."""
     url = running_agent_url(directory)
