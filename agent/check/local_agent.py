@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.core.http_client import connection_problem
+
 if TYPE_CHECKING:
     from agent.core.config import Config
 
@@ -105,10 +107,9 @@ def _from_http(url: str, tls: bool, timeout_s: float) -> AgentReading:
         with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:  # noqa: S310
             body = response.read(_MAX_BYTES).decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
-        return AgentReading(url, error=f"{url} answered HTTP {exc.code}")
+        return AgentReading(url, error=f"{url} {connection_problem(exc)}")
     except (OSError, http.client.HTTPException) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return AgentReading(url, error=f"no agent answers on {url} ({reason})")
+        return AgentReading(url, error=f"no agent answers on {url}: {connection_problem(exc)}")
     return _parse(AgentReading(url), body)
 
 
