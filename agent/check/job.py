@@ -77,7 +77,7 @@ class CheckSchedule:
         now = clock()
         with self._lock:
             for level in LEVELS:
-                section = getattr(config.check.schedule, level)
+                section = config.check.schedule.level(level)
                 settings = section.to_dict()
                 if not section.enabled:
                     self._due.pop(level, None)
@@ -113,7 +113,7 @@ class CheckSchedule:
             if level in self._triggers:
                 self._due[level] = self._next_cron(level, now + 1.0)
             else:
-                self._due[level] = now + float(getattr(self._config.check.schedule, level).interval)
+                self._due[level] = now + float(self._config.check.schedule.level(level).interval)
 
     def collect(self) -> list[Sample]:
         """Run the longest due level (at most one per tick), then export every level's latest report."""

@@ -71,8 +71,9 @@ def _tool_config(config: Config, timeout_s: float, parallel: int) -> Config:
     from agent.core.config import apply_overrides
 
     overrides: dict[str, Any] = {}
-    for tool in ("npu_smi", "hccn_tool"):
-        if float(getattr(config.collectors, tool).timeout) > timeout_s:
+    for tool, timeout in (("npu_smi", config.collectors.npu_smi.timeout),
+                          ("hccn_tool", config.collectors.hccn_tool.timeout)):
+        if timeout > timeout_s:
             overrides[f"collectors.{tool}.timeout"] = timeout_s
     if parallel > int(config.collectors.npu_smi.max_parallel):
         overrides["collectors.npu_smi.max_parallel"] = parallel

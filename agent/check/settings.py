@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.check.references import Thresholds
 from agent.health.settings import JudgeSettings
@@ -15,11 +15,9 @@ if TYPE_CHECKING:
 __all__ = ["CheckSettings"]
 
 
-def _plain(value: Any) -> dict[str, dict[str, float]]:
+def _plain(value: Mapping[str, Mapping[str, float]] | None) -> dict[str, dict[str, float]]:
     if value is None:
         return {}
-    if hasattr(value, "to_dict"):
-        value = value.to_dict()
     return {str(model): {str(k): float(v) for k, v in entries.items()} for model, entries in value.items()}
 
 

@@ -309,6 +309,10 @@ class CheckScheduleSection(ConfigSection):
     long: LevelSchedule = section(LevelSchedule, defaults={"interval": 7 * 86400.0, "first_run": 1800.0},
                                   docs={"enabled": _BUSY_LEVEL_DOC.format(level="long")})
 
+    def level(self, name: str) -> LevelSchedule:
+        """The schedule of the level called ``name`` (KeyError for a name that is not a level)."""
+        return {"quick": self.quick, "medium": self.medium, "long": self.long}[name]
+
 
 @dataclass(frozen=True)
 class CheckSection(ConfigSection):

@@ -161,3 +161,12 @@ def test_probe_settings_get_plain_tables_as_they_declare() -> None:
     peaks = settings_from_config(build_config(FULL)).peaks
     assert peaks == {"910B3": {"fp16": 313.7e12}}
     assert type(peaks) is dict and all(type(per_dtype) is dict for per_dtype in peaks.values())
+
+
+def test_a_check_level_is_found_by_its_name() -> None:
+    schedule = build_config(FULL).check.schedule
+    assert [schedule.level(name) for name in ("quick", "medium", "long")] == [
+        schedule.quick, schedule.medium, schedule.long]
+    assert schedule.level("quick").cron == "*/5 * * * *"
+    with pytest.raises(KeyError):
+        schedule.level("weekly")
