@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.core.config import SCHEMA, apply_overrides, build_config, default_config
+from agent.core.config import SCHEMA, ConfigError, apply_overrides, build_config, default_config
 from agent.core.config_fields import ConfigSection
 from agent.core.config_schema import Config, LevelSchedule
 
@@ -170,3 +170,26 @@ def test_a_check_level_is_found_by_its_name() -> None:
     assert schedule.level("quick").cron == "*/5 * * * *"
     with pytest.raises(KeyError):
         schedule.level("weekly")
+
+
+@pytest.mark.parametrize(("raw", "problems"), [
+    ([], ["config: expected a mapping of settings, got []"]),
+    ({"web": 3}, ["web: expected a mapping of settings, got 3"]),
+    ({"web": {"portt": 1}}, ["web.portt: unknown setting (known here: config_file, enabled, listen_address, "
+                             "max_connections, max_connections_per_client, port)"]),
+    ({"check": {"schedule": {"quick": {"interval": 0}}}},
+     ["check.schedule.quick.interval: expected a duration above zero like 10s, got 0"]),
+    ({"collectors": {"hccl_logs": {"paths": "/var/log"}}},
+     ['collectors.hccl_logs.paths: expected a list of strings, got "/var/log"']),
+])
+def test_the_loader_words_each_problem_with_its_path(raw: Any, problems: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config(raw)
+    assert info.value.problems == problems
+
+
+def test_a_section_refuses_a_default_for_a_setting_it_lacks() -> None:
+    from agent.core.config_fields import section
+
+    with pytest.raises(TypeError, match="LevelSchedule has no setting 'intervall'"):
+        section(LevelSchedule, defaults={"intervall": 1.0})
