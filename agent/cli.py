@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from agent.core.config import ConfigError, load_config
+from agent.core.config import Config, ConfigError, load_config
 from agent.core.flag_values import type_value_flags
 from agent.core.terminal import add_color_option
 from agent.demo.discovery import DEFAULT_DEMO_DIR
@@ -261,7 +261,7 @@ def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-def _load(args: argparse.Namespace) -> Any:
+def _load(args: argparse.Namespace) -> Config:
     from agent.core.config import apply_overrides
 
     config = load_config(args.config)

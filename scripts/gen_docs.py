@@ -5,7 +5,8 @@
 
 Each page keeps its hand-written prose above the MARKER line; everything below it is generated:
 the metric reference from ``collectors.catalogue.CATALOGUE``, the configuration reference from
-``agent.core.config.SCHEMA`` (checker, default, description), the alert reference from
+the config's sections (``agent.core.config_schema``, walked as ``agent.core.config.SCHEMA``: checker,
+default, description), the alert reference from
 ``alerts/*.rules.yml``, the dashboards' panels from ``dashboards/json/*.json`` (what ``python -m
 dashboards.generate`` writes from the dashboards' code). Pictures are the other kind: a text block after a
 PICTURE line in README.md or docs/ is a golden fixture's text (a top frame, a diagnose report), so what the
@@ -29,6 +30,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere: import this chec
     sys.path.insert(0, str(REPO))
 
 from agent.core.config import SCHEMA  # noqa: E402
+from agent.core.config_fields import Setting  # noqa: E402
 from agent.core.config_values import duration, format_duration, positive_duration, size  # noqa: E402
 from collectors.catalogue import CATALOGUE  # noqa: E402
 
@@ -82,23 +84,20 @@ def format_default(check: Callable[[Any], Any], default: Any) -> str:
     return str(default)
 
 
-def config_keys(schema: Mapping[str, Any] = SCHEMA, path: str = "") -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """Every setting as (dotted key, schema entry), in schema order."""
+def config_keys(schema: Mapping[str, Any] = SCHEMA, path: str = "") -> Iterator[tuple[str, Setting]]:
+    """Every setting as (dotted key, its Setting), in the order the sections declare them."""
     for key, entry in schema.items():
         dotted = f"{path}.{key}" if path else key
         if isinstance(entry, Mapping):
             yield from config_keys(entry, dotted)
         else:
-            yield dotted, tuple(entry)
+            yield dotted, entry
 
 
 def config_reference(repo: Path = REPO) -> str:
-    rows = []
-    for key, entry in config_keys():
-        check, default = entry[0], entry[1]
-        description = entry[2] if len(entry) > 2 else ""
-        rows.append((f"`{key}`", f"`{format_default(check, default)}`", description))
-    return (f"{len(rows)} settings, in schema order (`agent/core/config.py` `SCHEMA`).\n\n"
+    rows = [(f"`{key}`", f"`{format_default(entry.check, entry.default)}`", entry.doc)
+            for key, entry in config_keys()]
+    return (f"{len(rows)} settings, in declaration order (`agent/core/config_schema.py`).\n\n"
             + _table(("key", "default", "description"), rows))
 
 
@@ -193,7 +192,7 @@ def render_pictures(page: str, repo: Path = REPO) -> str:
 
 PAGES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "docs/metrics.md": ("catalogue (collectors/catalogue.py)", metrics_reference),
-    "docs/configuration.md": ("schema (agent/core/config.py SCHEMA)", config_reference),
+    "docs/configuration.md": ("settings (agent/core/config_schema.py)", config_reference),
     "docs/alerts.md": ("rule files (alerts/*.rules.yml)", alerts_reference),
     "docs/dashboards.md": ("dashboards' code (dashboards/, then python -m dashboards.generate)",
                            dashboards_reference),

@@ -11,11 +11,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agent.check.levels import CHECKS, CONDITIONS, LEVELS, SelectionError
 from agent.check.report import EXIT_CODES, LevelReport
 from agent.health.windows import add_window_arguments
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["add_arguments", "add_baseline_arguments", "baseline_main", "main"]
 
@@ -86,7 +89,7 @@ def _write(report: LevelReport, args: Any, stream: IO[str]) -> None:
         stream.write(render_text(report, style))
 
 
-def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None) -> int:
+def main(args: Any, config: Config, demo_dir: Path | None, out: IO[str] | None = None) -> int:
     """Run one level and print it; returns the exit status in the chosen style."""
     from agent.check.baseline import BaselineError
     from agent.check.runner import RunOptions, run_level

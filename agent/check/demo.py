@@ -9,12 +9,15 @@ is not a throttling chip).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["demo_setup"]
 
 
-def demo_setup(config: Any, demo_dir: Path, chips: int) -> tuple[Any, dict[str, str]]:
+def demo_setup(config: Config, demo_dir: Path, chips: int) -> tuple[Config, dict[str, str]]:
     """(config for the demo node at ``demo_dir``, its tool environment); the node is created when absent."""
     from agent.core.config import apply_overrides
     from agent.demo.node import DemoNode, open_demo

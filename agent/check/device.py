@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.check.baseline import Baseline
 from agent.check.settings import CheckSettings
@@ -23,6 +23,9 @@ from agent.health.results import CheckResult, Result
 from agent.health.status import UNKNOWN
 from agent.probes.lock import ProbeBusy, ProbeLock
 from agent.probes.records import ProbeSettings
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["MIN_SECONDS", "DeviceRun", "Runner", "busy_reason"]
 
@@ -51,7 +54,7 @@ def busy_reason(readings: QuickReadings, aicore_threshold: float) -> str | None:
 
 @dataclass
 class DeviceRun:
-    config: Any
+    config: Config
     settings: CheckSettings
     readings: QuickReadings
     baseline: Baseline | None

@@ -17,14 +17,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.check.baseline import BaselineError
 from agent.check.levels import LEVELS
 from agent.check.metrics import report_samples
 from agent.check.report import LevelReport
 from agent.check.runner import RunOptions, run_level
+from agent.core.config import Config
 from collectors.base import Sample
+
+if TYPE_CHECKING:
+    from agent.core.jobs import InternalJob
 
 __all__ = ["BUSY_RETRY_S", "JOB_NAME", "TICK_S", "CheckSchedule", "ScheduleState", "agent_state", "check_job"]
 
@@ -34,7 +38,7 @@ JOB_NAME = "check"
 TICK_S = 30.0
 BUSY_RETRY_S = 600.0
 
-Runner = Callable[[Any, RunOptions], LevelReport]
+Runner = Callable[[Config, RunOptions], LevelReport]
 
 
 @dataclass
@@ -51,7 +55,7 @@ _AGENT_STATES: dict[str, ScheduleState] = {}  # state_dir -> the state of that a
 _AGENT_STATES_LOCK = threading.Lock()
 
 
-def agent_state(config: Any) -> ScheduleState:
+def agent_state(config: Config) -> ScheduleState:
     """The schedule state of the agent with this config's state directory (one per running agent)."""
     with _AGENT_STATES_LOCK:
         return _AGENT_STATES.setdefault(str(config.state_dir), ScheduleState())
@@ -60,7 +64,7 @@ def agent_state(config: Any) -> ScheduleState:
 class CheckSchedule:
     """Which levels are due and their latest reports; ``collect`` is the internal job's body."""
 
-    def __init__(self, config: Any, clock: Callable[[], float] = time.time, runner: Runner = run_level,
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, runner: Runner = run_level,
                  state: ScheduleState | None = None) -> None:
         self._config = config
         self._clock = clock
@@ -73,7 +77,7 @@ class CheckSchedule:
         now = clock()
         with self._lock:
             for level in LEVELS:
-                section = getattr(config.check.schedule, level)
+                section = config.check.schedule.level(level)
                 settings = section.to_dict()
                 if not section.enabled:
                     self._due.pop(level, None)
@@ -109,7 +113,7 @@ class CheckSchedule:
             if level in self._triggers:
                 self._due[level] = self._next_cron(level, now + 1.0)
             else:
-                self._due[level] = now + float(getattr(self._config.check.schedule, level).interval)
+                self._due[level] = now + float(self._config.check.schedule.level(level).interval)
 
     def collect(self) -> list[Sample]:
         """Run the longest due level (at most one per tick), then export every level's latest report."""
@@ -141,7 +145,7 @@ class CheckSchedule:
                 report.message())
 
 
-def check_job(config: Any) -> Any | None:
+def check_job(config: Config) -> InternalJob | None:
     """The internal job for ``agent.daemon.assemble.internal_jobs``; None when no level is scheduled."""
     from agent.core.jobs import InternalJob
 

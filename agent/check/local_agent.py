@@ -15,7 +15,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from agent.core.http_client import connection_problem
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["FAULT_REASONS", "AgentEndpoint", "AgentReading", "agent_endpoint", "read_agent"]
 
@@ -66,7 +71,7 @@ class AgentEndpoint:
     textfile_interval_s: float = 0.0
 
 
-def agent_endpoint(config: Any) -> AgentEndpoint | None:
+def agent_endpoint(config: Config) -> AgentEndpoint | None:
     """The local agent's endpoint from its config; None when it serves nothing to read."""
     web = config.web
     if web.enabled:
@@ -79,7 +84,7 @@ def agent_endpoint(config: Any) -> AgentEndpoint | None:
     return None
 
 
-def read_agent(config: Any, timeout_s: float = 3.0) -> AgentReading:
+def read_agent(config: Config, timeout_s: float = 3.0) -> AgentReading:
     endpoint = agent_endpoint(config)
     if endpoint is None:
         return AgentReading("-", error="the agent serves nothing to read: web.enabled and textfile.enabled are false")
@@ -102,10 +107,9 @@ def _from_http(url: str, tls: bool, timeout_s: float) -> AgentReading:
         with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:  # noqa: S310
             body = response.read(_MAX_BYTES).decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
-        return AgentReading(url, error=f"{url} answered HTTP {exc.code}")
+        return AgentReading(url, error=f"{url} {connection_problem(exc)}")
     except (OSError, http.client.HTTPException) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return AgentReading(url, error=f"no agent answers on {url} ({reason})")
+        return AgentReading(url, error=f"no agent answers on {url}: {connection_problem(exc)}")
     return _parse(AgentReading(url), body)
 
 

@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.check import checks_dmi, checks_probe
 from agent.check.baseline import Baseline, BaselineError, from_prometheus, load_baseline
@@ -32,6 +32,9 @@ from agent.health.quick import read_quick
 from agent.health.reader import NodeReader, open_reader
 from agent.health.readings import LogScan, QuickReadings
 from agent.health.results import CheckResult
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["RunOptions", "run_level"]
 
@@ -62,21 +65,22 @@ class RunOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _tool_config(config: Any, timeout_s: float, parallel: int) -> Any:
+def _tool_config(config: Config, timeout_s: float, parallel: int) -> Config:
     """The config with each tool's timeout cut to the check's (quick must answer in seconds) and npu-smi
     allowed ``parallel`` calls at once (a one-off check may use more than the collectors' steady share)."""
     from agent.core.config import apply_overrides
 
     overrides: dict[str, Any] = {}
-    for tool in ("npu_smi", "hccn_tool"):
-        if float(getattr(config.collectors, tool).timeout) > timeout_s:
+    for tool, timeout in (("npu_smi", config.collectors.npu_smi.timeout),
+                          ("hccn_tool", config.collectors.hccn_tool.timeout)):
+        if timeout > timeout_s:
             overrides[f"collectors.{tool}.timeout"] = timeout_s
     if parallel > int(config.collectors.npu_smi.max_parallel):
         overrides["collectors.npu_smi.max_parallel"] = parallel
     return apply_overrides(config, overrides) if overrides else config
 
 
-def resolve_baseline(config: Any, options: RunOptions, compared: bool = True) -> tuple[Baseline | None, str | None]:
+def resolve_baseline(config: Config, options: RunOptions, compared: bool = True) -> tuple[Baseline | None, str | None]:
     """The fleet baseline (file first, then Prometheus); a file that cannot be used raises BaselineError,
     an unreachable Prometheus is only noted (the fixed references still judge). ``compared`` False (only
     quick checks run, and they compare nothing with a fleet): a baseline given is named as not used."""
@@ -103,7 +107,7 @@ def resolve_baseline(config: Any, options: RunOptions, compared: bool = True) ->
     return None, None
 
 
-def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = time.time) -> LevelReport:
+def run_level(config: Config, options: RunOptions, clock: Callable[[], float] = time.time) -> LevelReport:
     """Run ``options.level`` and return its report; never raises for tool, log or probe problems
     (a baseline file that cannot be used raises BaselineError, a bad selection SelectionError)."""
     started_wall, started = clock(), time.monotonic()
@@ -119,7 +123,7 @@ def run_level(config: Any, options: RunOptions, clock: Callable[[], float] = tim
                           started_at=(started_wall, started), baseline=baseline, baseline_error=baseline_error)
 
 
-def _run_level(config: Any, options: RunOptions, tools: NodeReader, *, settings: CheckSettings, names: list[str],
+def _run_level(config: Config, options: RunOptions, tools: NodeReader, *, settings: CheckSettings, names: list[str],
                started_at: tuple[float, float], baseline: Baseline | None, baseline_error: str | None
                ) -> LevelReport:
     started_wall, started = started_at
@@ -174,7 +178,7 @@ def _in_catalogue_order(checks: list[CheckResult], names: Sequence[str]) -> list
     return sorted(checks, key=lambda check: position.get(spec(check.name).name, len(position)))  # stable
 
 
-def _node_name(config: Any) -> str:
+def _node_name(config: Config) -> str:
     labels = config.labels or {}
     return str(labels.get("node") or socket.gethostname())
 

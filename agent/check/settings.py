@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.check.references import Thresholds
 from agent.health.settings import JudgeSettings
 
+if TYPE_CHECKING:
+    from agent.core.config import Config
+
 __all__ = ["CheckSettings"]
 
 
-def _plain(value: Any) -> dict[str, dict[str, float]]:
+def _plain(value: Mapping[str, Mapping[str, float]] | None) -> dict[str, dict[str, float]]:
     if value is None:
         return {}
-    if hasattr(value, "to_dict"):
-        value = value.to_dict()
     return {str(model): {str(k): float(v) for k, v in entries.items()} for model, entries in value.items()}
 
 
@@ -38,7 +39,7 @@ class CheckSettings:
     min_bus_bandwidth: float | None = None
 
     @classmethod
-    def from_config(cls, config: Any) -> CheckSettings:
+    def from_config(cls, config: Config) -> CheckSettings:
         check = config.check
         return cls(
             judging=JudgeSettings.from_config(config),

@@ -1,14 +1,14 @@
 """Config values: the error type, durations and sizes, the YAML file reader, and the per-field checkers.
 
 A checker takes the raw YAML value and returns the typed value or raises ``TypeError``/``ValueError``
-with the reason; ``agent.core.config`` builds its schema from them."""
+with the reason; each setting of ``agent.core.config_schema`` names one."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
@@ -69,8 +69,9 @@ def parse_size(value: Any) -> int:
     raise ValueError(value)
 
 
-# --- schema: each leaf is (checker, default); a checker returns the typed value or raises
-Checker = Callable[[Any], Any]
+# --- checkers: each returns the typed value of a setting or raises TypeError with the reason
+T = TypeVar("T")
+Checker = Callable[[Any], T]
 
 
 def duration(value: Any) -> float:
@@ -101,7 +102,7 @@ def boolean(value: Any) -> bool:
     raise TypeError(f"expected true or false, got {show(value)}")
 
 
-def integer(minimum: int, maximum: int | None = None) -> Checker:
+def integer(minimum: int, maximum: int | None = None) -> Checker[int]:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"expected an integer, got {show(value)}")
@@ -131,14 +132,14 @@ def string(value: Any) -> str:
     raise TypeError(f"expected a string, got {show(value)}")
 
 
-def optional(check: Checker) -> Checker:
-    def optional(value: Any) -> Any:
+def optional(check: Checker[T]) -> Checker[T | None]:
+    def optional(value: Any) -> T | None:
         return None if value is None else check(value)
 
     return optional
 
 
-def choice(*options: str) -> Checker:
+def choice(*options: str) -> Checker[str]:
     def check(value: Any) -> str:
         if value in options:
             return str(value)
@@ -185,6 +186,31 @@ def peaks_table(value: Any) -> dict[str, dict[str, float]]:
         ):
             raise TypeError(f"{model}: expected {{dtype: positive FLOP/s}}, got {show(per_dtype)}")
         result[str(model)] = {str(k): float(v) for k, v in per_dtype.items()}
+    return result
+
+
+AutoOrBool = Union[bool, Literal["auto"]]
+
+
+def auto_or_boolean(value: Any) -> AutoOrBool:
+    if isinstance(value, bool):
+        return value
+    if value == "auto":
+        return "auto"
+    raise TypeError(f"expected true, false or auto, got {show(value)}")
+
+
+def references_table(value: Any) -> dict[str, dict[str, float]]:
+    """``{model: {measure: value}}`` in base units, e.g. ``{"910B3": {"hbm_bandwidth": 1.5e12}}``."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a mapping of model to {{measure: value}}, got {show(value)}")
+    result: dict[str, dict[str, float]] = {}
+    for model, measures in value.items():
+        if not isinstance(measures, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in measures.values()
+        ):
+            raise TypeError(f"{model}: expected {{measure: positive value}}, got {show(measures)}")
+        result[str(model)] = {str(k): float(v) for k, v in measures.items()}
     return result
 
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["config_warnings"]
 
 
-def config_warnings(config: Any) -> list[str]:
+def config_warnings(config: Config) -> list[str]:
     """One sentence per setting that does nothing on this machine as written."""
     logs = config.collectors.hccl_logs
     if not logs.enabled:

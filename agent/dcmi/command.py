@@ -5,12 +5,15 @@ no DCMI to read (disabled, or no library found and vetted), 3 when there is no n
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.core.backend import Fallback
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck, side_by_side
 from collectors.base import ChipRef
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["main"]
 
@@ -25,7 +28,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def main(config: Any, out: TextIO = sys.stdout, chip_index: int = 0) -> int:
+def main(config: Config, out: TextIO = sys.stdout, chip_index: int = 0) -> int:
     backend = open_backend(config)
     if backend is None:
         print("npuwatch dcmi: no DCMI here (collectors.dcmi.enabled false, or no libdcmi.so found and vetted: "

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.dcmi.backend import DcmiBackend
 from agent.dcmi.client import DcmiClient
 from agent.dcmi.locate import locate_library
 from collectors.dcmi.library import LibraryNotFound
 
+if TYPE_CHECKING:
+    from agent.core.config import Config
+
 __all__ = ["open_backend"]
 
 log = logging.getLogger(__name__)
 
 
-def open_backend(config: Any, env: Mapping[str, str] | None = None, *,
+def open_backend(config: Config, env: Mapping[str, str] | None = None, *,
                  call_timeout: float | None = None) -> DcmiBackend | None:
     """The DCMI backend the config asks for, or None (npu-smi alone). Starts no process: the helper
     starts on the first call. ``call_timeout`` (a one-off command's) bounds each call and the helper's

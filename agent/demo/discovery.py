@@ -17,10 +17,14 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent.demo.state import DEMO_DIR_ENV, STATE_FILE
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
+    from agent.core.config_schema import WebSection
 
 __all__ = ["AGENT_FILE", "DEFAULT_DEMO_DIR", "agent_check_overrides", "default_demo_dir", "demo_dir_of",
            "forget_agent", "metrics_url", "running_agent_url", "running_demo_dir", "write_agent"]
@@ -69,7 +73,7 @@ def demo_dir_of(args: argparse.Namespace) -> Path | None:
     return temporary
 
 
-def metrics_url(web: Any) -> str:
+def metrics_url(web: WebSection) -> str:
     """The ``/metrics`` URL of an agent with these web settings, as a client on this machine reaches it."""
     host = web.listen_address
     if host in ("", "0.0.0.0", "::", "[::]"):  # noqa: S104 - a wildcard listener answers on loopback
@@ -80,7 +84,7 @@ def metrics_url(web: Any) -> str:
     return f"{scheme}://{host}:{web.port}/metrics"
 
 
-def agent_check_overrides(config: Any, directory: Path) -> dict[str, Any]:
+def agent_check_overrides(config: Config, directory: Path) -> dict[str, Any]:
     """Config overrides for ``check --demo``: its agent check asks the agent serving this node, and is
     skipped when none does (whatever answers on the configured port then is another node's agent)."""
     url = running_agent_url(directory)
@@ -90,7 +94,7 @@ def agent_check_overrides(config: Any, directory: Path) -> dict[str, Any]:
     return {"web.enabled": True, "web.listen_address": parts.hostname, "web.port": parts.port}
 
 
-def write_agent(directory: Path, web: Any) -> None:
+def write_agent(directory: Path, web: WebSection) -> None:
     """Record that this process serves the node at ``directory`` with these web settings."""
     path = directory / AGENT_FILE
     temporary = path.with_suffix(".tmp")

@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import agent
 from agent.demo.carry import end_chip_fault
@@ -47,6 +47,9 @@ from agent.demo.state import (
     load_state,
     save_state,
 )
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = [
     "DEMO_PROBE_SCHEDULE",
@@ -334,7 +337,7 @@ def torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: bool | None = None) -> dict[str, Any]:
+def demo_overrides(demo_dir: Path, bin_dir: Path, config: Config, *, torch_found: bool | None = None) -> dict[str, Any]:
     """Config keys the demo replaces or extends (dotted, for ``agent.core.config.apply_overrides``).
 
     ``config`` is the operator's config (agent.core.config.Config): the demo adds its log
@@ -386,7 +389,7 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Any, *, torch_found: b
     return overrides
 
 
-def open_demo(config: Any, demo_dir: Path, chips: int = 8) -> tuple[dict[str, Any], dict[str, str]]:
+def open_demo(config: Config, demo_dir: Path, chips: int = 8) -> tuple[dict[str, Any], dict[str, str]]:
     """(the config overrides for the demo node in ``demo_dir``, the fakes' environment), for the one-shot
     commands (diagnose, check, bundle); the node is created when absent and keeps its faults otherwise."""
     demo = DemoNode(demo_dir).open(chips=chips)

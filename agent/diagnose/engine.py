@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agent.core.config_values import parse_duration
 from agent.core.humanize import plural, size
@@ -53,6 +53,9 @@ from agent.health.settings import JudgeSettings
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 from agent.health.thresholds import fault_kind
 from agent.health.verdict import lead
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["DEFAULT_SAMPLE_GAP_S", "DiagnoseOptions", "Report", "diagnose", "main", "probe_checks", "render_text"]
 
@@ -150,7 +153,7 @@ def _probe_events(name: str, say: Say) -> Callable[[dict[str, Any]], None]:
     return on_event
 
 
-def probe_checks(config: Any, say: Say = _quiet) -> list[CheckResult]:
+def probe_checks(config: Config, say: Say = _quiet) -> list[CheckResult]:
     """GEMM and node all-reduce baselines through ``agent.probes.runner`` (children, with deadlines)."""
     names = ("probe_gemm", "probe_allreduce")
     try:
@@ -180,7 +183,7 @@ def probe_checks(config: Any, say: Say = _quiet) -> list[CheckResult]:
 # ----------------------------------------------------------------------------- run
 
 
-def diagnose(config: Any, options: DiagnoseOptions | None = None,
+def diagnose(config: Config, options: DiagnoseOptions | None = None,
              tool_env: dict[str, str] | None = None, say: Say = _quiet) -> Report:
     """Read the node, run every check and decide; never raises for tool or log problems.
 
@@ -191,7 +194,7 @@ def diagnose(config: Any, options: DiagnoseOptions | None = None,
         return _diagnose(config, options, tools, say)
 
 
-def _diagnose(config: Any, options: DiagnoseOptions, tools: ToolReader, say: Say) -> Report:
+def _diagnose(config: Config, options: DiagnoseOptions, tools: ToolReader, say: Say) -> Report:
     logs = config.collectors.hccl_logs
     settings = JudgeSettings.from_config(config).with_windows(options.window_s, options.flap_window_s)
     node = str(config.labels.get("node") or "") or socket.gethostname()
@@ -216,7 +219,7 @@ def _diagnose(config: Any, options: DiagnoseOptions, tools: ToolReader, say: Say
     return Report(tuple(checks), verdict, len(readings.node.chips))
 
 
-def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,
+def main(args: Any, config: Config, demo_dir: Path | None, out: IO[str] | None = None,
          err: IO[str] | None = None) -> int:
     """CLI entry: run the checks (progress on a terminal's stderr), print the table (or ``--json``).
 

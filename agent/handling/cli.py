@@ -8,11 +8,14 @@ import json
 import sys
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.handling.escalation import ChipHistory
 from agent.handling.history import FaultHistory, chip_key
 from agent.handling.levels import history_of
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["add_arguments", "main"]
 
@@ -91,7 +94,7 @@ def _clear(history: FaultHistory, npu: int, chip: int | None) -> int:
     return EXIT_OK
 
 
-def main(args: argparse.Namespace, config: Any) -> int:
+def main(args: argparse.Namespace, config: Config) -> int:
     history = history_of(config)
     if args.faults_command == "show":
         return _show(history, args.json)

@@ -8,19 +8,22 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.handling.escalation import ChipHistory, step
 from agent.handling.history import STATE_FILE, FaultHistory, chip_key
 from collectors.base import ChipRef
 from collectors.fault_levels import ChipLevels, FaultTable, configured_table
 
+if TYPE_CHECKING:
+    from agent.core.config import Config
+
 __all__ = ["FaultLevels", "history_of", "table_of", "table_warnings"]
 
 log = logging.getLogger(__name__)
 
 
-def table_of(config: Any) -> FaultTable:
+def table_of(config: Config) -> FaultTable:
     """The table ``faults.codes_file`` and ``faults.escalation_file`` name (a file that cannot be loaded is logged
     as an error, each skipped rule as a warning)."""
     table, problem = configured_table(config.faults.codes_file, config.faults.escalation_file)
@@ -31,14 +34,14 @@ def table_of(config: Any) -> FaultTable:
     return table
 
 
-def table_warnings(config: Any) -> list[str]:
+def table_warnings(config: Config) -> list[str]:
     """What ``npuwatch check-config`` says about the fault table files: a file that cannot be read (its packaged
     copy is used) and each rule, list or code that is skipped (the rest of its file is used)."""
     table, problem = configured_table(config.faults.codes_file, config.faults.escalation_file)
     return ([problem] if problem is not None else []) + [f"fault table: {entry}" for entry in table.skipped]
 
 
-def history_of(config: Any) -> FaultHistory:
+def history_of(config: Config) -> FaultHistory:
     return FaultHistory(Path(os.path.expanduser(config.state_dir)) / STATE_FILE)
 
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.core.backend import Fallback, RecordReader
 from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from agent.health.readings import Reading
 from collectors.base import ChipRef, NoData, ParseError, Source
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["HCCN_PARALLEL", "NodeReader", "ToolReader", "as_text", "open_reader"]
 
@@ -70,7 +73,7 @@ class ToolReader:
     """Runs npu-smi and hccn_tool with the configured paths, timeouts and parallelism; remembers a tool
     that hung or is missing."""
 
-    def __init__(self, config: Any, env: Mapping[str, str] | None = None, records: RecordReader | None = None,
+    def __init__(self, config: Config, env: Mapping[str, str] | None = None, records: RecordReader | None = None,
                  *, owns: Callable[[], None] | None = None) -> None:
         collectors = config.collectors
         self._settings = {
@@ -230,7 +233,8 @@ def _key(tool: str) -> str:
     return tool.replace("-", "_")
 
 
-def open_reader(config: Any, env: Mapping[str, str] | None = None, *, call_timeout: float | None = None) -> ToolReader:
+def open_reader(config: Config, env: Mapping[str, str] | None = None, *,
+                call_timeout: float | None = None) -> ToolReader:
     """The commands' reader: DCMI first where ``collectors.dcmi`` finds the library (as the agent chooses,
     ``agent.dcmi.setup``), the tools for the rest and as the fallback. Close it (or use ``with``): that ends
     the helper. ``call_timeout`` bounds each DCMI call and the helper's start (default the config's)."""

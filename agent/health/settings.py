@@ -9,12 +9,15 @@ and the output shows it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.handling.levels import history_of
 from agent.health import thresholds as table
 from agent.health.thresholds import INCIDENT_LOOK_BACK_S, fault_kind
 from collectors.fault_levels import FaultTable, default_table
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["JudgeSettings"]
 
@@ -37,7 +40,7 @@ class JudgeSettings:
     fault_history: str | None = None  # the agent's <state_dir>/fault_history.json: held separations, escalation
 
     @classmethod
-    def from_config(cls, config: Any) -> JudgeSettings:
+    def from_config(cls, config: Config) -> JudgeSettings:
         check = config.check
         window = check.hccl_window
         hot = check.max_temperature

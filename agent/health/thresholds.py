@@ -22,11 +22,14 @@ its rank as surely as a fault but does not fail the node that ran it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.handling.levels import table_of
 from agent.health.status import FAIL, WARN
 from collectors.fault_levels import FaultTable
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "INCIDENT_LOOK_BACK_S", "AlertBound", "FaultKind",
            "fault_kind", "fault_table", "flap_window_s", "max_isolated_pages"]
@@ -263,19 +266,19 @@ def fault_kind(kind: str) -> FaultKind:
         raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(FAULT_KINDS)}") from None
 
 
-def flap_window_s(config: Any) -> float:
+def flap_window_s(config: Config) -> float:
     """``check.flap_window`` when the config sets it, else the table's look-back for ``link_flap``."""
     value = config.check.flap_window
     return float(value) if value is not None else float(fault_kind("link_flap").window_s or 0.0)
 
 
-def max_isolated_pages(config: Any) -> int:
+def max_isolated_pages(config: Config) -> int:
     """``check.max_isolated_pages`` when the config sets it, else the table's ``hbm_pages_over``."""
     value = config.check.max_isolated_pages
     return int(value) if value is not None else int(fault_kind("hbm_pages_over").threshold or 0)
 
 
-def fault_table(config: Any) -> FaultTable:
+def fault_table(config: Config) -> FaultTable:
     """The handling-level table of ``faults.codes_file`` and ``faults.escalation_file``, loaded as the agent loads it
     (``agent.handling.levels.table_of``: the packaged one for a file that cannot be loaded, which is logged, as
     each skipped rule is)."""

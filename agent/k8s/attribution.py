@@ -22,12 +22,15 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.core.jobs import InternalJob
 from agent.k8s.devices import ChipIndex, resource_matches
 from agent.k8s.podresources import Holding, PodResourcesClient, PodResourcesError, SocketMissing, grpc_available
 from collectors.base import ChipRef, NoData, Sample
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["JOB_NAME", "PodAttribution", "attribution_job", "wanted"]
 
@@ -142,7 +145,7 @@ class PodAttribution:
                 ", ".join(str(key) for key in sorted(index.by_id)) or "none")
 
 
-def attribution_job(config: Any, chips: Callable[[], Sequence[ChipRef]]) -> InternalJob | None:
+def attribution_job(config: Config, chips: Callable[[], Sequence[ChipRef]]) -> InternalJob | None:
     """The ``pod_resources`` internal job for ``config.kubernetes``; None when attribution is off."""
     settings = config.kubernetes
     if not wanted(settings.pod_attribution):

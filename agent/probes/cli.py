@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from agent.core.config import ConfigError, load_config, parse_size
+from agent.core.config import Config, ConfigError, load_config, parse_size
 from agent.core.flag_values import duration_flag, positive_duration_flag
 from agent.probes.bandwidth import run_h2d, run_membw, run_p2p
 from agent.probes.records import ProbeSettings
@@ -151,13 +151,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument("--master", metavar="HOST:PORT", help="rank 0's node and a free port on it")
 
 
-def settings_from_config(config: Any) -> ProbeSettings:
+def settings_from_config(config: Config) -> ProbeSettings:
     """ProbeSettings from a loaded config's ``probes`` section (agent.core.config.Config)."""
     probes = config.probes
     settings = ProbeSettings(
         backend=probes.backend, model=probes.model, lock_path=probes.lock_file,
         connect_timeout_s=probes.connect_timeout, exec_timeout_s=probes.exec_timeout,
-        deadline_s=probes.deadline, stall_s=probes.stall, peaks=dict(probes.peaks or {}),
+        deadline_s=probes.deadline, stall_s=probes.stall,
+        peaks={model: dict(per_dtype) for model, per_dtype in (probes.peaks or {}).items()},
         gemm_size=probes.gemm.size, min_efficiency=probes.gemm.min_efficiency,
         allreduce_bytes=probes.allreduce.size, min_busbw=probes.allreduce.min_bus_bandwidth,
     )

@@ -9,12 +9,15 @@ import socket
 import sys
 import urllib.parse
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agent.top.fetch import PASSWORD_ENV, Reader, source_from_args
 from agent.top.history import History
 from agent.top.model import Fetched, parse_view, samples_of
 from agent.top.render import SORT_KEYS, TopState, frame, plain
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["EXIT_NO_AGENT", "add_arguments", "main"]
 
@@ -40,14 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     client.add_argument("--timeout", default="5s", metavar="DURATION", help="per read (default 5s)")
 
 
-def _node_name(args: Any, config: Any) -> str:
+def _node_name(args: Any, config: Config) -> str:
     if getattr(args, "url", None):
         return urllib.parse.urlparse(args.url).hostname or args.url
-    labels = getattr(config, "labels", None) or {}
-    return str(labels.get("node") or socket.gethostname())
+    return str(config.labels.get("node") or socket.gethostname())
 
 
-def main(args: Any, config: Any, *, render: Callable[[], bytes] | None = None, out: IO[str] | None = None,
+def main(args: Any, config: Config, *, render: Callable[[], bytes] | None = None, out: IO[str] | None = None,
          err: IO[str] | None = None) -> int:
     """``render``: the exposition of an agent in this process (``--demo``), instead of reading one."""
     from agent.core.config_values import parse_duration

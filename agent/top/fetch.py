@@ -9,11 +9,14 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.check.local_agent import agent_endpoint
 from agent.core.http_client import ClientTls, basic_auth_header, build_opener, check_url, read_password
 from agent.top.model import Fetched, NodeView, parse_view, samples_of
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["PASSWORD_ENV", "AgentSource", "Reader", "source_from_args"]
 
@@ -51,7 +54,7 @@ class AgentSource:
             raise OSError(str(exc.reason)) from None
 
 
-def source_from_args(args: Any, config: Any) -> AgentSource:
+def source_from_args(args: Any, config: Config) -> AgentSource:
     """The source ``--url`` and its client flags name, else the local agent's; ValueError says what is wrong."""
     password = read_password(getattr(args, "password_file", None), "--password-file", PASSWORD_ENV,
                              getattr(args, "user", None))

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import agent
 from agent.health.logscan import recent_logs
@@ -58,6 +58,9 @@ from agent.health.readings import Reading
 from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError, Source
 from collectors.hccn_link import device_id
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 __all__ = ["DUMP_ENV_VARS", "BundleOptions", "main", "write_bundle"]
 
@@ -186,7 +189,7 @@ NPU_SMI_SNAPSHOTS: tuple[tuple[str, Source], ...] = (("health", npu_smi_health.S
 HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = tuple((name, source) for name, (source, _) in PORT_READINGS.items())
 
 
-def _snapshot_tools(config: Any, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
+def _snapshot_tools(config: Config, options: BundleOptions, writer: _Writer, say: Callable[[str], None]) -> None:
     with open_reader(config, options.tool_env) as tools:  # the DCMI helper, if any, ends here
         _snapshot_with(tools, config, writer, say)
 
@@ -229,7 +232,7 @@ def _parsed(what: str, parse: Callable[[str], Any], text: str) -> Reading:
         return Reading(error=f"{what}: unreadable: {exc}")
 
 
-def _snapshot_with(tools: ToolReader, config: Any, writer: _Writer, say: Callable[[str], None]) -> None:
+def _snapshot_with(tools: ToolReader, config: Config, writer: _Writer, say: Callable[[str], None]) -> None:
     manifest = writer.manifest
 
     def call(source: Source, chip: ChipRef | None) -> tuple[list[str], Reading, float]:
@@ -349,7 +352,7 @@ def _dumps(writer: _Writer, options: BundleOptions, since: float, say: Callable[
     say(f"{count} flight-recorder dumps")
 
 
-def _logs(writer: _Writer, config: Any, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
+def _logs(writer: _Writer, config: Config, options: BundleOptions, since: float, say: Callable[[str], None]) -> None:
     logs = config.collectors.hccl_logs
     found = recent_logs([*map(str, logs.paths), *options.log_paths], logs.globs, logs.kernel_log, since)
     writer.manifest.failed.extend(found.problems)
@@ -377,7 +380,7 @@ def _logs(writer: _Writer, config: Any, options: BundleOptions, since: float, sa
     say(f"{taken} log files ({options.max_log_bytes - budget} bytes) of {len(recent)} modified in the window")
 
 
-def _metrics(writer: _Writer, config: Any) -> None:
+def _metrics(writer: _Writer, config: Config) -> None:
     host = config.web.listen_address
     host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host  # noqa: S104 - the agent's own wildcard bind
     url = f"http://{host}:{int(config.web.port)}/metrics"
@@ -423,7 +426,7 @@ def host_addresses() -> list[str]:
 # ----------------------------------------------------------------------------- the bundle
 
 
-def _node_name(config: Any, options: BundleOptions) -> str:
+def _node_name(config: Config, options: BundleOptions) -> str:
     return options.node or str(config.labels.get("node") or "") or socket.gethostname()
 
 
@@ -431,7 +434,7 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "node"
 
 
-def write_bundle(config: Any, options: BundleOptions, progress: Callable[[str], None] | None = None) -> Path:
+def write_bundle(config: Config, options: BundleOptions, progress: Callable[[str], None] | None = None) -> Path:
     """Write the bundle; returns its path. Tool and file problems go to the manifest, never raise."""
     say = progress or (lambda text: None)
     now = time.time()
@@ -470,7 +473,7 @@ def write_bundle(config: Any, options: BundleOptions, progress: Callable[[str], 
     return output
 
 
-def main(args: Any, config: Any, demo_dir: Path | None, out: IO[str] | None = None,
+def main(args: Any, config: Config, demo_dir: Path | None, out: IO[str] | None = None,
          err: IO[str] | None = None) -> int:
     from agent.core.config_values import parse_duration, parse_size
 

@@ -53,7 +53,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.core.http_client import ClientTls, basic_auth_header, build_opener, check_url, read_password
+from agent.core.http_client import (
+    ClientTls,
+    basic_auth_header,
+    build_opener,
+    check_url,
+    connection_problem,
+    read_password,
+)
 from agent.health.log_categories import LOG_CATEGORIES, fault_of
 from agent.triage.evidence import Address, Blame, Evidence, LocalFault, RankFailure, RankSeen, Window
 from agent.triage.series import PROBE_SLOW_RATIO, faults_from_samples
@@ -139,8 +146,7 @@ class PrometheusClient:
         except urllib.error.HTTPError as exc:
             raise PrometheusError(f"{url}: HTTP {exc.code} {_api_error(exc.read()) or exc.reason}") from None
         except (urllib.error.URLError, OSError) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            raise PrometheusError(f"cannot reach {url}: {reason}") from None
+            raise PrometheusError(f"cannot reach {url}: {connection_problem(exc)}") from None
         try:
             answer = json.loads(raw)
         except ValueError:

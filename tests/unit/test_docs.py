@@ -150,8 +150,8 @@ def test_every_config_key_has_a_one_line_description() -> None:
     keys = list(GEN.config_keys())
     assert len(keys) > 100
     for key, entry in keys:
-        assert len(entry) == 3, f"{key}: (checker, default, description)"
-        description = entry[2]
+        assert callable(entry.check), key
+        description = entry.doc
         assert isinstance(description, str) and description.strip() and "\n" not in description, key
 
 
@@ -159,9 +159,9 @@ def test_every_config_key_is_in_the_reference_with_its_default() -> None:
     rows = {row[0].strip("`"): row for row in _rows("docs/configuration.md")}
     keys = dict(GEN.config_keys())
     assert set(rows) == set(keys)
-    for key, (check, default, description) in keys.items():
-        assert rows[key][1] == f"`{GEN.format_default(check, default)}`", key
-        assert rows[key][2].replace("\\|", "|") == description, key
+    for key, entry in keys.items():
+        assert rows[key][1] == f"`{GEN.format_default(entry.check, entry.default)}`", key
+        assert rows[key][2].replace("\\|", "|") == entry.doc, key
 
 
 def test_defaults_are_written_as_a_config_file_writes_them() -> None:
