@@ -301,8 +301,8 @@ def _value_with_unit(value: Any) -> tuple[float, str] | None:
         amount = float(value)
     elif isinstance(value, str) and (match := _VALUE_UNIT_RE.match(value)) is not None:
         amount, unit = float(match.group("num").replace(",", "")), match.group("unit")
-    # The caller scales by up to 1e15; keep the product finite.
-    if amount is None or not math.isfinite(amount) or abs(amount) > 1e290:
+    # A rate is never negative; the caller scales by up to 1e15, so keep the product finite.
+    if amount is None or not math.isfinite(amount) or amount < 0 or amount > 1e290:
         return None
     return amount, unit
 

@@ -195,3 +195,7 @@ def test_non_finite_rates_are_rejected() -> None:
         ascend_dmi.parse_flops(header + "0  1  2  " + "9" * 305 + "  5\n")
     with pytest.raises(ParseError):
         ascend_dmi.parse_json('[{"device": 0, "dtype": "fp16", "tflops": NaN}]')
+    with pytest.raises(ParseError):  # a negative rate is no measurement (found by the property test below)
+        ascend_dmi.parse_json('[{"device": 0, "dtype": "fp16", "tflops": -3}]')
+    with pytest.raises(ParseError):
+        ascend_dmi.parse_json('[{"device": 0, "path": "h2d", "bandwidth": "-1 GB/s"}]')
