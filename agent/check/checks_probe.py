@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.check.references import Judgement, judge, references_for
 from agent.health import faults
+from agent.health.probe_limits import CLOCK_WARN
 from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 
@@ -251,11 +252,12 @@ def _watch_results(run: DeviceRun, npu: int, chip: int, where: str, seen: Any) -
     elif seen.errors:
         out.append(Result(UNKNOWN, f"{where}: npu-smi -t common did not answer while under load", npu=npu, chip=chip))
     if seen.min_busy_clock is not None and seen.rated_clock:
-        floor = 0.9 * seen.rated_clock
+        floor = CLOCK_WARN.value * seen.rated_clock
         status = WARN if seen.min_busy_clock < floor else PASS
         out.append(Result(status, f"{where}: AI Core clock down to {seen.min_busy_clock / 1e6:.0f} MHz while busy "
                                   f"(rated {seen.rated_clock / 1e6:.0f} MHz)", npu=npu, chip=chip,
-                          value=seen.min_busy_clock, threshold=floor, unit="hertz", basis="90% of the rated clock"))
+                          value=seen.min_busy_clock, threshold=floor, unit="hertz",
+                          basis=f"{CLOCK_WARN.value:.0%} of the rated clock"))
     return out
 
 
