@@ -65,6 +65,7 @@ class FaultKind:
     alert_note: str = ""  # why the alert differs from the agent's judgement, where it does
     runbook: str | None = None  # the alert whose runbook covers it, when it is not ``alert``
     runbooks: tuple[tuple[str, str], ...] = ()  # (check, runbook): where the check that found it has its own
+    hints: tuple[tuple[str, str], ...] = ()  # (check, hint): the same for what to do
 
     @property
     def short(self) -> str:
@@ -83,6 +84,10 @@ class FaultKind:
     def runbook_for(self, check: str | None) -> str | None:
         """The runbook of this kind found by ``check``: ``Alert`` or ``Alert#section`` under alerts/runbooks/."""
         return dict(self.runbooks).get(check or "", self.runbook_alert)
+
+    def hint_for(self, check: str | None) -> str:
+        """What to do about this kind found by ``check``."""
+        return dict(self.hints).get(check or "", self.hint)
 
 
 _FLAP_WINDOW_S = 900.0
@@ -107,6 +112,11 @@ _PROBE_SLOW_RUNBOOKS = (
     ("gemm", "NPUGEMMProbeSlow"), ("probe_gemm", "NPUGEMMProbeSlow"), ("sustained_gemm", "NPUGEMMProbeSlow"),
     ("allreduce", "NPUAllReduceBandwidthLow"), ("probe_allreduce", "NPUAllReduceBandwidthLow"),
     *((check, "NPUCheckFailed#bandwidth-checks") for check in _BANDWIDTH_CHECKS))
+_THROTTLE_HINT = ("a chip that throttles under load: check its cooling (fans, airflow, inlet temperature) and power "
+                  "supply; compare its clock with the other chips'")
+_ALLREDUCE_HINT = "check HCCS between the chips (p2p_bandwidth) and npu-smi -t hccs"
+_PROBE_HINTS = (("sustained_gemm", _THROTTLE_HINT), ("allreduce", _ALLREDUCE_HINT),
+                ("probe_allreduce", _ALLREDUCE_HINT))
 _PROBE_NOTE = ("each probe has its own alerts (alerts/probes.rules.yml, probes-fleet.rules.yml), which hold it to "
                "the probe limits (agent.health.probe_limits)")
 _LOG_NOTE = ("read from the HCCL/CANN logs (npu_hccl_errors_total{category}); no alert of its own: the HCCL "
@@ -257,11 +267,11 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("probe_failed", "probes", FAIL, "correct, finished and within the FAIL probe limits", None,
               "probe failed", 3.2, "chip_fault",
               "rerun `npuwatch probe ...` on this node alone; compare with a healthy node",
-              alert_note=_PROBE_NOTE, runbook="HCCLTimeout", runbooks=_PROBE_FAILED_RUNBOOKS),
+              alert_note=_PROBE_NOTE, runbook="HCCLTimeout", runbooks=_PROBE_FAILED_RUNBOOKS, hints=_PROBE_HINTS),
     FaultKind("probe_slow", "probes", WARN, "within the WARN probe limits", None, "probe below its threshold", 1.0,
               "slow_chip",
               "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset",
-              alert_note=_PROBE_NOTE, runbook="NPUGEMMProbeSlow", runbooks=_PROBE_SLOW_RUNBOOKS),
+              alert_note=_PROBE_NOTE, runbook="NPUGEMMProbeSlow", runbooks=_PROBE_SLOW_RUNBOOKS, hints=_PROBE_HINTS),
 )}
 
 

@@ -81,7 +81,7 @@ class Finding:
 
     @property
     def hint(self) -> str:
-        return fault_kind(self.kind).hint if self.kind else ""
+        return fault_kind(self.kind).hint_for(self.check) if self.kind else ""
 
 
 def _finding(check: CheckResult, result: Result, blamed: set[int]) -> Finding:

@@ -13,7 +13,7 @@ from agent.check.levels import CHECKS
 from agent.check.settings import CheckSettings
 from agent.core.config import build_config
 from agent.diagnose.engine import PROBE_CHECKS
-from agent.health.results import CheckResult, Result
+from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, WARN
 from agent.health.thresholds import CAUSE_GROUPS, FAIL_WEIGHT, FAULT_KINDS, AlertBound, FaultKind, fault_kind
 from agent.health.verdict import lead
@@ -136,3 +136,13 @@ def test_a_probe_fault_leads_to_its_probes_runbook() -> None:
     assert str(lead([found]).runbook).endswith("/NPUCheckFailed.md#allreduce")
     slow_gemm = CheckResult("probe_gemm", WARN, "70% of peak", (Result(WARN, "70% of peak", kind="probe_slow"),))
     assert str(lead([slow_gemm]).runbook).endswith("/NPUGEMMProbeSlow.md")
+
+
+def test_a_probe_fault_says_what_to_do_about_that_probe() -> None:
+    failed = fault_kind("probe_failed")
+    throttled = fold("sustained_gemm", [Result(FAIL, "NPU 0: fell 30%", kind="probe_failed")], "ok", "the check's")
+    assert throttled.hint == failed.hint_for("sustained_gemm") != failed.hint
+    assert "cooling" in throttled.hint
+    assert fold("gemm", [Result(FAIL, "NPU 0: slow", kind="probe_failed")], "ok", "the check's").hint == failed.hint
+    slow = CheckResult("probe_allreduce", WARN, "slow", (Result(WARN, "slow", kind="probe_slow"),))
+    assert lead([slow]).action == fault_kind("probe_slow").hint_for("probe_allreduce") != fault_kind("probe_slow").hint
