@@ -141,7 +141,7 @@ def test_each_limit_is_a_probe_fault_and_says_why_an_alert_differs() -> None:
         kind = fault_kind(limit.kind)
         assert kind.check == "probes" and kind.status == (FAIL if limit.kind == "probe_failed" else WARN), limit
         assert limit.op in ("<", ">") and limit.held, limit
-        if not limit.alerts or (limit.alerts and kind.status == FAIL):  # the probe alerts page warnings
+        if not limit.alerts or kind.status == FAIL:  # the probe alerts page warnings
             assert limit.note, f"{limit.name}: say why no alert, or a warning, pages it"
 
 
