@@ -1,6 +1,8 @@
 """Medium and long checks built on the probe workers: GEMM, device copy, host link, chip pairs,
 node all-reduce, sustained GEMM. Each runs its probe (``agent.probes``) and judges every measurement
-against its references (``agent.check.references``), one result per chip, direction or pair.
+against its references (``agent.check.references``), one result per chip, direction or pair. A result past
+the probe limits (``agent.health.probe_limits``) is the fault kind ``probe_failed`` (FAIL) or ``probe_slow``
+(WARN), whose label, hint and runbook (that probe's own) every surface shows.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent.check.references import Judgement, judge, references_for
 from agent.health import faults
+from agent.health.probe_limits import CLOCK_WARN
 from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
+from agent.health.thresholds import fault_kind
 
 if TYPE_CHECKING:
     from agent.check.device import DeviceRun
@@ -23,7 +27,23 @@ __all__ = ["allreduce", "gemm", "hbm_bandwidth", "host_bandwidth", "p2p_bandwidt
 _T, _G = 1e12, 1e9
 _NO_REFERENCE_HINT = ("nothing to compare this model with: give fleet medians (--baseline FILE from "
                       "`npuwatch check-baseline`, or --prometheus URL) or check.references")
-_SLOW_HINT = "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset"
+_SLOW_HINT = fault_kind("probe_slow").hint
+
+
+def _kinded(result: Result) -> Result:
+    """The result as its probe fault kind; one that names its own (a chip too hot under load) keeps it."""
+    if result.kind is not None or result.status not in (FAIL, WARN):
+        return result
+    return replace(result, kind="probe_failed" if result.status == FAIL else "probe_slow")
+
+
+def _fold(name: str, results: list[Result], ok_text: str, hint: str = "", **kwargs: Any) -> CheckResult:
+    return fold(name, [_kinded(result) for result in results], ok_text, hint, **kwargs)
+
+
+def _failed(name: str, text: str, hint: str, **fields: Any) -> CheckResult:
+    """A probe check that failed as a whole (a hang, wrong sums, nothing measured)."""
+    return CheckResult(name, FAIL, text, (Result(FAIL, text, kind="probe_failed", **fields),), hint)
 
 
 def _where(npu: int, chip: int, multi: bool) -> str:
@@ -50,10 +70,9 @@ def _not_judged(name: str, run: DeviceRun, result: ProbeResult, budget_s: float,
         if _ran_short(run, result, budget_s):
             why = f"did not finish in the {budget_s:.0f}s left of the level's budget ({text})"
             return CheckResult(name, UNKNOWN, why, (Result(UNKNOWN, why),))
-        return CheckResult(name, FAIL, text, (Result(FAIL, text),),
-                           "a device that hangs a probe hangs jobs: check dmesg and npu-smi, reset the chip")
+        return _failed(name, text, "a device that hangs a probe hangs jobs: check dmesg and npu-smi, reset the chip")
     if result.outcome == "fail" and not measured:
-        return CheckResult(name, FAIL, text, (Result(FAIL, text),), _SLOW_HINT)
+        return _failed(name, text, fault_kind("probe_failed").hint_for(name))
     return None
 
 
@@ -100,7 +119,7 @@ def gemm(run: DeviceRun) -> list[CheckResult]:
         basis = verdict.basis if verdict.status != UNKNOWN else f"product correct; {verdict.basis}"
         results.append(Result(status, f"{where}: {m.flops / _T:.3f} TFLOP/s, product correct",
                               threshold=verdict.threshold, basis=basis, **fields))
-    return [fold("gemm", results, f"{len(results)} GEMM runs correct and at the reference", _SLOW_HINT)]
+    return [_fold("gemm", results, f"{len(results)} GEMM runs correct and at the reference", _SLOW_HINT)]
 
 
 # ----------------------------------------------------------------------------- copies
@@ -146,7 +165,7 @@ def _copy_checks(run: DeviceRun, probe: str, names: dict[str, str]) -> list[Chec
             continue
         results = [_cell_result(run, cell, name, settings.min_peer_ratio, len(cells)) for cell in cells]
         hint = _NO_REFERENCE_HINT if all(r.status in (PASS, UNKNOWN) for r in results) else _SLOW_HINT
-        checks.append(fold(name, results, f"{len(results)} {kind} copies intact and at the reference", hint,
+        checks.append(_fold(name, results, f"{len(results)} {kind} copies intact and at the reference", hint,
                            empty=f"the {probe} probe measured no {kind} copy"))
     return checks
 
@@ -181,10 +200,9 @@ def allreduce(run: DeviceRun) -> list[CheckResult]:
     text = (f"{measured.world_size} ranks, busbw {measured.busbw_bytes_per_second / _G:.2f} GB/s at "
             f"{measured.size_bytes} bytes")
     if not measured.correct:
-        return [CheckResult("allreduce", FAIL, f"wrong sums: {result.message}",
-                            (Result(FAIL, f"wrong sums: {result.message}", basis="the expected sums", **fields),),
-                            "a wrong collective result is a hardware or driver fault: run it again, then a "
-                            "node-level reset")]
+        return [_failed("allreduce", f"wrong sums: {result.message}",
+                        "a wrong collective result is a hardware or driver fault: run it again, then a node-level "
+                        "reset", basis="the expected sums", **fields)]
     verdict = _judge(run, fields["model"], "allreduce", measured.busbw_bytes_per_second)
     results = []
     minimum = run.settings.min_bus_bandwidth
@@ -196,7 +214,7 @@ def allreduce(run: DeviceRun) -> list[CheckResult]:
         status = PASS if verdict.status == UNKNOWN else verdict.status
         basis = verdict.basis if verdict.status != UNKNOWN else f"sums correct; {verdict.basis}"
         results.append(Result(status, text, threshold=verdict.threshold, basis=basis, **fields))
-    return [fold("allreduce", results, text, "check HCCS between the chips (p2p_bandwidth) and npu-smi -t hccs")]
+    return [_fold("allreduce", results, text, fault_kind("probe_slow").hint_for("allreduce"))]
 
 
 # ----------------------------------------------------------------------------- sustained GEMM
@@ -234,9 +252,8 @@ def sustained_gemm(run: DeviceRun) -> list[CheckResult]:
             results.extend(_sustained_results(run, measured, where, settings))
     for (npu, chip), measured in sorted(by_chip.items()):  # a device npu-smi does not list (cpu, cuda runs)
         results.extend(_sustained_results(run, measured, _where(npu, chip, multi), settings))
-    return [fold("sustained_gemm", results, f"{seconds:.0f}s of GEMM without throttling on {len(watched)} chips",
-                 "a chip that throttles under load: check its cooling (fans, airflow, inlet temperature) "
-                 "and power supply; compare its clock with the other chips'")]
+    return [_fold("sustained_gemm", results, f"{seconds:.0f}s of GEMM without throttling on {len(watched)} chips",
+                  fault_kind("probe_slow").hint_for("sustained_gemm"))]
 
 
 def _watch_results(run: DeviceRun, npu: int, chip: int, where: str, seen: Any) -> list[Result]:
@@ -251,11 +268,12 @@ def _watch_results(run: DeviceRun, npu: int, chip: int, where: str, seen: Any) -
     elif seen.errors:
         out.append(Result(UNKNOWN, f"{where}: npu-smi -t common did not answer while under load", npu=npu, chip=chip))
     if seen.min_busy_clock is not None and seen.rated_clock:
-        floor = 0.9 * seen.rated_clock
+        floor = CLOCK_WARN.value * seen.rated_clock
         status = WARN if seen.min_busy_clock < floor else PASS
         out.append(Result(status, f"{where}: AI Core clock down to {seen.min_busy_clock / 1e6:.0f} MHz while busy "
                                   f"(rated {seen.rated_clock / 1e6:.0f} MHz)", npu=npu, chip=chip,
-                          value=seen.min_busy_clock, threshold=floor, unit="hertz", basis="90% of the rated clock"))
+                          value=seen.min_busy_clock, threshold=floor, unit="hertz",
+                          basis=f"{CLOCK_WARN.value:.0%} of the rated clock"))
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agent.health.probe_limits import FLEET_FAIL, FLEET_MIN_NODES, FLEET_WARN, REFERENCE_FAIL, REFERENCE_WARN
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN, worst
 from agent.probes.peaks import lookup_bandwidth, lookup_peak, normalise_model
 
@@ -70,11 +71,11 @@ def measure_unit(measure: str) -> str | None:
 
 @dataclass(frozen=True)
 class Thresholds:
-    fail_ratio: float = 0.8
-    warn_ratio: float = 0.9
-    fleet_fail_ratio: float = 0.85
-    fleet_warn_ratio: float = 0.92
-    fleet_min_nodes: int = 5
+    fail_ratio: float = REFERENCE_FAIL.value
+    warn_ratio: float = REFERENCE_WARN.value
+    fleet_fail_ratio: float = FLEET_FAIL.value
+    fleet_warn_ratio: float = FLEET_WARN.value
+    fleet_min_nodes: int = FLEET_MIN_NODES
 
 
 def _lookup(table: Mapping[str, Mapping[str, float]], model: str) -> Mapping[str, float] | None:

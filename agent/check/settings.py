@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent.check.references import Thresholds
+from agent.health.probe_limits import PEER_FAIL, THROTTLE_FAIL, THROTTLE_WARN
 from agent.health.settings import JudgeSettings
 
 if TYPE_CHECKING:
@@ -31,9 +32,9 @@ class CheckSettings:
     peaks: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
     sustained_s: float | None = None  # None: the worker's default for the backend
-    max_throttle_drop: float = 0.15
-    warn_throttle_drop: float = 0.05
-    min_peer_ratio: float = 0.75
+    max_throttle_drop: float = THROTTLE_FAIL.value
+    warn_throttle_drop: float = THROTTLE_WARN.value
+    min_peer_ratio: float = PEER_FAIL.value
     copy_bytes: int | None = None
     idle_aicore_threshold: float = 0.05
     min_bus_bandwidth: float | None = None

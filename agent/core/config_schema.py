@@ -35,6 +35,16 @@ from agent.core.config_values import (
     string,
 )
 from agent.core.config_values import size as byte_size
+from agent.health.probe_limits import (
+    FLEET_FAIL,
+    FLEET_MIN_NODES,
+    FLEET_WARN,
+    PEER_FAIL,
+    REFERENCE_FAIL,
+    REFERENCE_WARN,
+    THROTTLE_FAIL,
+    THROTTLE_WARN,
+)
 
 __all__ = [
     "DEFAULT_PORT",
@@ -244,7 +254,8 @@ class GemmSection(ConfigSection):
     dtypes: tuple[str, ...] | None = setting(optional(str_list), None,
                                              "dtypes; none: the backend's default (fp16 and bf16 on npu/cuda, fp32 "
                                              "on cpu)")
-    min_efficiency: float = setting(ratio, 0.8, "pass threshold: FLOP/s over the model's expected peak")
+    min_efficiency: float = setting(ratio, REFERENCE_FAIL.value,
+                                    "pass threshold: FLOP/s over the model's expected peak")
 
 
 @dataclass(frozen=True)
@@ -344,26 +355,30 @@ class CheckSection(ConfigSection):
         optional(references_table), None,
         "`{model: {measure: value}}` in base units, e.g. `{910B3: {hbm_bandwidth: 1.5e12}}`; wins over the "
         "built-in figures")
-    fail_ratio: float = setting(ratio, 0.8, "a measurement below this share of its reference figure fails")
-    warn_ratio: float = setting(ratio, 0.9, "a measurement below this share of its reference figure warns")
+    fail_ratio: float = setting(ratio, REFERENCE_FAIL.value,
+                                "a measurement below this share of its reference figure fails")
+    warn_ratio: float = setting(ratio, REFERENCE_WARN.value,
+                                "a measurement below this share of its reference figure warns")
     baseline_file: str | None = setting(optional(string), None, "fleet medians (JSON); `--baseline` wins")
     prometheus_url: str | None = setting(optional(string), None, "fleet medians from Prometheus; `--prometheus` wins")
-    fleet_fail_ratio: float = setting(ratio, 0.85, "a measurement below this share of the fleet median fails")
-    fleet_warn_ratio: float = setting(ratio, 0.92, "a measurement below this share of the fleet median warns")
-    fleet_min_nodes: int = setting(integer(1), 5, "a fleet median over fewer nodes is not used")
+    fleet_fail_ratio: float = setting(ratio, FLEET_FAIL.value,
+                                      "a measurement below this share of the fleet median fails")
+    fleet_warn_ratio: float = setting(ratio, FLEET_WARN.value,
+                                      "a measurement below this share of the fleet median warns")
+    fleet_min_nodes: int = setting(integer(1), FLEET_MIN_NODES, "a fleet median over fewer nodes is not used")
     max_temperature: float | None = setting(optional(positive_float), None,
                                             "`temperature` and `sustained_gemm` fail a chip hotter than this (°C); "
                                             "none: the thresholds table's `chip_too_hot` (95)")
     sustained_duration: float | None = setting(optional(positive_duration), None,
                                                "`sustained_gemm`: time under load; none: the worker's default "
                                                "(npu/cuda 3m, cpu 10s; cut to fit the long level's 15 min)")
-    max_throttle_drop: float = setting(ratio, 0.15,
+    max_throttle_drop: float = setting(ratio, THROTTLE_FAIL.value,
                                        "`sustained_gemm` fails a chip whose slowest window falls this far below "
                                        "its best")
-    warn_throttle_drop: float = setting(ratio, 0.05,
+    warn_throttle_drop: float = setting(ratio, THROTTLE_WARN.value,
                                         "`sustained_gemm` warns a chip whose slowest window falls this far below "
                                         "its best")
-    min_peer_ratio: float = setting(ratio, 0.75,
+    min_peer_ratio: float = setting(ratio, PEER_FAIL.value,
                                     "bandwidth checks: a chip (or pair) below this share of the median of its kind "
                                     "in the same run fails, so one slow link of 56 is found without a reference")
     copy_size: int | None = setting(optional(byte_size), None,

@@ -29,9 +29,11 @@ RUNBOOK_BASE = runbook_base()  # this process's, decided once
 
 
 def runbook_url(alert: str, base: str | None = None) -> str:
-    """The runbook of ``alert`` (``NPURoCELinkDown``) or of a file name (``NPURoCELinkDown.md``)."""
-    name = alert if alert.endswith(".md") else f"{alert}.md"
-    return (base or RUNBOOK_BASE) + name
+    """The runbook of ``alert`` (``NPURoCELinkDown``) or of a file name (``NPURoCELinkDown.md``), at a section when
+    one follows a ``#`` (``NPUCheckFailed#gemm``)."""
+    page, hash_, section = alert.partition("#")
+    name = page if page.endswith(".md") else f"{page}.md"
+    return (base or RUNBOOK_BASE) + name + hash_ + section
 
 
 def rebase(url: str, base: str) -> str:

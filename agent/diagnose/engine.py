@@ -57,7 +57,8 @@ from agent.health.verdict import lead
 if TYPE_CHECKING:
     from agent.core.config import Config
 
-__all__ = ["DEFAULT_SAMPLE_GAP_S", "DiagnoseOptions", "Report", "diagnose", "main", "probe_checks", "render_text"]
+__all__ = ["DEFAULT_SAMPLE_GAP_S", "PROBE_CHECKS", "DiagnoseOptions", "Report", "diagnose", "main", "probe_checks",
+           "render_text"]
 
 DEFAULT_SAMPLE_GAP_S = 3.0
 
@@ -101,6 +102,9 @@ class DiagnoseOptions:
 
 
 # ----------------------------------------------------------------------------- probes
+
+
+PROBE_CHECKS = ("probe_gemm", "probe_allreduce")  # diagnose --probes
 
 
 def _probe_summary(result: Any) -> str:
@@ -155,7 +159,7 @@ def _probe_events(name: str, say: Say) -> Callable[[dict[str, Any]], None]:
 
 def probe_checks(config: Config, say: Say = _quiet) -> list[CheckResult]:
     """GEMM and node all-reduce baselines through ``agent.probes.runner`` (children, with deadlines)."""
-    names = ("probe_gemm", "probe_allreduce")
+    names = PROBE_CHECKS
     try:
         from agent.probes import runner as probe_runner
         from agent.probes.cli import settings_from_config

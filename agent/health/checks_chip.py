@@ -54,70 +54,59 @@ def check_chip_count(readings: QuickReadings, settings: JudgeSettings) -> CheckR
     return CheckResult(name, result.status, result.evidence, (result,), hint)
 
 
-def check_chip_health(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
-    """The health word (``-t health``, else the table's) and the active error codes of every chip."""
-    name = "chip_health"
+def _per_chip(name: str, readings: QuickReadings, judge: Callable[[ChipRef, Any], Result],
+              ok_text: Callable[[int], str]) -> CheckResult:
+    """One result per listed chip, ``judge(ref, its row of the npu-smi info table)``; UNKNOWN without a chip list."""
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
     table = {(status.npu, status.chip): status for status in readings.node.table.value.chips}
-    results = []
-    for ref in readings.node.chips:
+    results = [judge(ref, table.get((ref.npu, ref.chip))).where(label(readings, ref)) for ref in readings.node.chips]
+    return fold(name, results, ok_text(len(results)))
+
+
+def _read(reading: Reading, ref: ChipRef, judge: Callable[[Any], Result]) -> Result:
+    """The reading judged, or UNKNOWN with why it was not read."""
+    return judge(reading.value) if reading.ok else _chip(ref, UNKNOWN, str(reading.error))
+
+
+def check_chip_health(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
+    """The health word (``-t health``, else the table's) and the active error codes of every chip."""
+    def judge(ref: ChipRef, row: Any) -> Result:
         reading = readings.node.health.get(ref, Reading(error="not read"))
         record = reading.value if reading.ok else None
-        word = (record.health if record is not None else None) or table[(ref.npu, ref.chip)].health
+        word = (record.health if record is not None else None) or row.health
         codes = list(record.error_codes) if record is not None else []
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
-        results.append(faults.chip_health(word, codes, said=said, table=settings.fault_table,
-                                          held=readings.node.held.get(ref), history=readings.node.histories.get(ref),
-                                          basis=readings.node.history_note or None, npu=ref.npu, chip=ref.chip)
-                       .where(label(readings, ref)))
+        return faults.chip_health(word, codes, said=said, table=settings.fault_table, held=readings.node.held.get(ref),
+                                  history=readings.node.histories.get(ref), basis=readings.node.history_note or None,
+                                  npu=ref.npu, chip=ref.chip)
+
     note = f" ({readings.node.history_note})" if readings.node.history_note else ""
-    return fold(name, results, f"{len(results)} chips OK, no error code that needs handling{note}")
-
-
-def _per_chip(name: str, readings: QuickReadings, reading_of: Callable[[ChipRef], Reading],
-              judge: Callable[[Any, ChipRef], Result], ok_text: str) -> CheckResult:
-    """One result per listed chip: its reading judged, or UNKNOWN with why it was not read."""
-    missing = no_chip_list(name, readings)
-    if missing is not None:
-        return missing
-    results = []
-    for ref in readings.node.chips:
-        where = label(readings, ref)
-        reading = reading_of(ref)
-        results.append(judge(reading.value, ref).where(where) if reading.ok
-                       else _chip(ref, UNKNOWN, f"{where}: {reading.error}"))
-    return fold(name, results, ok_text.format(n=len(results)))
+    return _per_chip("chip_health", readings, judge, lambda n: f"{n} chips OK, no error code that needs handling{note}")
 
 
 def check_hbm_ecc(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """No current HBM double-bit error, isolated pages at most ``check.max_isolated_pages``."""
-    return _per_chip("hbm_ecc", readings, lambda ref: readings.node.ecc.get(ref, Reading(error="not read")),
-                     lambda record, ref: faults.hbm_ecc(record, max_pages=settings.max_isolated_pages,
-                                                        basis=settings.max_isolated_pages_basis, npu=ref.npu,
-                                                        chip=ref.chip),
-                     "no HBM double-bit error or isolated page on {n} chips")
+    return _per_chip("hbm_ecc", readings, lambda ref, _: _read(
+        readings.node.ecc.get(ref, Reading(error="not read")), ref,
+        lambda record: faults.hbm_ecc(record, max_pages=settings.max_isolated_pages,
+                                      basis=settings.max_isolated_pages_basis, npu=ref.npu, chip=ref.chip)),
+        lambda n: f"no HBM double-bit error or isolated page on {n} chips")
 
 
 def check_hccs(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """HCCS health of every chip (``npu-smi info -t hccs``)."""
-    return _per_chip("hccs", readings, lambda ref: readings.hccs.get(ref, Reading(error="not read")),
-                     lambda record, ref: faults.hccs(record, npu=ref.npu, chip=ref.chip), "HCCS healthy on {n} chips")
+    return _per_chip("hccs", readings, lambda ref, _: _read(
+        readings.hccs.get(ref, Reading(error="not read")), ref,
+        lambda record: faults.hccs(record, npu=ref.npu, chip=ref.chip)), lambda n: f"HCCS healthy on {n} chips")
 
 
 def check_temperature(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """Each chip's temperature in ``npu-smi info`` under the warning and failing degrees of the table."""
-    name = "temperature"
-    missing = no_chip_list(name, readings)
-    if missing is not None:
-        return missing
-    table = {(status.npu, status.chip): status for status in readings.node.table.value.chips}
-    basis = settings.max_temperature_basis
-    results = [faults.temperature(table[(ref.npu, ref.chip)].temperature_celsius, max_celsius=settings.max_temperature,
-                                  basis=basis, npu=ref.npu, chip=ref.chip).where(label(readings, ref))
-               for ref in readings.node.chips]
-    return fold(name, results, f"{len(results)} chips at most {fault_kind('chip_hot').threshold:g} C")
+    return _per_chip("temperature", readings, lambda ref, row: faults.temperature(
+        row.temperature_celsius, max_celsius=settings.max_temperature, basis=settings.max_temperature_basis,
+        npu=ref.npu, chip=ref.chip), lambda n: f"{n} chips at most {fault_kind('chip_hot').threshold:g} C")
 
 
 def check_versions(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:

@@ -99,8 +99,8 @@ def fold(name: str, results: Iterable[Result], ok_text: str, hint: str = "", emp
          ) -> CheckResult:
     """One check from its results: the worst status; the evidence lists what did not pass, worst first.
 
-    The hint is the fault kind's of the worst result that found one (its ``kind``), else ``hint``: a check that
-    found a fault says what to do about that fault, the same words on every command."""
+    The hint is the fault kind's of the worst result that found one (its ``kind``, as found by check ``name``), else
+    ``hint``: a check that found a fault says what to do about that fault, the same words on every command."""
     items = tuple(results)
     if not items:
         return CheckResult(name, UNKNOWN, empty, (), hint)
@@ -111,4 +111,5 @@ def fold(name: str, results: Iterable[Result], ok_text: str, hint: str = "", emp
     shown = [r.evidence for r in bad[:3]]
     more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
     kinds = [r.kind for r in bad if r.kind is not None and r.status == status]
-    return CheckResult(name, status, "; ".join(shown) + more, items, fault_kind(kinds[0]).hint if kinds else hint)
+    return CheckResult(name, status, "; ".join(shown) + more, items,
+                       fault_kind(kinds[0]).hint_for(name) if kinds else hint)

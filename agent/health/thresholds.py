@@ -67,6 +67,8 @@ class FaultKind:
     bounds: tuple[AlertBound, ...] = ()  # what the alert's expression must agree on
     alert_note: str = ""  # why the alert differs from the agent's judgement, where it does
     runbook: str | None = None  # the alert whose runbook covers it, when it is not ``alert``
+    runbooks: tuple[tuple[str, str], ...] = ()  # (check, runbook): where the check that found it has its own
+    hints: tuple[tuple[str, str], ...] = ()  # (check, hint): the same for what to do
 
     @property
     def short(self) -> str:
@@ -82,6 +84,14 @@ class FaultKind:
         """The alert whose runbook (``alerts/runbooks/<alert>.md``) explains this kind."""
         return self.runbook or self.alert
 
+    def runbook_for(self, check: str | None) -> str | None:
+        """The runbook of this kind found by ``check``: ``Alert`` or ``Alert#section`` under alerts/runbooks/."""
+        return dict(self.runbooks).get(check or "", self.runbook_alert)
+
+    def hint_for(self, check: str | None) -> str:
+        """What to do about this kind found by ``check``."""
+        return dict(self.hints).get(check or "", self.hint)
+
 
 _FLAP_WINDOW_S = 900.0
 # How far back an HCCL timeout's investigation looks (`diagnose --window`, `check --window`, triage of saved
@@ -93,6 +103,25 @@ _LEVEL_NOTE = ("the alert reads the chip's level from npu_fault_handling, which 
 _LINK_HINT = ("check the cable or optical module and the switch port of this NPU "
               "(hccn_tool -i N -optical -g, -link_stat -g)")
 _OPTICS = "NPUOpticalModuleDegraded"
+# Each probe's own runbook: a failed probe is explained by its section of NPUCheckFailed (a wrong result or a
+# slow one, which the section tells apart), a slow one by the alert that pages that probe's slowness.
+_BANDWIDTH_CHECKS = ("hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "p2p_bandwidth")
+_PROBE_FAILED_RUNBOOKS = (
+    ("gemm", "NPUCheckFailed#gemm"), ("probe_gemm", "NPUCheckFailed#gemm"),
+    ("allreduce", "NPUCheckFailed#allreduce"), ("probe_allreduce", "NPUCheckFailed#allreduce"),
+    ("sustained_gemm", "NPUCheckFailed#sustained_gemm"),
+    *((check, "NPUCheckFailed#bandwidth-checks") for check in _BANDWIDTH_CHECKS))
+_PROBE_SLOW_RUNBOOKS = (
+    ("gemm", "NPUGEMMProbeSlow"), ("probe_gemm", "NPUGEMMProbeSlow"), ("sustained_gemm", "NPUGEMMProbeSlow"),
+    ("allreduce", "NPUAllReduceBandwidthLow"), ("probe_allreduce", "NPUAllReduceBandwidthLow"),
+    *((check, "NPUCheckFailed#bandwidth-checks") for check in _BANDWIDTH_CHECKS))
+_THROTTLE_HINT = ("a chip that throttles under load: check its cooling (fans, airflow, inlet temperature) and power "
+                  "supply; compare its clock with the other chips'")
+_ALLREDUCE_HINT = "check HCCS between the chips (p2p_bandwidth) and npu-smi -t hccs"
+_PROBE_HINTS = (("sustained_gemm", _THROTTLE_HINT), ("allreduce", _ALLREDUCE_HINT),
+                ("probe_allreduce", _ALLREDUCE_HINT))
+_PROBE_NOTE = ("each probe has its own alerts (alerts/probes.rules.yml, probes-fleet.rules.yml), which hold it to "
+               "the probe limits (agent.health.probe_limits)")
 _LOG_NOTE = ("read from the HCCL/CANN logs (npu_hccl_errors_total{category}); no alert of its own: the HCCL "
              "timeouts it causes page HCCLTimeout and HCCLCulpritSuspected names the rank")
 FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
@@ -236,12 +265,16 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("port_listen_failed", "hccl_errors", WARN, 0, "errors", "could not listen on its HCCL port", 3.0,
               "process_exit", "another process holds the HCCL port or the address is wrong: free the port range "
               "(HCCL_IF_BASE_PORT) and check HCCL_IF_IP", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
-    FaultKind("probe_failed", "probes", FAIL, "correct and finished", None, "probe failed", 3.2, "chip_fault",
+    # What a probe's measurement is held to is agent.health.probe_limits: past a FAIL limit is probe_failed, past a
+    # WARN limit probe_slow.
+    FaultKind("probe_failed", "probes", FAIL, "correct, finished and within the FAIL probe limits", None,
+              "probe failed", 3.2, "chip_fault",
               "rerun `npuwatch probe ...` on this node alone; compare with a healthy node",
-              alert_note="each probe has its own alerts (alerts/probes.rules.yml)", runbook="HCCLTimeout"),
-    FaultKind("probe_slow", "probes", WARN, "the reference", None, "probe below its threshold", 1.0, "slow_chip",
+              alert_note=_PROBE_NOTE, runbook="HCCLTimeout", runbooks=_PROBE_FAILED_RUNBOOKS, hints=_PROBE_HINTS),
+    FaultKind("probe_slow", "probes", WARN, "within the WARN probe limits", None, "probe below its threshold", 1.0,
+              "slow_chip",
               "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset",
-              alert_note="each probe has its own alerts (alerts/probes.rules.yml)", runbook="NPUGEMMProbeSlow"),
+              alert_note=_PROBE_NOTE, runbook="NPUGEMMProbeSlow", runbooks=_PROBE_SLOW_RUNBOOKS, hints=_PROBE_HINTS),
 )}
 
 

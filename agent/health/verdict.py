@@ -81,7 +81,7 @@ class Finding:
 
     @property
     def hint(self) -> str:
-        return fault_kind(self.kind).hint if self.kind else ""
+        return fault_kind(self.kind).hint_for(self.check) if self.kind else ""
 
 
 def _finding(check: CheckResult, result: Result, blamed: set[int]) -> Finding:
@@ -183,7 +183,7 @@ def _findings_verdict(status: str, found: Sequence[Finding]) -> Verdict:
     if more:
         summary += f" and on {devices_text(more)}"
     also = tuple(f"{other[0].label} on {devices_text([f.where for f in other])}" for _, other in others)
-    alert = fault_kind(first.kind).runbook_alert if first.kind else None
+    alert = fault_kind(first.kind).runbook_for(first.check) if first.kind else None
     evidence = f"{first.where}: {first.detail}" if first.where != "this node" else first.detail
     return Verdict(status, cause, first.npu, summary, also, first.hint, runbook_url(alert), first.check, evidence)
 

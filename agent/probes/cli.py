@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from agent.core.config import Config, ConfigError, load_config, parse_size
 from agent.core.flag_values import duration_flag, positive_duration_flag
+from agent.health.probe_limits import PEER_FAIL, REFERENCE_FAIL, THROTTLE_FAIL
 from agent.probes.bandwidth import run_h2d, run_membw, run_p2p
 from agent.probes.records import ProbeSettings
 from agent.probes.render import render
@@ -134,14 +135,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--exec-timeout", type=positive_duration_flag, metavar="DURATION",
                         help="HCCL_EXEC_TIMEOUT (HCCL accepts 68..17340)")
     limits.add_argument("--min-efficiency", type=_ratio, metavar="RATIO",
-                        help="fail below this share of a measured peak (default 0.8)")
+                        help=f"fail below this share of a measured peak (default {REFERENCE_FAIL.value:g})")
     limits.add_argument("--min-busbw", type=_positive_float, metavar="BYTES_PER_S",
                         help="fail below this all-reduce bus bandwidth")
     limits.add_argument("--min-peer-ratio", type=_ratio, metavar="RATIO",
                         help="membw/h2d/p2p: fail a cell below this share of the median of its peers "
-                             "(default 0.75)")
+                             f"(default {PEER_FAIL.value:g})")
     limits.add_argument("--max-drop", type=_ratio, metavar="RATIO",
-                        help="sustained-gemm: fail when a window falls this far below the best (default 0.15)")
+                        help="sustained-gemm: fail when a window falls this far below the best "
+                             f"(default {THROTTLE_FAIL.value:g})")
     limits.add_argument("--lock-file", metavar="PATH", help="the probe lock shared with the agent")
     limits.add_argument("--no-lock", action="store_true", help="do not take the probe lock")
     cluster = parser.add_argument_group("all-reduce scope")

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from agent.health.probe_limits import PEER_FAIL, REFERENCE_FAIL, REFERENCE_WARN, THROTTLE_FAIL, THROTTLE_WARN
+
 PROBES = ("gemm", "allreduce")  # the scheduled probes, whose counters exist from the start
 ON_DEMAND_PROBES = ("membw", "h2d", "p2p", "sustained_gemm")  # `npuwatch probe` (and the coming `check`)
 OUTCOMES = ("pass", "fail", "timeout", "skipped", "error")
@@ -39,15 +41,15 @@ class ProbeSettings:
     deadline_s: float = 300.0  # outer watchdog over the whole run
     stall_s: float | None = None  # outer watchdog: no progress this long in connect/exec
     term_grace_s: float = 3.0  # SIGTERM -> SIGKILL
-    min_efficiency: float = 0.8  # of a *measured* peak; below fails the probe
-    warn_efficiency: float | None = 0.9
+    min_efficiency: float = REFERENCE_FAIL.value  # of a *measured* peak; below fails the probe
+    warn_efficiency: float | None = REFERENCE_WARN.value
     min_busbw: float | None = None  # bytes/s; below fails the probe
     warn_busbw: float | None = None
     # membw/h2d/p2p: a device or pair below this share of the median of its kind in the same
     # run fails (one slow link is not averaged away); the expected figures use min_efficiency.
-    min_peer_ratio: float = 0.75
-    max_throttle_drop: float = 0.15  # sustained GEMM: a window this far below the best one fails
-    warn_throttle_drop: float | None = 0.05
+    min_peer_ratio: float = PEER_FAIL.value
+    max_throttle_drop: float = THROTTLE_FAIL.value  # sustained GEMM: a window this far below the best one fails
+    warn_throttle_drop: float | None = THROTTLE_WARN.value
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> dtype -> FLOP/s
     bandwidths: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> kind -> bytes/s
     model: str | None = None  # chip model for efficiency (default: the name torch reports)

@@ -27,11 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from agent.health.faults import LEVEL_KINDS
+from agent.health.probe_limits import REFERENCE_FAIL
 from agent.triage.evidence import LocalFault
 
 __all__ = ["PROBE_SLOW_RATIO", "Sample", "faults_from_samples", "parse_exposition"]
 
-PROBE_SLOW_RATIO = 0.8  # probes.gemm.min_efficiency's default
+PROBE_SLOW_RATIO = REFERENCE_FAIL.value  # probes.gemm.min_efficiency's default
 
 Sample = tuple[str, Mapping[str, str], float]
 

@@ -78,7 +78,9 @@ def test_a_slow_node_fails_every_measurement_against_the_fleet_median(medium_run
     for name in MEDIUM:
         result = checks[name]["results"][0]
         assert result["value"] < result["threshold"], result
+        assert result["kind"] == "probe_failed", result
     assert report["verdict"]["status"] == "fail" and code == 2
+    assert report["verdict"]["cause"] == "probe_failed" and report["verdict"]["summary"].startswith("probe failed")
 
 
 @pytest.fixture
@@ -98,6 +100,11 @@ def test_a_wrong_result_fails_its_check(node: DemoNode, probe: str, check: str, 
     code, report = run_check(node.directory, check_config(WIDE), level=level, only=(check,))
     result = by_name(report)[check]
     assert result["status"] == "FAIL" and words in result["evidence"], result
+    assert {r["kind"] for r in result["results"] if r["status"] == "FAIL"} == {"probe_failed"}
+    # the verdict names the probe fault and that probe's own runbook section
+    section = {"gemm": "gemm", "allreduce": "allreduce"}.get(check, "bandwidth-checks")
+    assert (report["verdict"]["cause"], report["verdict"]["check"]) == ("probe_failed", check)
+    assert report["verdict"]["runbook"].endswith(f"/NPUCheckFailed.md#{section}"), report["verdict"]
     assert code == 2
 
 

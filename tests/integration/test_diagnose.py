@@ -299,6 +299,9 @@ def test_probe_outcomes(node: DemoNode, tmp_path: Path, capsys: pytest.CaptureFi
         assert report["verdict"]["text"].startswith("could not check probe_gemm, probe_allreduce: ")
     else:
         assert report["verdict"]["cause"] == "probe_failed"
+        # the failed probe's own section: the GEMM probe's, where it leads the all-reduce one
+        assert report["verdict"]["check"] == "probe_gemm"
+        assert report["verdict"]["runbook"].endswith("/NPUCheckFailed.md#gemm")
 
 
 def test_cli_json(tmp_path: Path) -> None:

@@ -18,8 +18,10 @@ from tests.support.paths import REPO
 from tests.support.tiers import TIERS, StartsSomething
 
 ROOTS = ("agent", "collectors")
-PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.handling", "agent.health", "agent.diagnose",
-            "agent.triage", "agent.check", "agent.top", "agent.daemon", "agent.k8s", "agent.dcmi", "collectors.probes")
+# agent.health.probe_limits is a leaf of its own: the config and the probes, below agent.health, read it.
+PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.handling", "agent.health",
+            "agent.health.probe_limits", "agent.diagnose", "agent.triage", "agent.check", "agent.top", "agent.daemon",
+            "agent.k8s", "agent.dcmi", "collectors.probes")
 
 
 def module_files() -> dict[str, Path]:

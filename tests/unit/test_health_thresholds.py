@@ -4,6 +4,7 @@ weights, the check names, and the config keys that override it."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +12,11 @@ import pytest
 from agent.check.levels import CHECKS
 from agent.check.settings import CheckSettings
 from agent.core.config import build_config
+from agent.diagnose.engine import PROBE_CHECKS
+from agent.health.results import CheckResult, Result, fold
 from agent.health.status import FAIL, WARN
-from agent.health.thresholds import CAUSE_GROUPS, FAIL_WEIGHT, FAULT_KINDS, AlertBound, FaultKind
+from agent.health.thresholds import CAUSE_GROUPS, FAIL_WEIGHT, FAULT_KINDS, AlertBound, FaultKind, fault_kind
+from agent.health.verdict import lead
 from agent.triage.faults import is_failure
 from tests.support import hold_cases
 from tests.support.paths import REPO
@@ -102,3 +106,43 @@ def test_the_config_keys_override_the_table() -> None:
     set_ = CheckSettings.from_config(build_config({"check": {"flap_window": "1h", "max_isolated_pages": 5}})).judging
     assert (set_.flap_window_s, set_.max_isolated_pages) == (3600.0, 5)
     assert set_.flap_window_basis == "config check.flap_window"
+
+
+def sections(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file (lower case, spaces to dashes, no punctuation)."""
+    return {re.sub(r"[^\w -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+
+
+def test_every_runbook_a_check_leads_to_exists_with_its_section() -> None:
+    checks = {spec.name for spec in CHECKS} | set(PROBE_CHECKS)
+    for entry in FAULT_KINDS.values():
+        for check, runbook in entry.runbooks:
+            assert check in checks, (entry.kind, check)
+            page, _, section = runbook.partition("#")
+            path = REPO / "alerts" / "runbooks" / f"{page}.md"
+            assert path.exists(), (entry.kind, runbook)
+            assert not section or section in sections(path), (entry.kind, runbook)
+
+
+def test_a_probe_fault_leads_to_its_probes_runbook() -> None:
+    failed, slow = fault_kind("probe_failed"), fault_kind("probe_slow")
+    for kind in (failed, slow):
+        assert len({kind.runbook_for(check) for check in ("gemm", "allreduce", "hbm_bandwidth")}) == 3, kind.kind
+        assert kind.runbook_for("probe_gemm") == kind.runbook_for("gemm")  # diagnose's probe and check's alike
+        assert kind.runbook_for("probe_allreduce") == kind.runbook_for("allreduce")
+    assert failed.runbook_for(None) == failed.runbook_alert
+    found = CheckResult("probe_allreduce", FAIL, "timed out", (Result(FAIL, "timed out", kind="probe_failed"),))
+    assert str(lead([found]).runbook).endswith("/NPUCheckFailed.md#allreduce")
+    slow_gemm = CheckResult("probe_gemm", WARN, "70% of peak", (Result(WARN, "70% of peak", kind="probe_slow"),))
+    assert str(lead([slow_gemm]).runbook).endswith("/NPUGEMMProbeSlow.md")
+
+
+def test_a_probe_fault_says_what_to_do_about_that_probe() -> None:
+    failed = fault_kind("probe_failed")
+    throttled = fold("sustained_gemm", [Result(FAIL, "NPU 0: fell 30%", kind="probe_failed")], "ok", "the check's")
+    assert throttled.hint == failed.hint_for("sustained_gemm") != failed.hint
+    assert "cooling" in throttled.hint
+    assert fold("gemm", [Result(FAIL, "NPU 0: slow", kind="probe_failed")], "ok", "the check's").hint == failed.hint
+    slow = CheckResult("probe_allreduce", WARN, "slow", (Result(WARN, "slow", kind="probe_slow"),))
+    assert lead([slow]).action == fault_kind("probe_slow").hint_for("probe_allreduce") != fault_kind("probe_slow").hint

@@ -26,6 +26,7 @@ def test_the_base_is_the_setting_else_the_default() -> None:
     assert runbook_base({}) == DEFAULT_RUNBOOK_BASE
     assert runbook_base({"NPUWATCH_RUNBOOK_BASE": "https://wiki.example/rb"}) == "https://wiki.example/rb/"
     assert runbook_url("NPUWatchDown", "https://wiki.example/rb/") == "https://wiki.example/rb/NPUWatchDown.md"
+    assert runbook_url("NPUCheckFailed#gemm", "https://w/") == "https://w/NPUCheckFailed.md#gemm"
     assert rebase(DEFAULT_RUNBOOK_BASE + "NPUWatchDown.md", "https://w/") == "https://w/NPUWatchDown.md"
     assert rebase("https://elsewhere/x.md", "https://w/") == "https://elsewhere/x.md"
 
