@@ -88,8 +88,7 @@ GROUPS = {
     "npuwatch-probes-fleet": ("fleet", "probes: alerts"),
     "npuwatch-hccl-triage-node": ("node", "triage: node faults"),
     "npuwatch-hccl-triage-node-incident": ("node", "triage: node answers"),
-    "npuwatch-probes-fleet-node": ("node", "probes: node medians"),
-    "npuwatch-probes-fleet-node-compare": ("node", "probes: chip compare"),
+    "npuwatch-probes-fleet-node": ("node", "probes: node medians, slow chips"),
 }
 TARGET_S = 2.0
 # The fleet is written once, not scraped again: keep its newest samples visible to queries for this long

@@ -10,11 +10,11 @@ their own targets, intervals and ports), so what is shipped is what is tested.
 Sharded (``sharded/``): N shards scrape the agents, each keeping the targets whose address hashes to
 its index (``hashmod`` over ``__address__``), and evaluate the per-node rule groups, among them the
 per-node halves of the fleet-wide rules (``SHARD_HALVES``), which reduce the per-NPU series to one per
-node (or per NPU in an incident, per slow chip). A global Prometheus federates from every shard exactly
+node (or per NPU in an incident, per chip that may be slow). A global Prometheus federates from every shard exactly
 the series the fleet-wide groups read (``FEDERATE``; the alerts' hold reads the ruler's own ``ALERTS``)
 and evaluates those groups (``FLEET_RULE_FILES``: triage and probes-fleet); each shard federates back the
 few fleet records its halves read (``FEDERATE_BACK``: the ranks and device IPs an incident asks about,
-the GEMM fleet medians). Each group runs on one tier only, so no alert fires twice and none is lost;
+the GEMM flops fleet median). Each group runs on one tier only, so no alert fires twice and none is lost;
 all of them send to the same Alertmanager.
 
 VictoriaMetrics (``victoriametrics/``): vmagent (or Prometheus in agent mode) scrapes the agents and
@@ -59,21 +59,22 @@ FEDERATE = (
     "hccl:node_rank:timeout_timestamp_seconds",
     "hccl:node_npu:blamed_address_info",
     "hccl:node_npu:blamed_address_rank_timeouts",
-    # probes-fleet.rules.yml: each node's median chip, the all-reduce results, the slow chips
+    # probes-fleet.rules.yml: each node's median chip, the all-reduce results, the chips that may be slow
     "npuwatch:npu_probe_gemm_flops:node_median_by_model_dtype",
     "npuwatch:npu_probe_gemm_efficiency_ratio:node_median_by_model_dtype",
     "npu_probe_allreduce_bus_bandwidth_bytes_per_second",
-    "npuwatch:alert_condition:NPUGEMMProbeSlow",
+    "npuwatch:npu_probe_gemm_efficiency_ratio:below_peak_with_model",
+    "npuwatch:npu_probe_gemm_flops:slow_chip_to_node_median_ratio",
 )
 
 # What each shard federates back from the global: the fleet's records that the per-node halves read (the
-# ranks and device IPs the fleet asks about, the GEMM fleet medians). A few series per incident and per
-# chip model; a shard that cannot reach the global records no candidates and no slow chips.
+# ranks and device IPs the fleet asks about, the GEMM flops fleet median that picks the chips the global
+# compares again). A few series per incident and per chip model; a shard that cannot reach the global
+# records no candidates and picks no chip below the fleet median.
 FEDERATE_BACK = (
     "hccl:fleet_incident:rank",
     "hccl:fleet_incident:blamed_address",
     "npuwatch:npu_probe_gemm_flops:median_by_model_dtype",
-    "npuwatch:npu_probe_gemm_efficiency_ratio:median_by_model_dtype",
 )
 FLEET_JOB = f"{JOB}-fleet"  # a shard's job federating FEDERATE_BACK from the global
 GLOBAL = "prometheus-global:9090"

@@ -13,7 +13,7 @@ from tests.support.paths import REPO
 pytestmark = pytest.mark.slow
 
 FLEET_GROUPS = ("triage: incident", "triage: culprit", "probes: medians", "probes: alerts")
-NODE_GROUPS = ("triage: node faults", "triage: node answers", "probes: node medians", "probes: chip compare")
+NODE_GROUPS = ("triage: node faults", "triage: node answers", "probes: node medians, slow chips")
 
 
 def test_the_benchmark_times_every_fleet_group_on_both_engines() -> None:
