@@ -20,8 +20,10 @@ fleet tier's ranges, the hold's, read its own records and ``ALERTS``, not this h
   and the shard federates ``FEDERATE_BACK`` from it (``layouts.shard_config``), as in the shipped layout.
   With N real shards each holds 1/N of the fleet: the per-node groups' time here is the whole fleet's.
   Its rules are loaded once the fleet is written, so the writes do not compete with them.
-- VictoriaMetrics 1.79 (``/api/v1/write``) with two vmalerts, as ``flags.txt``: one for the per-node
-  halves, one for the fleet-wide files.
+- VictoriaMetrics 1.79 (``/api/v1/write``) with two vmalerts, one for the per-node halves, one for the
+  fleet-wide files. Unlike ``flags.txt`` (one store), the fleet-wide vmalert reads a VictoriaMetrics of its
+  own holding only what it reads and records, as the Prometheus global does; both vmalerts write through a
+  vmagent that sends everything to the fleet's store and the fleet tier's share to the small one.
 
 Measured per group: Prometheus' own ``evaluationTime`` (``/api/v1/rules``) or vmalert's
 ``vmalert_iteration_duration_seconds`` (its queries to VictoriaMetrics included), the median and the worst
@@ -63,6 +65,8 @@ from tests.support.prom_harness import (  # noqa: E402
     HarnessError,
     PromProcess,
     _Process,
+    _start,
+    find_binary,
     rfc3339_epoch,
     start_prometheus_with,
     start_victoriametrics,
@@ -336,12 +340,15 @@ def _vmalert_evaluations(vmalerts: Sequence[_Process], count: int, timeout: floa
     return {name: values[:count] for name, values in found.items()}
 
 
-def _write_rounds(url: str, fleet: Fleet) -> tuple[int, float]:
+def _write_rounds(url: str, fleet: Fleet, keep: tuple[bytes, ...] = ()) -> tuple[int, float]:
     """The history rounds, ``ROUND_GAP_S`` apart before the start, then one round stamped when it starts (the
-    writes of a large fleet take a while: the newest samples must be fresh when the ruler reads them)."""
+    writes of a large fleet take a while: the newest samples must be fresh when the ruler reads them).
+    ``keep``: only the series whose encoded labels start so (their ``__name__``, sorted first)."""
     started = time.monotonic()
     first = time.time()
     series = fleet.series(first)
+    if keep:
+        series = [item for item in series if item[0].startswith(keep)]
     for k in range(ROUNDS - 1, 0, -1):
         remote_write(url, series, int((first - k * ROUND_GAP_S) * 1000))
     remote_write(url, series, int(time.time() * 1000))
@@ -415,30 +422,75 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
         _stop(shard)
 
 
+def _fleet_store_names() -> list[str]:
+    """What the fleet tier's own store holds: the series the fleet-wide files read (``FEDERATE``), what they
+    record, and the alerts' state (their hold reads ``ALERTS``; vmalert restores from ``ALERTS_FOR_STATE``)."""
+    read = {selector.split("{", 1)[0] for selector in layouts.FEDERATE}
+    recorded = {rule["record"] for name in FLEET_RULE_FILES
+                for group in yaml.safe_load((ROOT / "alerts" / name).read_text(encoding="utf-8"))["groups"]
+                for rule in group["rules"] if "record" in rule}
+    return sorted(read | recorded | {"ALERTS", "ALERTS_FOR_STATE"})
+
+
+def _start_relay(workdir: Path, store: str, fleet_store: str, fleet_names: Sequence[str]) -> _Process:
+    """vmagent taking both vmalerts' writes: everything to ``store``, to ``fleet_store`` only ``fleet_names``
+    (per-URL relabelling), as the scraping vmagent would send the agents' series."""
+    binary = find_binary("vmagent", package="victoria-metrics")
+    workdir.mkdir(parents=True, exist_ok=True)
+    keep = workdir / "fleet-store.yml"
+    keep.write_text(yaml.safe_dump([{"source_labels": ["__name__"], "regex": "|".join(fleet_names),
+                                     "action": "keep"}]), encoding="utf-8")
+    everything = workdir / "store.yml"
+    everything.write_text("[]\n", encoding="utf-8")
+
+    def argv(port: int) -> list[str]:
+        return [binary, f"-remoteWrite.url={store}/api/v1/write", f"-remoteWrite.url={fleet_store}/api/v1/write",
+                f"-remoteWrite.urlRelabelConfig={everything}", f"-remoteWrite.urlRelabelConfig={keep}",
+                f"-remoteWrite.tmpDataPath={workdir / 'queue'}", "-remoteWrite.flushInterval=1s",
+                f"-httpListenAddr=127.0.0.1:{port}"]
+
+    return _start("vmagent", argv, workdir / "vmagent.log", ready_path="/health")
+
+
 def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> Result:
-    vm = start_victoriametrics(tmp / "victoria-metrics", ["-search.latencyOffset=5s",
-                                                          f"-search.maxStalenessInterval={LOOKBACK}"])
+    """The per-node vmalert on the store holding every NPU, the fleet-wide one on a store of its own that holds
+    only what it reads and records (the Prometheus global's role): its queries do not queue behind the per-node
+    tier's. Both write through a vmagent that sends everything to the big store, the fleet's share to the small."""
+    options = ["-search.latencyOffset=5s", f"-search.maxStalenessInterval={LOOKBACK}"]
+    vm = start_victoriametrics(tmp / "victoria-metrics", options)
+    stores: list[_Process] = [vm]
     vmalerts: list[_Process] = []
     try:
+        fleet_vm = start_victoriametrics(tmp / "victoria-metrics-fleet", options)
+        stores.append(fleet_vm)
+        names = _fleet_store_names()
+        relay = _start_relay(tmp / "vmagent", vm.url, fleet_vm.url, names)
+        stores.append(relay)
         count, write_s = _write_rounds(vm.url + "/api/v1/write", fleet)
+        # the fleet store gets the agents' series the fleet tier reads, as the scraping vmagent's second URL would
+        prefixes = tuple(_labels_blob((("__name__", name),)) for name in names)
+        _write_rounds(fleet_vm.url + "/api/v1/write", fleet, keep=prefixes)
         written = time.time()
         # the vmalerts start once the data is in: their first evaluations are measured, as Prometheus' are
-        for tier, names in (("node", NODE_RULE_FILES), ("fleet", FLEET_RULE_FILES)):
+        for tier, files, source in (("node", NODE_RULE_FILES, vm), ("fleet", FLEET_RULE_FILES, fleet_vm)):
             vmalerts.append(start_vmalert(tmp / f"vmalert-{tier}", [
-                *(f"-rule={path}" for path in _rule_files(tmp, names)), f"-datasource.url={vm.url}",
-                f"-remoteWrite.url={vm.url}", f"-evaluationInterval={interval}", "-notifier.url=http://127.0.0.1:9"]))
-        culprits, culprit_s, alert_s = _wait_culprit(vm, written, timeout=900)
+                *(f"-rule={path}" for path in _rule_files(tmp, files)), f"-datasource.url={source.url}",
+                f"-remoteWrite.url={relay.url}", f"-evaluationInterval={interval}", "-notifier.url=http://127.0.0.1:9"]))
+        culprits, culprit_s, alert_s = _wait_culprit(fleet_vm, written, timeout=900)
         times = _vmalert_evaluations(vmalerts, evaluations, timeout=120 + 60 * evaluations)
         fleet_read = "|".join(selector.split("{", 1)[0] for selector in layouts.FEDERATE)
-        read = _query(vm, f'count({{__name__=~"{fleet_read}", job="npuwatch"}})')
-        memory = {"victoria-metrics": rss_bytes(vm.popen.pid), "vmalert (fleet)": rss_bytes(vmalerts[1].popen.pid),
-                  "vmalert (node)": rss_bytes(vmalerts[0].popen.pid)}
+        read = _query(fleet_vm, f'count({{__name__=~"{fleet_read}", job="npuwatch"}})')
+        memory = {"victoria-metrics": rss_bytes(vm.popen.pid),
+                  "victoria-metrics (fleet)": rss_bytes(fleet_vm.popen.pid),
+                  "vmalert (fleet)": rss_bytes(vmalerts[1].popen.pid),
+                  "vmalert (node)": rss_bytes(vmalerts[0].popen.pid), "vmagent": rss_bytes(relay.popen.pid)}
         return Result("VictoriaMetrics 1.79 + vmalert", fleet.nodes, count, write_s, times, memory, culprits,
                       int(float(read[0]["value"][1])) if read else 0, culprit_s, alert_s)
     finally:
         for vmalert in reversed(vmalerts):
             _stop(vmalert)
-        _stop(vm)
+        for store in reversed(stores):
+            _stop(store)
 
 
 ENGINES = {"prometheus": run_prometheus, "victoriametrics": run_victoriametrics}
