@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO, Union
+from typing import Any, TextIO, Union
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # first: bench/agent.py must not shadow the agent package
@@ -150,14 +150,19 @@ def write_openmetrics(fleet: Fleet, out: TextIO) -> int:
 
 
 def inlined_rules() -> list[tuple[str, str]]:
-    """Each recording rule of alerts/triage.rules.yml with the recorded series it reads replaced by their
-    expressions, so one instant query at any time costs at least what the rule costs in the chain. The
-    alert is left out: it reads one recorded series (and its last 10 minutes for the scrape-gap hold),
-    which inlined would be a subquery re-running the whole chain at every step."""
-    document = yaml.safe_load((ROOT / "alerts" / "triage.rules.yml").read_text(encoding="utf-8"))
+    """Each recording rule of alerts/triage-shard.rules.yml and alerts/triage.rules.yml with the recorded
+    series it reads replaced by their expressions, so one instant query at any time costs at least what the
+    rule costs in the chain. The alert is left out: it reads one recorded series (and its last 10 minutes
+    for the scrape-gap hold), which inlined would be a subquery re-running the whole chain at every step."""
+    def groups(name: str) -> list[dict[str, Any]]:
+        return list(yaml.safe_load((ROOT / "alerts" / name).read_text(encoding="utf-8"))["groups"])
+
+    # the per-node half's groups and the fleet half's, in turn, as a sharded layout runs them
+    node, fleet = groups("triage-shard.rules.yml"), groups("triage.rules.yml")
+    ordered = [group for pair in zip(node, fleet) for group in pair]
     expanded: dict[str, str] = {}
     out = []
-    for group in document["groups"]:
+    for group in ordered:
         for rule in group["rules"]:
             expr = rule["expr"]
             for name, body in expanded.items():

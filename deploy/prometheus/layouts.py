@@ -8,16 +8,19 @@ The end-to-end tests (tests/e2e/test_fleet_layouts.py) start the engines on thes
 their own targets, intervals and ports), so what is shipped is what is tested.
 
 Sharded (``sharded/``): N shards scrape the agents, each keeping the targets whose address hashes to
-its index (``hashmod`` over ``__address__``), and evaluate the per-node rule groups. A global
-Prometheus federates from every shard exactly the series the fleet-wide groups read (``FEDERATE``:
-the triage rules' inputs and the probe medians' inputs; the alerts' hold reads the ruler's own
-``ALERTS``) and
-evaluates those groups (``FLEET_RULE_FILES``: triage and probes-fleet). Each group runs on one tier
-only, so no alert fires twice and none is lost; all of them send to the same Alertmanager.
+its index (``hashmod`` over ``__address__``), and evaluate the per-node rule groups, among them the
+per-node halves of the fleet-wide rules (``SHARD_HALVES``), which reduce the per-NPU series to one per
+node (or per NPU in an incident, per chip that may be slow). A global Prometheus federates from every shard exactly
+the series the fleet-wide groups read (``FEDERATE``; the alerts' hold reads the ruler's own ``ALERTS``)
+and evaluates those groups (``FLEET_RULE_FILES``: triage and probes-fleet); each shard federates back the
+few fleet records its halves read (``FEDERATE_BACK``: the ranks and device IPs an incident asks about,
+the GEMM flops fleet median). Each group runs on one tier only, so no alert fires twice and none is lost;
+all of them send to the same Alertmanager.
 
 VictoriaMetrics (``victoriametrics/``): vmagent (or Prometheus in agent mode) scrapes the agents and
-remote-writes to VictoriaMetrics; vmalert evaluates every shipped rule file against it, writes the
-recorded series and the alerts' state back, and sends to Alertmanager.
+remote-writes to VictoriaMetrics; one vmalert evaluates the per-node rule files, a second one the
+fleet-wide ones, both against VictoriaMetrics, writing the recorded series and the alerts' state back,
+and sending to Alertmanager.
 """
 
 from __future__ import annotations
@@ -37,24 +40,44 @@ JOB = "npuwatch"
 
 # The groups that join nodes with each other: on the global Prometheus of a sharded layout.
 FLEET_RULE_FILES = ("probes-fleet.rules.yml", "triage.rules.yml")
+# Their per-node halves, on the shards with the other per-node groups (they read FEDERATE_BACK).
+SHARD_HALVES = ("probes-shard.rules.yml", "triage-shard.rules.yml")
 
 # What the global federates: every series the fleet-wide groups read (tests/unit/test_prometheus_layouts.py
-# holds this list to the rule files), each from the agents' job only.
+# holds this list to the rule files), each from the agents' job only. One series per node, or per NPU that
+# is part of an incident or slow; none per NPU of the fleet: the per-node halves of the two files
+# (triage-shard.rules.yml, probes-shard.rules.yml) run on the shards and reduce those.
 FEDERATE = (
-    # triage.rules.yml: the incident window, device IPs, link and chip state, the log scanner's state
-    "npu_hccl_rank_last_seen_timestamp_seconds",
+    # triage.rules.yml: the peers' blames, the log scanners' state, and what the shards record per node
     "npu_hccl_peer_blamed_timestamp_seconds",
-    "npu_hccl_rank_timeout_timestamp_seconds",
-    "npu_roce_ip_info",
-    "npu_roce_link_up",
-    "npu_healthy",
     'npuwatch_collector_up{collector="hccl_logs"}',
-    # probes-fleet.rules.yml: the probe results and the chip model
-    "npu_probe_gemm_flops",
-    "npu_probe_gemm_efficiency_ratio",
-    "npu_info",
+    "hccl:node_comm:rank_timeouts",
+    "hccl:npu_fault:roce_link_down",
+    "hccl:npu_fault:unhealthy",
+    "hccl:node_rank:held_by_faulty_npu",
+    "hccl:node_rank:owner_last_seen_timestamp_seconds",
+    "hccl:node_rank:timeout_timestamp_seconds",
+    "hccl:node_npu:blamed_address_info",
+    "hccl:node_npu:blamed_address_rank_timeouts",
+    # probes-fleet.rules.yml: each node's median chip, the all-reduce results, the chips that may be slow
+    "npuwatch:npu_probe_gemm_flops:node_median_by_model_dtype",
+    "npuwatch:npu_probe_gemm_efficiency_ratio:node_median_by_model_dtype",
     "npu_probe_allreduce_bus_bandwidth_bytes_per_second",
+    "npuwatch:npu_probe_gemm_efficiency_ratio:below_peak_with_model",
+    "npuwatch:npu_probe_gemm_flops:slow_chip_to_node_median_ratio",
 )
+
+# What each shard federates back from the global: the fleet's records that the per-node halves read (the
+# ranks and device IPs the fleet asks about, the GEMM flops fleet median that picks the chips the global
+# compares again). A few series per incident and per chip model; a shard that cannot reach the global
+# records no candidates and picks no chip below the fleet median.
+FEDERATE_BACK = (
+    "hccl:fleet_incident:rank",
+    "hccl:fleet_incident:blamed_address",
+    "npuwatch:npu_probe_gemm_flops:median_by_model_dtype",
+)
+FLEET_JOB = f"{JOB}-fleet"  # a shard's job federating FEDERATE_BACK from the global
+GLOBAL = "prometheus-global:9090"
 
 TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9611]\n  labels: {node: n}`
 RULES_DIR = "/etc/prometheus/npuwatch"  # where alerts/*.rules.yml are installed
@@ -87,8 +110,9 @@ def _alerting(alertmanagers: Sequence[str]) -> dict[str, Any]:
 def shard_config(index: int, shards: int, *, static_targets: Mapping[str, Mapping[str, str]] | None = None,
                  rules_dir: str = RULES_DIR, alertmanagers: Sequence[str] = (ALERTMANAGER,),
                  scrape_interval: str = "30s", evaluation_interval: str = "30s",
-                 rule_file_names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Shard ``index`` of ``shards``: scrapes its share of the agents, evaluates the per-node groups.
+                 rule_file_names: Sequence[str] | None = None, global_address: str = GLOBAL) -> dict[str, Any]:
+    """Shard ``index`` of ``shards``: scrapes its share of the agents, evaluates the per-node groups, and
+    federates ``FEDERATE_BACK`` from the global (``global_address``) for the fleet-wide rules' per-node halves.
 
     Every shard is given the same targets (file_sd, or ``static_targets``: address -> labels) and keeps
     those whose address hashes to its index, so adding a node never needs a shard chosen by hand.
@@ -113,6 +137,12 @@ def shard_config(index: int, shards: int, *, static_targets: Mapping[str, Mappin
                  "action": "hashmod"},
                 {"source_labels": ["__tmp_hash"], "regex": str(index), "action": "keep"},
             ],
+        }, {
+            "job_name": FLEET_JOB,
+            "honor_labels": True,  # the records' own job="npuwatch" stays, so they join the agents' series
+            "metrics_path": "/federate",
+            "params": {"match[]": [f'{{__name__="{name}"}}' for name in FEDERATE_BACK]},
+            "static_configs": [{"targets": [global_address]}],
         }],
     }
 
@@ -203,12 +233,18 @@ def examples() -> dict[Path, str]:
     files[HERE / "victoriametrics" / "prometheus-agent.yml"] = dump(
         "Instead of vmagent: prometheus --enable-feature=agent --config.file=prometheus-agent.yml",
         prometheus_agent_config("http://victoriametrics:8428/api/v1/write"))
-    args = vmalert_args([f"{RULES_DIR}/*.rules.yml"], "http://victoriametrics:8428", "http://alertmanager:9093")
+    node_args = vmalert_args([f"{RULES_DIR}/{name}" for name in node_rule_files()], "http://victoriametrics:8428",
+                             "http://alertmanager:9093")
+    fleet_args = vmalert_args([f"{RULES_DIR}/{name}" for name in FLEET_RULE_FILES], "http://victoriametrics:8428",
+                              "http://alertmanager:9093")
     vm = victoriametrics_args("/var/lib/victoria-metrics", ":8428")
     files[HERE / "victoriametrics" / "flags.txt"] = (
         HEADER.format(what="The command lines of the VictoriaMetrics layout, one flag a line.")
         + "victoria-metrics\n" + "".join(f"  {flag}\n" for flag in vm)
-        + "vmalert\n" + "".join(f"  {flag}\n" for flag in args))
+        + "# the per-node groups (every rule file but the fleet-wide ones)\n"
+        + "vmalert\n" + "".join(f"  {flag}\n" for flag in node_args)
+        + "# the fleet-wide groups, a second vmalert: they read one series per node and cost it little\n"
+        + "vmalert\n" + "".join(f"  {flag}\n" for flag in fleet_args))
     return files
 
 
@@ -219,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sharded = sub.add_parser("sharded", help="write a sharded layout of --shards shards into --out")
     sharded.add_argument("--shards", type=int, required=True)
     sharded.add_argument("--out", type=Path, required=True)
+    sharded.add_argument("--global-address", default=GLOBAL,
+                         help=f"host:port of the global, for the shards' federation of its records (default {GLOBAL})")
     sharded.add_argument("--shard-address", action="append", default=[],
                          help="host:port of each shard, for the global's federation "
                               "(default prometheus-shard-<i>:9090)")
@@ -229,8 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("give one --shard-address per shard")
         args.out.mkdir(parents=True, exist_ok=True)
         for index in range(args.shards):
-            (args.out / f"shard-{index}.yml").write_text(yaml.safe_dump(shard_config(index, args.shards),
-                                                                        sort_keys=False), encoding="utf-8")
+            config = shard_config(index, args.shards, global_address=args.global_address)
+            (args.out / f"shard-{index}.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         (args.out / "global.yml").write_text(yaml.safe_dump(global_config(addresses), sort_keys=False),
                                              encoding="utf-8")
         return 0

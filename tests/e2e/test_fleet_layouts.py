@@ -5,9 +5,11 @@ scraping the same four demo agents of one HCCL communicator, with the culprit's 
   ports are drawn until node-3 hashes to shard 1 and the three others to shard 0), a global
   Prometheus on ``layouts.global_config`` federating what the fleet-wide groups read, one
   Alertmanager. No shard holds both sides of the incident (the blames are on shard 0, the culprit's
-  device IP and link on shard 1); the global joins them.
-- VictoriaMetrics: vmagent scrapes the agents and remote-writes into VictoriaMetrics; vmalert runs
-  every shipped rule file against it (``layouts.vmalert_args``) and sends to a second Alertmanager.
+  device IP and link on shard 1); the global joins what the shards record per node (it holds no
+  per-NPU series of the healthy fleet), and the shards federate back what it asks about.
+- VictoriaMetrics: vmagent scrapes the agents and remote-writes into VictoriaMetrics; two vmalerts run
+  the shipped rule files against it (``layouts.vmalert_args``: the per-node files; the fleet-wide ones)
+  and send to a second Alertmanager.
 
 One coordinated hang (``npuwatch demo fleet hccl-hang``) makes node-3 NPU 1 the culprit. Checked:
 HCCLCulpritSuspected reaches each Alertmanager's webhook for the culprit, once, and for nothing else;
@@ -26,6 +28,7 @@ import importlib.util
 import sys
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -139,17 +142,23 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
         am_host = urllib.parse.urlparse(sharded_am.url).netloc
 
         shards = []
-        for index in range(SHARDS):
-            config = layouts.shard_config(index, SHARDS, static_targets=targets, rules_dir=rules_dir,
-                                          alertmanagers=[am_host], scrape_interval=INTERVAL,
-                                          evaluation_interval=INTERVAL)
-            shards.append(start_prometheus_with(config, tmp / f"shard-{index}", f"prometheus-shard-{index}"))
+
+        def shard_config(index: int, global_address: str) -> dict[str, Any]:
+            return dict(layouts.shard_config(index, SHARDS, static_targets=targets, rules_dir=rules_dir,
+                                             alertmanagers=[am_host], scrape_interval=INTERVAL,
+                                             evaluation_interval=INTERVAL, global_address=global_address))
+
+        for index in range(SHARDS):  # the global's port is known once it runs: the shards reload then
+            shards.append(start_prometheus_with(shard_config(index, "127.0.0.1:9"), tmp / f"shard-{index}",
+                                                f"prometheus-shard-{index}"))
             stops.append(shards[-1].stop)
         config = layouts.global_config([f"127.0.0.1:{shard.port}" for shard in shards], rules_dir=rules_dir,
                                        alertmanagers=[am_host], scrape_interval=INTERVAL,
                                        evaluation_interval=INTERVAL)
         global_ = start_prometheus_with(config, tmp / "global", "prometheus-global")
         stops.append(global_.stop)
+        for index, shard in enumerate(shards):
+            _reload(shard, shard_config(index, f"127.0.0.1:{global_.port}"))
 
         vm = start_victoriametrics(tmp / "victoria-metrics")
         stops.append(vm.stop)
@@ -157,9 +166,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
                                                                         scrape_interval=INTERVAL),
                                 vm.url + "/api/v1/write")
         stops.append(vmagent.stop)
-        vmalert = start_vmalert(tmp / "vmalert", layouts.vmalert_args([str(path) for path in rules], vm.url,
-                                                                      vm_am.url, evaluation_interval=INTERVAL))
-        stops.append(vmalert.stop)
+        # two vmalerts, as flags.txt: the per-node groups, and the fleet-wide ones (which read what those record)
+        fleet_names = set(layouts.FLEET_RULE_FILES)
+        vmalerts = [start_vmalert(tmp / f"vmalert-{tier}", layouts.vmalert_args(
+            [str(path) for path in rules if (path.name in fleet_names) == (tier == "fleet")], vm.url, vm_am.url,
+            evaluation_interval=INTERVAL)) for tier in ("node", "fleet")]
+        stops += [process.stop for process in vmalerts]
+        vmalert = vmalerts[1]
 
         driver = Driver(agents)
         driver.start()
@@ -172,9 +185,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
         # the global federates no `up` (no fleet-wide rule reads it): every node's log scanner instead
         global_.wait_for(f'count(npuwatch_collector_up{{job="npuwatch", collector="hccl_logs"}} == 1) == {len(NODES)}',
                          timeout=READY_S)
+        vm.wait_for(f'count(npu_roce_ip_info{{job="npuwatch"}}) == {len(NODES) * CHIPS}', timeout=READY_S)
         for store in (global_, vm):
-            store.wait_for(f'count(npu_roce_ip_info{{job="npuwatch"}}) == {len(NODES) * CHIPS}', timeout=READY_S)
             assert store.query("hccl:culprit:info") == [], store.name
+        # a healthy fleet: the shards reduce every NPU's series to nothing the global needs
+        per_npu = "npu_roce_ip_info|npu_hccl_rank_last_seen_timestamp_seconds|hccl:node_.*"
+        assert global_.query(f'{{__name__=~"{per_npu}"}}') == []
 
         summary = run_fleet_fault(dirs)
         assert summary["culprit"]["rank"] == CULPRIT_RANK
@@ -182,6 +198,15 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
     finally:
         for stop in reversed(stops):
             stop()
+
+
+def _reload(prometheus: PromProcess, config: dict[str, Any]) -> None:
+    import yaml
+
+    prometheus.config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    request = urllib.request.Request(prometheus.url + "/-/reload", method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200, prometheus.name
 
 
 def _culprits(hook: WebhookReceiver) -> list[tuple[str, str]]:
@@ -215,6 +240,10 @@ def test_the_sharded_layout_pages_the_culprit_once(fleet: Layouts) -> None:
     assert alert is not None, ("no HCCLCulpritSuspected from the global; its alerts: "
                                f"{fleet.global_.alerts()}\n{fleet.diagnostics()}")
     assert alert.labels["comm"] == fleet.summary["comm"]
+    # what reached the global: the ranks the incident asked about and the culprit's fault, no NPU's device IP
+    assert fleet.global_.query("npu_roce_ip_info") == []
+    owners = fleet.global_.query("hccl:node_rank:owner_last_seen_timestamp_seconds")
+    assert {(o["metric"]["node"], o["metric"]["rank"]) for o in owners} == {(CULPRIT, str(CULPRIT_RANK))}, owners
     print(f"\nsharded: HCCLCulpritSuspected {alert.received_at - fleet.fault_at:.1f} s after the hang was written")
     _settle(fleet.sharded_hook, set(NODES) - {CULPRIT}, PAGE_S)
     assert _culprits(fleet.sharded_hook) == [(CULPRIT, str(CULPRIT_NPU))]

@@ -301,6 +301,11 @@ def cases_by_file(rule: Rule) -> dict[Path, list[dict[str, Any]]]:
     # A file over several areas (hold-test.yml) runs with the mutated area's file alone: only its
     # cases of this area's alerts apply.
     wanted = {alert} if alert is not None else {r.name for r in rules() if r.area == rule.area and r.is_alert}
+    if alert is None and rule.area.endswith("-shard"):
+        # a per-node half records for the alerts of the files tested with it (its fleet half)
+        together = {Path(name).name.removesuffix(".rules.yml") for path in files_testing(rule.area)
+                    for name in _load(path).get("rule_files", [])}
+        wanted = {r.name for r in rules() if r.area in together and r.is_alert}
     found: dict[Path, list[dict[str, Any]]] = {}
     for path in files_testing(rule.area):
         shared = len(_load(path).get("rule_files", [])) > 1
@@ -417,7 +422,13 @@ def _write_rules(root: Path, number: int, mutant: Mutant) -> Path:
 
 
 def _write_case(rules_path: Path, attempt: int, run: CaseRun) -> Path:
-    document = {**_load(run.source), "rule_files": [f"../{rules_path.name}"], "tests": [run.case]}
+    """The case against the mutated file, with the test file's other rule files as they are when the
+    mutated file is one half of a rule chain (``<area>-shard.rules.yml`` and its fleet half)."""
+    source = _load(run.source)
+    halves = {f"../{name}" for name in source.get("rule_files", []) if "-shard." in name}
+    others = [str((run.source.parent / name).resolve()) for name in source.get("rule_files", [])
+              if halves and Path(name).name != rules_path.name]
+    document = {**source, "rule_files": [f"../{rules_path.name}", *others], "tests": [run.case]}
     target = rules_path.parent / "tests" / f"attempt{attempt:02d}-{run.source.name}"
     _dump(document, target)
     return target

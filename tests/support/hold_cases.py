@@ -109,21 +109,25 @@ def held_alerts(files: list[Path] = RULE_FILES) -> list[HeldAlert]:
 
 def conditions(files: list[Path] = RULE_FILES) -> list[tuple[Path, dict[str, Any]]]:
     """Every alert rule with its condition for an ``expr``: a held alert's recorded condition (the record
-    just before it), any other alert's own expression; for the tests that read what an alert compares."""
+    just before it, or, for a fleet alert whose condition the shards record, that record in another file
+    of ``files``), any other alert's own expression; for the tests that read what an alert compares."""
+    def keyed(rules: list[dict[str, Any]]) -> dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]]:
+        return {(r["record"], tuple(sorted((r.get("labels") or {}).items()))): r for r in rules if "record" in r}
+
+    groups = [(path, group) for path in files for group in load_yaml(path)["groups"]]
+    everywhere = keyed([rule for _, group in groups for rule in group["rules"]])
     found = []
-    for path in files:
-        for group in load_yaml(path)["groups"]:
-            records = {(r["record"], tuple(sorted((r.get("labels") or {}).items()))): r
-                       for r in group["rules"] if "record" in r}
-            for rule in group["rules"]:
-                if "alert" not in rule:
-                    continue
-                parsed = parse_hold(str(rule["expr"]))
-                if parsed is not None:
-                    record = records.get((parsed[0].split("{", 1)[0], tuple(sorted(_labels_of(parsed[0]).items()))))
-                    if record is not None:
-                        rule = {**rule, "expr": record["expr"]}
-                found.append((path, rule))
+    for path, group in groups:
+        records = {**everywhere, **keyed(group["rules"])}
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            parsed = parse_hold(str(rule["expr"]))
+            if parsed is not None:
+                record = records.get((parsed[0].split("{", 1)[0], tuple(sorted(_labels_of(parsed[0]).items()))))
+                if record is not None:
+                    rule = {**rule, "expr": record["expr"]}
+            found.append((path, rule))
     return found
 
 

@@ -81,10 +81,29 @@ def test_the_global_federates_exactly_what_the_fleet_groups_read() -> None:
             assert 'collector="hccl_logs"' in found, found
 
 
-def test_the_shards_need_nothing_the_global_records() -> None:
+def test_the_shards_federate_back_exactly_the_global_records_they_read() -> None:
     read, recorded = read_and_recorded(layouts.node_rule_files())
     _, fleet_recorded = read_and_recorded(layouts.FLEET_RULE_FILES)
-    assert not (read & (fleet_recorded - recorded))
+    assert read & (fleet_recorded - recorded) == set(layouts.FEDERATE_BACK)
+    # only the fleet-wide rules' per-node halves read them; every other per-node group stands alone
+    halves_read, _ = read_and_recorded(layouts.SHARD_HALVES)
+    others_read, _ = read_and_recorded([n for n in layouts.node_rule_files() if n not in layouts.SHARD_HALVES])
+    assert not others_read & set(layouts.FEDERATE_BACK)
+    assert set(layouts.FEDERATE_BACK) <= halves_read
+    jobs = layouts.shard_config(0, 2, global_address="g:9090")["scrape_configs"]
+    [back] = [job for job in jobs if job["job_name"] == layouts.FLEET_JOB]
+    assert back["honor_labels"] and back["metrics_path"] == "/federate"
+    assert back["static_configs"] == [{"targets": ["g:9090"]}]
+    assert back["params"]["match[]"] == [f'{{__name__="{name}"}}' for name in layouts.FEDERATE_BACK]
+
+
+def test_the_global_reads_no_series_per_npu_of_the_fleet() -> None:
+    """The fleet-wide groups read what the shards reduced: no raw per-NPU series of a healthy fleet."""
+    read, _ = read_and_recorded(layouts.FLEET_RULE_FILES)
+    per_npu = {"npu_info", "npu_roce_ip_info", "npu_roce_link_up", "npu_healthy", "npu_probe_gemm_flops",
+               "npu_probe_gemm_efficiency_ratio", "npu_hccl_rank_last_seen_timestamp_seconds",
+               "npu_hccl_rank_timeout_timestamp_seconds"}
+    assert not read & per_npu, sorted(read & per_npu)
 
 
 def test_every_rule_runs_on_exactly_one_tier() -> None:
