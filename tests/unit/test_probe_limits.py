@@ -83,22 +83,40 @@ def derives_from(rules_: Rules, series: str, metric: str) -> bool:
         for rule in rules_.records.get(series, []) for text in expressions_read(rules_, str(rule["expr"])))
 
 
+def left_operand(text: str, at: int) -> str:
+    """The left side of the comparison at ``text[at]``: back to the ``(`` that encloses it, or to the nearest
+    ``and``/``or``/``unless`` outside parentheses, whichever comes first."""
+    depth = 0
+    for index in range(at - 1, -1, -1):
+        char = text[index]
+        if char == ")":
+            depth += 1
+        elif char == "(":
+            if depth == 0:
+                return text[index + 1:at]
+            depth -= 1
+        elif depth == 0 and re.match(r"\s(?:and|or|unless)\s", text[index:index + 8]):
+            return text[index:at]
+    return text[:at]
+
+
 def compared_values(rules_: Rules, limit: ProbeLimit, use: LimitAlert) -> list[float]:
-    """Every number the alert's rules compare ``use.metric`` (or a series recorded from it) with by the limit's op."""
+    """Every number the alert's rules compare ``use.metric`` (or a series recorded from it, alone or in an
+    expression) with by the limit's op."""
     labels = dict(use.labels)
     mine = [rule for rule in rules_.alerts.get(use.alert, [])
             if all((rule.get("labels") or {}).get(k) == v for k, v in labels.items())]
     found = []
-    pattern = re.compile(rf"({_RECORDED.pattern}|\b[a-zA-Z_][a-zA-Z0-9_]*)({_SELECTOR})?\s*{re.escape(limit.op)}"
-                         rf"\s*{_NUMBER}")
+    comparison = re.compile(rf"(?<![<>=!]){re.escape(limit.op)}(?!=)\s*{_NUMBER}")
+    series_in = re.compile(rf"({_RECORDED.pattern}|\b[a-zA-Z_][a-zA-Z0-9_]*)({_SELECTOR})?")
     for rule in mine:
         for text in expressions_read(rules_, str(rule["expr"])):
-            for match in pattern.finditer(text):
-                series, selector = match.group(1), match.group(2) or ""
-                if use.selector and use.selector not in selector:
-                    continue
-                if derives_from(rules_, series, use.metric):
-                    found.append(float(match.group(3)))
+            for match in comparison.finditer(text):
+                left = left_operand(text, match.start())
+                if any(derives_from(rules_, named.group(1), use.metric)
+                       and (not use.selector or use.selector in (named.group(2) or ""))
+                       for named in series_in.finditer(left)):
+                    found.append(float(match.group(1)))
     return found
 
 
