@@ -21,9 +21,17 @@ fleet tier's ranges, the hold's, read its own records and ``ALERTS``, not this h
   With N real shards each holds 1/N of the fleet: the per-node groups' time here is the whole fleet's.
   Its rules are loaded once the fleet is written, so the writes do not compete with them.
 - VictoriaMetrics 1.79 (``/api/v1/write``) with two vmalerts, one for the per-node halves, one for the
-  fleet-wide files. Unlike ``flags.txt`` (one store), the fleet-wide vmalert reads a VictoriaMetrics of its
-  own holding only what it reads and records, as the Prometheus global does; both vmalerts write through a
-  vmagent that sends everything to the fleet's store and the fleet tier's share to the small one.
+  fleet-wide files, as ``flags.txt``: the fleet-wide vmalert reads a VictoriaMetrics of its own holding only
+  what it reads and records (the Prometheus global's role); both vmalerts write through a vmagent
+  (``layouts.vmagent_args``) that sends everything to the big store and the fleet tier's share
+  (``layouts.fleet_store_relabel``) to the fleet store.
+
+Where the tiers run: in a real fleet the fleet tier (the global Prometheus; the fleet store and its vmalert)
+is a machine of its own, and the per-node tier is the shards, many machines. Here every process shares one
+machine, and the benchmark gives one shard the whole fleet, whose per-node groups alone keep every core
+busy. So by default the fleet tier runs on a core of its own (the last CPU; CPU affinity, inherited by each
+process and its threads) and the per-node tier, the writer and the relay on the others; ``--shared-cores``
+lets every process take any core, as the table of docs/fleet-scale.md measured it before.
 
 Measured per group: Prometheus' own ``evaluationTime`` (``/api/v1/rules``) or vmalert's
 ``vmalert_iteration_duration_seconds`` (its queries to VictoriaMetrics included), the median and the worst
@@ -37,6 +45,7 @@ fleet-wide group under 2 s at 16k nodes, the culprit named.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -49,7 +58,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,6 +231,45 @@ class Fleet:
         return out
 
 
+# ----------------------------------------------------------------------------- where the tiers run
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The CPUs of each tier: ``fleet`` for the fleet-wide ruler (and its store), ``node`` for the rest."""
+    node: frozenset[int]
+    fleet: frozenset[int]
+
+    @property
+    def shared(self) -> bool:
+        return self.node == self.fleet
+
+    def describe(self) -> str:
+        if self.shared:
+            return f"every process on any of CPUs {sorted(self.node)}"
+        return f"fleet tier on CPU {sorted(self.fleet)}, the rest on CPU {sorted(self.node)}"
+
+
+def placement(shared: bool) -> Placement:
+    cpus = frozenset(os.sched_getaffinity(0))
+    if shared or len(cpus) < 2:
+        return Placement(cpus, cpus)
+    last = max(cpus)
+    return Placement(cpus - {last}, frozenset({last}))
+
+
+@contextlib.contextmanager
+def on_cpus(cpus: frozenset[int]) -> Iterator[None]:
+    """Processes started inside run on ``cpus``: a child inherits the affinity of the thread that forks it, and
+    every thread it starts inherits its own (a Go runtime's threads included)."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 # ----------------------------------------------------------------------------- the engines
 
 
@@ -380,7 +428,7 @@ def _reload(prom: PromProcess, config: dict[str, Any]) -> None:
         pass
 
 
-def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> Result:
+def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int, cpus: Placement) -> Result:
     node_files = _rule_files(tmp, NODE_RULE_FILES)
     fleet_files = _rule_files(tmp, FLEET_RULE_FILES)
 
@@ -392,9 +440,10 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
         config["scrape_configs"] = config["scrape_configs"][1:]  # the fleet is remote-written, not scraped
         return dict(config)
 
-    shard = start_prometheus_with(shard_config("127.0.0.1:9"), tmp / "shard", "prometheus-shard",
-                                  extra_args=["--web.enable-remote-write-receiver",
-                                              f"--query.lookback-delta={LOOKBACK}"])
+    with on_cpus(cpus.node):
+        shard = start_prometheus_with(shard_config("127.0.0.1:9"), tmp / "shard", "prometheus-shard",
+                                      extra_args=["--web.enable-remote-write-receiver",
+                                                  f"--query.lookback-delta={LOOKBACK}"])
     global_: PromProcess | None = None
     try:
         config = layouts.global_config([f"127.0.0.1:{shard.port}"], scrape_interval=interval,
@@ -402,7 +451,8 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
         config["rule_files"] = fleet_files
         for job in config["scrape_configs"]:
             job["scrape_timeout"] = interval
-        global_ = start_prometheus_with(config, tmp / "global", "prometheus-global")
+        with on_cpus(cpus.fleet):
+            global_ = start_prometheus_with(config, tmp / "global", "prometheus-global")
         count, write_s = _write_rounds(shard.url + "/api/v1/write", fleet)
         written = time.time()
         # the per-node groups start once the data is in (as the vmalerts do): the writes do not compete with them
@@ -422,63 +472,53 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> 
         _stop(shard)
 
 
-def _fleet_store_names() -> list[str]:
-    """What the fleet tier's own store holds: the series the fleet-wide files read (``FEDERATE``), what they
-    record, and the alerts' state (their hold reads ``ALERTS``; vmalert restores from ``ALERTS_FOR_STATE``)."""
-    read = {selector.split("{", 1)[0] for selector in layouts.FEDERATE}
-    recorded = {rule["record"] for name in FLEET_RULE_FILES
-                for group in yaml.safe_load((ROOT / "alerts" / name).read_text(encoding="utf-8"))["groups"]
-                for rule in group["rules"] if "record" in rule}
-    return sorted(read | recorded | {"ALERTS", "ALERTS_FOR_STATE"})
-
-
-def _start_relay(workdir: Path, store: str, fleet_store: str, fleet_names: Sequence[str]) -> _Process:
-    """vmagent taking both vmalerts' writes: everything to ``store``, to ``fleet_store`` only ``fleet_names``
-    (per-URL relabelling), as the scraping vmagent would send the agents' series."""
+def _start_relay(workdir: Path, store: str, fleet_store: str) -> _Process:
+    """vmagent taking both vmalerts' writes as the layout's does (``layouts.vmagent_args``, a relay without
+    scraping): everything to ``store``, the fleet tier's share (``layouts.fleet_store_relabel``) to ``fleet_store``."""
     binary = find_binary("vmagent", package="victoria-metrics")
     workdir.mkdir(parents=True, exist_ok=True)
-    keep = workdir / "fleet-store.yml"
-    keep.write_text(yaml.safe_dump([{"source_labels": ["__name__"], "regex": "|".join(fleet_names),
-                                     "action": "keep"}]), encoding="utf-8")
-    everything = workdir / "store.yml"
-    everything.write_text("[]\n", encoding="utf-8")
+    keep = workdir / "fleet-store-relabel.yml"
+    keep.write_text(yaml.safe_dump(layouts.fleet_store_relabel()), encoding="utf-8")
 
     def argv(port: int) -> list[str]:
-        return [binary, f"-remoteWrite.url={store}/api/v1/write", f"-remoteWrite.url={fleet_store}/api/v1/write",
-                f"-remoteWrite.urlRelabelConfig={everything}", f"-remoteWrite.urlRelabelConfig={keep}",
-                f"-remoteWrite.tmpDataPath={workdir / 'queue'}", "-remoteWrite.flushInterval=1s",
-                f"-httpListenAddr=127.0.0.1:{port}"]
+        return [binary, *layouts.vmagent_args(store, fleet_store, str(keep), listen=f"127.0.0.1:{port}",
+                                              queue_dir=str(workdir / "queue")), "-remoteWrite.flushInterval=1s"]
 
     return _start("vmagent", argv, workdir / "vmagent.log", ready_path="/health")
 
 
-def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int) -> Result:
+def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int, cpus: Placement) -> Result:
     """The per-node vmalert on the store holding every NPU, the fleet-wide one on a store of its own that holds
     only what it reads and records (the Prometheus global's role): its queries do not queue behind the per-node
     tier's. Both write through a vmagent that sends everything to the big store, the fleet's share to the small."""
     options = ["-search.latencyOffset=5s", f"-search.maxStalenessInterval={LOOKBACK}"]
-    vm = start_victoriametrics(tmp / "victoria-metrics", options)
+    with on_cpus(cpus.node):
+        vm = start_victoriametrics(tmp / "victoria-metrics", options)
     stores: list[_Process] = [vm]
     vmalerts: list[_Process] = []
     try:
-        fleet_vm = start_victoriametrics(tmp / "victoria-metrics-fleet", options)
+        with on_cpus(cpus.fleet):
+            fleet_vm = start_victoriametrics(tmp / "victoria-metrics-fleet", options)
         stores.append(fleet_vm)
-        names = _fleet_store_names()
-        relay = _start_relay(tmp / "vmagent", vm.url, fleet_vm.url, names)
+        with on_cpus(cpus.node):
+            relay = _start_relay(tmp / "vmagent", vm.url, fleet_vm.url)
         stores.append(relay)
         count, write_s = _write_rounds(vm.url + "/api/v1/write", fleet)
-        # the fleet store gets the agents' series the fleet tier reads, as the scraping vmagent's second URL would
-        prefixes = tuple(_labels_blob((("__name__", name),)) for name in names)
-        _write_rounds(fleet_vm.url + "/api/v1/write", fleet, keep=prefixes)
+        # the fleet store gets the agents' series the fleet tier reads, as the scraping vmagent would send them
+        raw = {selector.split("{", 1)[0] for selector in layouts.FEDERATE}
+        _write_rounds(fleet_vm.url + "/api/v1/write", fleet,
+                      keep=tuple(_labels_blob((("__name__", name),)) for name in sorted(raw)))
         written = time.time()
         # the vmalerts start once the data is in: their first evaluations are measured, as Prometheus' are
-        for tier, files, source in (("node", NODE_RULE_FILES, vm), ("fleet", FLEET_RULE_FILES, fleet_vm)):
-            vmalerts.append(start_vmalert(tmp / f"vmalert-{tier}", [
-                *(f"-rule={path}" for path in _rule_files(tmp, files)), f"-datasource.url={source.url}",
-                f"-remoteWrite.url={relay.url}", f"-evaluationInterval={interval}", "-notifier.url=http://127.0.0.1:9"]))
+        for tier, files, source, where in (("node", NODE_RULE_FILES, vm, cpus.node),
+                                           ("fleet", FLEET_RULE_FILES, fleet_vm, cpus.fleet)):
+            with on_cpus(where):
+                vmalerts.append(start_vmalert(tmp / f"vmalert-{tier}", [
+                    *layouts.vmalert_args(_rule_files(tmp, files), source.url, "http://127.0.0.1:9",
+                                          evaluation_interval=interval, write_url=relay.url)]))
         culprits, culprit_s, alert_s = _wait_culprit(fleet_vm, written, timeout=900)
         times = _vmalert_evaluations(vmalerts, evaluations, timeout=120 + 60 * evaluations)
-        fleet_read = "|".join(selector.split("{", 1)[0] for selector in layouts.FEDERATE)
+        fleet_read = "|".join(sorted(raw))
         read = _query(fleet_vm, f'count({{__name__=~"{fleet_read}", job="npuwatch"}})')
         memory = {"victoria-metrics": rss_bytes(vm.popen.pid),
                   "victoria-metrics (fleet)": rss_bytes(fleet_vm.popen.pid),
@@ -508,12 +548,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--interval", default="20s", help="the ruler's evaluation interval (default 20s)")
     parser.add_argument("--evaluations", type=int, default=3, help="evaluations timed per group (default 3)")
     parser.add_argument("--quick", action="store_true", help="64 nodes, both engines, 2 evaluations (smoke)")
+    parser.add_argument("--shared-cores", action="store_true",
+                        help="every process on any core (default: the fleet tier on a core of its own)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     sizes = [64] if args.quick else [int(size) for size in args.sizes.split(",")]
     evaluations = 2 if args.quick else args.evaluations
     interval = "5s" if args.quick else args.interval
     engines = [name.strip() for name in args.engines.split(",")]
+    cpus = placement(args.shared_cores)
     results: list[Result] = []
     table = Table(("nodes", "series", "engine", "tier", "group", "evaluation (median / worst)", "< 2 s",
                    "memory", "to the fleet ruler", "culprit", "hang -> culprit / alert"))
@@ -523,7 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for engine in engines:
             with tempfile.TemporaryDirectory(prefix=f"npuwatch-fleet-rules-{engine}-") as tmp:
                 started = time.monotonic()
-                result = ENGINES[engine](fleet, Path(tmp), interval, evaluations)
+                with on_cpus(cpus.node):  # the writer and the polling stay off the fleet tier's core
+                    result = ENGINES[engine](fleet, Path(tmp), interval, evaluations, cpus)
                 print(f"{size} nodes on {result.engine}: {result.series} series written in {result.write_s:.1f} s, "
                       f"measured in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
             results.append(result)
@@ -540,7 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           f"{result.fleet_series} series", "yes" if named else f"NO {result.culprits}",
                           f"{result.culprit_s:.0f} s / {result.alert_s:.0f} s")
     table.note(f"{NPUS} NPUs a node, jobs of {JOB_NODES} nodes, one hung; {ROUNDS} remote-write rounds "
-               f"{ROUND_GAP_S:.0f} s apart; evaluation every {interval}; machine: {os.cpu_count()} CPUs")
+               f"{ROUND_GAP_S:.0f} s apart; evaluation every {interval}; machine: {os.cpu_count()} CPUs, "
+               f"{cpus.describe()}")
     print(table.render())
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2, default=str), encoding="utf-8")

@@ -17,10 +17,13 @@ few fleet records its halves read (``FEDERATE_BACK``: the ranks and device IPs a
 the GEMM flops fleet median). Each group runs on one tier only, so no alert fires twice and none is lost;
 all of them send to the same Alertmanager.
 
-VictoriaMetrics (``victoriametrics/``): vmagent (or Prometheus in agent mode) scrapes the agents and
-remote-writes to VictoriaMetrics; one vmalert evaluates the per-node rule files, a second one the
-fleet-wide ones, both against VictoriaMetrics, writing the recorded series and the alerts' state back,
-and sending to Alertmanager.
+VictoriaMetrics (``victoriametrics/``): vmagent (or Prometheus in agent mode, writing to vmagent) scrapes
+the agents and remote-writes everything to the fleet's VictoriaMetrics, and the share the fleet-wide groups
+read (``FEDERATE``, what they record, their alerts' state; ``fleet_store_relabel``) to a second, small
+VictoriaMetrics: the fleet store, the Prometheus global's role. One vmalert evaluates the per-node rule files
+against the big store, a second one the fleet-wide files against the fleet store, so their queries never
+wait behind the per-node tier's reads of every NPU. Both write their records and alerts' state through
+vmagent, which routes them the same way, and send to Alertmanager.
 """
 
 from __future__ import annotations
@@ -79,6 +82,14 @@ FEDERATE_BACK = (
 FLEET_JOB = f"{JOB}-fleet"  # a shard's job federating FEDERATE_BACK from the global
 GLOBAL = "prometheus-global:9090"
 
+# The VictoriaMetrics layout's hosts: the store of every series, the fleet tier's own store, and vmagent, which
+# scrapes the agents and relays both vmalerts' writes to the two stores.
+STORE = "http://victoriametrics:8428"
+FLEET_STORE = "http://victoriametrics-fleet:8428"
+VMAGENT = "http://vmagent:8429"
+FLEET_STORE_RELABEL = "/etc/vmagent/fleet-store-relabel.yml"
+_FLEET_MARK = "__tmp_fleet_store"  # set by fleet_store_relabel on what the fleet store keeps, then dropped
+
 TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9611]\n  labels: {node: n}`
 RULES_DIR = "/etc/prometheus/npuwatch"  # where alerts/*.rules.yml are installed
 ALERTMANAGER = "alertmanager:9093"
@@ -91,6 +102,51 @@ def rule_files() -> list[str]:
 def node_rule_files() -> list[str]:
     """The per-node groups: every shipped rule file but the fleet-wide ones."""
     return [name for name in rule_files() if name not in FLEET_RULE_FILES]
+
+
+def _selector(text: str) -> tuple[str, dict[str, str]]:
+    """``name{label="value", ...}`` (equality matchers only, as ``FEDERATE`` has) -> (name, labels)."""
+    name, _, rest = text.partition("{")
+    labels = {}
+    for matcher in filter(None, (part.strip() for part in rest.rstrip("}").split(","))):
+        label, _, value = matcher.partition("=")
+        labels[label.strip()] = value.strip().strip('"')
+    return name, labels
+
+
+def _rules(names: Sequence[str]) -> list[dict[str, Any]]:
+    return [rule for name in names for group in yaml.safe_load((ALERTS / name).read_text(encoding="utf-8"))["groups"]
+            for rule in group["rules"]]
+
+
+def fleet_records() -> list[str]:
+    """The series the fleet-wide files record (their own later groups and the per-node halves read them)."""
+    return sorted({rule["record"] for rule in _rules(FLEET_RULE_FILES) if "record" in rule})
+
+
+def fleet_alerts() -> list[str]:
+    """The alerts of the fleet-wide files: their hold reads the ruler's own ``ALERTS`` of these."""
+    return sorted({rule["alert"] for rule in _rules(FLEET_RULE_FILES) if "alert" in rule})
+
+
+def fleet_store_relabel() -> list[dict[str, Any]]:
+    """Relabelling (Prometheus syntax, vmagent's ``-remoteWrite.urlRelabelConfig``) keeping what the fleet store
+    holds: the series of ``FEDERATE`` (their label matchers included), the fleet-wide files' records, and the
+    ``ALERTS``/``ALERTS_FOR_STATE`` of their alerts (the hold; vmalert's restore). Everything else, every
+    per-NPU series among it, stays out."""
+    plain = [name for name, labels in map(_selector, FEDERATE) if not labels]
+    marks: list[dict[str, Any]] = [
+        {"source_labels": ["__name__"], "regex": "|".join([*plain, *fleet_records()]),
+         "target_label": _FLEET_MARK, "replacement": "1"}]
+    for name, labels in map(_selector, FEDERATE):
+        if labels:
+            marks.append({"source_labels": ["__name__", *labels], "regex": ";".join([name, *labels.values()]),
+                          "target_label": _FLEET_MARK, "replacement": "1"})
+    marks.append({"source_labels": ["__name__", "alertname"],
+                  "regex": f"(ALERTS|ALERTS_FOR_STATE);({'|'.join(fleet_alerts())})",
+                  "target_label": _FLEET_MARK, "replacement": "1"})
+    return [*marks, {"source_labels": [_FLEET_MARK], "regex": "1", "action": "keep"},
+            {"regex": _FLEET_MARK, "action": "labeldrop"}]
 
 
 def federate_match(job: str = JOB) -> list[str]:
@@ -187,12 +243,26 @@ def prometheus_agent_config(remote_write_url: str, **options: Any) -> dict[str, 
     return {**scrape_config(**options), "remote_write": [{"url": remote_write_url}]}
 
 
+def vmagent_args(store: str, fleet_store: str, fleet_relabel: str, *, scrape_config_path: str | None = None,
+                 listen: str = ":8429", queue_dir: str = "/var/lib/vmagent") -> list[str]:
+    """vmagent's flags: scrape the agents (``scrape_config_path``; none: a relay only) and take remote writes
+    (the vmalerts', a Prometheus agent's) on ``listen``; send everything to ``store`` and the fleet tier's share
+    (``fleet_relabel``: ``fleet_store_relabel`` as a file) to ``fleet_store``. The fleet store is the first URL:
+    ``-remoteWrite.urlRelabelConfig`` applies to the URL of the same position."""
+    scrape = [f"-promscrape.config={scrape_config_path}"] if scrape_config_path else []
+    return [*scrape,
+            f"-remoteWrite.url={fleet_store}/api/v1/write", f"-remoteWrite.urlRelabelConfig={fleet_relabel}",
+            f"-remoteWrite.url={store}/api/v1/write",
+            f"-remoteWrite.tmpDataPath={queue_dir}", f"-httpListenAddr={listen}"]
+
+
 def vmalert_args(rule_files: Sequence[str], datasource: str, alertmanager_url: str, *,
-                 evaluation_interval: str = "30s") -> list[str]:
-    """vmalert's flags: the shipped rule files against VictoriaMetrics, results and state written back."""
+                 evaluation_interval: str = "30s", write_url: str | None = None) -> list[str]:
+    """vmalert's flags: the shipped rule files against VictoriaMetrics (``datasource``), results and state
+    written back (to ``write_url``, the vmagent that routes them to both stores; default the datasource)."""
     return [*(f"-rule={path}" for path in rule_files),
             f"-datasource.url={datasource}",
-            f"-remoteWrite.url={datasource}",  # recorded series and ALERTS go back into VictoriaMetrics
+            f"-remoteWrite.url={write_url or datasource}",  # recorded series and ALERTS go back into the stores
             f"-remoteRead.url={datasource}",  # the alerts' state is restored from it after a restart
             f"-notifier.url={alertmanager_url}",
             f"-evaluationInterval={evaluation_interval}"]
@@ -228,23 +298,36 @@ def examples() -> dict[Path, str]:
         "The global Prometheus: federates what the fleet-wide rule groups read from every shard, evaluates them.",
         global_config(["prometheus-shard-0:9090", "prometheus-shard-1:9090"]))
     files[HERE / "victoriametrics" / "vmagent-scrape.yml"] = dump(
-        "vmagent -promscrape.config=vmagent-scrape.yml -remoteWrite.url=http://victoriametrics:8428/api/v1/write",
-        scrape_config())
+        "vmagent -promscrape.config=vmagent-scrape.yml, with the other flags of flags.txt", scrape_config())
+    files[HERE / "victoriametrics" / "fleet-store-relabel.yml"] = dump(
+        f"vmagent -remoteWrite.urlRelabelConfig={FLEET_STORE_RELABEL} (flags.txt): what the fleet store keeps.",
+        fleet_store_relabel())
     files[HERE / "victoriametrics" / "prometheus-agent.yml"] = dump(
-        "Instead of vmagent: prometheus --enable-feature=agent --config.file=prometheus-agent.yml",
-        prometheus_agent_config("http://victoriametrics:8428/api/v1/write"))
-    node_args = vmalert_args([f"{RULES_DIR}/{name}" for name in node_rule_files()], "http://victoriametrics:8428",
-                             "http://alertmanager:9093")
-    fleet_args = vmalert_args([f"{RULES_DIR}/{name}" for name in FLEET_RULE_FILES], "http://victoriametrics:8428",
-                              "http://alertmanager:9093")
-    vm = victoriametrics_args("/var/lib/victoria-metrics", ":8428")
+        "Instead of vmagent's scraping: prometheus --enable-feature=agent --config.file=prometheus-agent.yml, "
+        "writing to vmagent (flags.txt without -promscrape.config), which routes to both stores.",
+        prometheus_agent_config(f"{VMAGENT}/api/v1/write"))
+    node_args = vmalert_args([f"{RULES_DIR}/{name}" for name in node_rule_files()], STORE,
+                             "http://alertmanager:9093", write_url=VMAGENT)
+    fleet_args = vmalert_args([f"{RULES_DIR}/{name}" for name in FLEET_RULE_FILES], FLEET_STORE,
+                              "http://alertmanager:9093", write_url=VMAGENT)
+    agent = vmagent_args(STORE, FLEET_STORE, FLEET_STORE_RELABEL,
+                         scrape_config_path="/etc/vmagent/vmagent-scrape.yml")
+
+    store = victoriametrics_args("/var/lib/victoria-metrics", ":8428")
+
+    def command(comment: str, name: str, flags: Sequence[str]) -> str:
+        return f"# {comment}\n{name}\n" + "".join(f"  {flag}\n" for flag in flags)
+
     files[HERE / "victoriametrics" / "flags.txt"] = (
         HEADER.format(what="The command lines of the VictoriaMetrics layout, one flag a line.")
-        + "victoria-metrics\n" + "".join(f"  {flag}\n" for flag in vm)
-        + "# the per-node groups (every rule file but the fleet-wide ones)\n"
-        + "vmalert\n" + "".join(f"  {flag}\n" for flag in node_args)
-        + "# the fleet-wide groups, a second vmalert: they read one series per node and cost it little\n"
-        + "vmalert\n" + "".join(f"  {flag}\n" for flag in fleet_args))
+        + command("the store of every series (host victoriametrics)", "victoria-metrics", store)
+        + command("the fleet store (host victoriametrics-fleet): what the fleet-wide groups read and record, "
+                  "a few series per node", "victoria-metrics", store)
+        + command("scrapes the agents and relays both vmalerts' writes: everything to the store, the fleet "
+                  "tier's share to the fleet store (host vmagent)", "vmagent", agent)
+        + command("the per-node groups (every rule file but the fleet-wide ones), on the store", "vmalert", node_args)
+        + command("the fleet-wide groups, on the fleet store: they read a few series per node", "vmalert",
+                  fleet_args))
     return files
 
 

@@ -7,9 +7,12 @@ scraping the same four demo agents of one HCCL communicator, with the culprit's 
   Alertmanager. No shard holds both sides of the incident (the blames are on shard 0, the culprit's
   device IP and link on shard 1); the global joins what the shards record per node (it holds no
   per-NPU series of the healthy fleet), and the shards federate back what it asks about.
-- VictoriaMetrics: vmagent scrapes the agents and remote-writes into VictoriaMetrics; two vmalerts run
-  the shipped rule files against it (``layouts.vmalert_args``: the per-node files; the fleet-wide ones)
-  and send to a second Alertmanager.
+- VictoriaMetrics, as ``flags.txt``: vmagent (``layouts.vmagent_args``) scrapes the agents and
+  remote-writes everything into one VictoriaMetrics and the fleet tier's share
+  (``layouts.fleet_store_relabel``) into a second, the fleet store; two vmalerts run the shipped rule files
+  (``layouts.vmalert_args``: the per-node files on the big store, the fleet-wide ones on the fleet store),
+  write back through vmagent and send to a second Alertmanager. The fleet store holds no per-NPU series
+  of the healthy fleet.
 
 One coordinated hang (``npuwatch demo fleet hccl-hang``) makes node-3 NPU 1 the culprit. Checked:
 HCCLCulpritSuspected reaches each Alertmanager's webhook for the culprit, once, and for nothing else;
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from agent.web.server import make_server
 from tests.support.agent_harness import demo_bundle
@@ -87,6 +91,7 @@ class Layouts:
     shards: list[PromProcess]
     global_: PromProcess
     vm: PromProcess
+    fleet_vm: PromProcess
     vmalert: _Process
     sharded_hook: WebhookReceiver
     vm_hook: WebhookReceiver
@@ -96,7 +101,7 @@ class Layouts:
 
     def diagnostics(self) -> str:
         parts = [f"targets {self.targets}"]
-        for process in (*self.shards, self.global_, self.vm, self.vmalert):
+        for process in (*self.shards, self.global_, self.vm, self.fleet_vm, self.vmalert):
             parts.append(f"--- {process.name} log tail ---\n{process.log_tail(3000)}")
         return "\n".join(parts)
 
@@ -162,15 +167,22 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
 
         vm = start_victoriametrics(tmp / "victoria-metrics")
         stops.append(vm.stop)
-        vmagent = start_vmagent(tmp / "vmagent", layouts.scrape_config(static_targets=targets,
-                                                                        scrape_interval=INTERVAL),
-                                vm.url + "/api/v1/write")
+        fleet_vm = start_victoriametrics(tmp / "victoria-metrics-fleet")
+        stops.append(fleet_vm.stop)
+        relabel = tmp / "fleet-store-relabel.yml"
+        relabel.write_text(yaml.safe_dump(layouts.fleet_store_relabel()), encoding="utf-8")
+        vmagent = start_vmagent(
+            tmp / "vmagent", layouts.scrape_config(static_targets=targets, scrape_interval=INTERVAL),
+            make_args=lambda scrape, queue, listen: layouts.vmagent_args(
+                vm.url, fleet_vm.url, str(relabel), scrape_config_path=scrape, listen=listen, queue_dir=queue))
         stops.append(vmagent.stop)
-        # two vmalerts, as flags.txt: the per-node groups, and the fleet-wide ones (which read what those record)
+        # two vmalerts, as flags.txt: the per-node groups on the big store, the fleet-wide ones (which read what
+        # those record) on the fleet store; both write back through vmagent, which routes to both stores
         fleet_names = set(layouts.FLEET_RULE_FILES)
         vmalerts = [start_vmalert(tmp / f"vmalert-{tier}", layouts.vmalert_args(
-            [str(path) for path in rules if (path.name in fleet_names) == (tier == "fleet")], vm.url, vm_am.url,
-            evaluation_interval=INTERVAL)) for tier in ("node", "fleet")]
+            [str(path) for path in rules if (path.name in fleet_names) == (tier == "fleet")], store.url, vm_am.url,
+            evaluation_interval=INTERVAL, write_url=vmagent.url))
+            for tier, store in (("node", vm), ("fleet", fleet_vm))]
         stops += [process.stop for process in vmalerts]
         vmalert = vmalerts[1]
 
@@ -186,23 +198,26 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
         global_.wait_for(f'count(npuwatch_collector_up{{job="npuwatch", collector="hccl_logs"}} == 1) == {len(NODES)}',
                          timeout=READY_S)
         vm.wait_for(f'count(npu_roce_ip_info{{job="npuwatch"}}) == {len(NODES) * CHIPS}', timeout=READY_S)
-        for store in (global_, vm):
+        fleet_vm.wait_for(f'count(npuwatch_collector_up{{job="npuwatch"}} == 1) == {len(NODES)}', timeout=READY_S)
+        for store in (global_, vm, fleet_vm):
             assert store.query("hccl:culprit:info") == [], store.name
-        # a healthy fleet: the shards reduce every NPU's series to nothing the global needs
+        # a healthy fleet: the per-node tier reduces every NPU's series to nothing the fleet tier needs
         per_npu = "npu_roce_ip_info|npu_hccl_rank_last_seen_timestamp_seconds|hccl:node_.*"
-        assert global_.query(f'{{__name__=~"{per_npu}"}}') == []
+        for store in (global_, fleet_vm):
+            assert store.query(f'{{__name__=~"{per_npu}"}}') == [], store.name
+        # the fleet store keeps only the log scanner of the agents' self-metrics, and no per-node alert
+        assert {s["metric"]["collector"] for s in fleet_vm.query("npuwatch_collector_up")} == {"hccl_logs"}
+        assert fleet_vm.query('up{job="npuwatch"}') == []
 
         summary = run_fleet_fault(dirs)
         assert summary["culprit"]["rank"] == CULPRIT_RANK
-        yield Layouts(shards, global_, vm, vmalert, sharded_hook, vm_hook, targets, summary, time.time())
+        yield Layouts(shards, global_, vm, fleet_vm, vmalert, sharded_hook, vm_hook, targets, summary, time.time())
     finally:
         for stop in reversed(stops):
             stop()
 
 
 def _reload(prometheus: PromProcess, config: dict[str, Any]) -> None:
-    import yaml
-
     prometheus.config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     request = urllib.request.Request(prometheus.url + "/-/reload", method="POST")
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -268,11 +283,15 @@ def test_vmalert_pages_the_culprit_once(fleet: Layouts) -> None:
     _settle(fleet.vm_hook, set(NODES) - {CULPRIT}, PAGE_S)
     assert _culprits(fleet.vm_hook) == [(CULPRIT, str(CULPRIT_NPU))]
     assert not _twice(fleet.vm_hook), _twice(fleet.vm_hook)
+    # the fleet store held the incident's share only: the culprit's rank, no NPU's device IP, no per-node alert
+    assert fleet.fleet_vm.query("npu_roce_ip_info") == []
+    owners = fleet.fleet_vm.query("hccl:node_rank:owner_last_seen_timestamp_seconds")
+    assert {(o["metric"]["node"], o["metric"]["rank"]) for o in owners} == {(CULPRIT, str(CULPRIT_RANK))}, owners
+    held = {s["metric"]["alertname"] for s in fleet.fleet_vm.query("ALERTS")}
+    assert "HCCLCulpritSuspected" in held and "HCCLTimeout" not in held, held
 
 
 def _groups(name: str) -> list[dict[str, Any]]:
-    import yaml
-
     return list(yaml.safe_load((REPO / "alerts" / name).read_text(encoding="utf-8"))["groups"])
 
 

@@ -339,17 +339,24 @@ def start_victoriametrics(workdir: Path, extra_args: Sequence[str] = ()) -> Prom
     return PromProcess(process.name, process.popen, process.port, process.log_path)
 
 
-def start_vmagent(workdir: Path, scrape_config: Mapping[str, Any], remote_write_url: str) -> _Process:
-    """vmagent scraping per ``scrape_config`` (Prometheus syntax) and remote-writing every second."""
+def start_vmagent(workdir: Path, scrape_config: Mapping[str, Any], remote_write_url: str | None = None,
+                  make_args: Callable[[str, str, str], list[str]] | None = None) -> _Process:
+    """vmagent scraping per ``scrape_config`` (Prometheus syntax) and remote-writing every second: to
+    ``remote_write_url``, or with the flags ``make_args(scrape config path, queue dir, listen address)`` returns
+    (deploy/prometheus/layouts.py ``vmagent_args``); it takes remote writes on its own address too."""
     binary = find_binary("vmagent", package="victoria-metrics")
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "scrape.yml"
     config_path.write_text(yaml.safe_dump(dict(scrape_config), sort_keys=False), encoding="utf-8")
 
     def argv(port: int) -> list[str]:
+        listen = f"127.0.0.1:{port}"
+        if make_args is not None:
+            return [binary, *make_args(str(config_path), str(workdir / "queue"), listen),
+                    "-remoteWrite.flushInterval=1s"]
         return [binary, f"-promscrape.config={config_path}", f"-remoteWrite.url={remote_write_url}",
                 f"-remoteWrite.tmpDataPath={workdir / 'queue'}", "-remoteWrite.flushInterval=1s",
-                f"-httpListenAddr=127.0.0.1:{port}"]
+                f"-httpListenAddr={listen}"]
 
     return _start("vmagent", argv, workdir / "vmagent.log", ready_path="/health")
 

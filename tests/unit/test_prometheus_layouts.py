@@ -133,3 +133,55 @@ def test_the_shipped_examples_are_current() -> None:
     for path, text in layouts.examples().items():
         assert path.exists() and path.read_text(encoding="utf-8") == text, (
             f"{path} is stale: run python deploy/prometheus/layouts.py")
+
+
+def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
+    """Prometheus' relabelling for the actions ``fleet_store_relabel`` uses (replace, keep, labeldrop)."""
+    labels = dict(labels)
+    for rule in rules:
+        action = rule.get("action", "replace")
+        if action == "labeldrop":
+            labels = {k: v for k, v in labels.items() if not re.fullmatch(rule["regex"], k)}
+            continue
+        value = rule.get("separator", ";").join(labels.get(name, "") for name in rule["source_labels"])
+        matched = re.fullmatch(rule["regex"], value) is not None
+        if action == "keep" and not matched:
+            return None
+        if action == "replace" and matched:
+            labels[rule["target_label"]] = rule["replacement"]
+    return labels
+
+
+def test_the_fleet_store_keeps_what_the_fleet_groups_read_and_record() -> None:
+    """vmagent's relabelling for the VictoriaMetrics layout's fleet store: the series the fleet-wide groups read
+    (their label matchers too), what they record and their alerts' state; nothing per NPU, no per-node alert."""
+    rules = layouts.fleet_store_relabel()
+    read, recorded = read_and_recorded(layouts.FLEET_RULE_FILES)
+    node = {"job": "npuwatch", "instance": "10.0.0.1:9611", "node": "n1"}
+    for name in sorted((read | recorded) - {"ALERTS"}):
+        labels = {"__name__": name, **node, **layouts._selector(next(
+            (s for s in layouts.FEDERATE if s.split("{")[0] == name), name))[1]}
+        assert _relabel(rules, labels) == labels, name  # kept, unchanged (no mark left behind)
+    for alert in layouts.fleet_alerts():
+        for name in ("ALERTS", "ALERTS_FOR_STATE"):
+            assert _relabel(rules, {"__name__": name, "alertname": alert, **node}) is not None, (name, alert)
+    dropped = [{"__name__": "npu_roce_ip_info", "npu": "0", "address": "29.0.0.10", **node},
+               {"__name__": "npu_probe_gemm_flops", "npu": "0", "chip": "0", "dtype": "fp16", **node},
+               {"__name__": "npuwatch_collector_up", "collector": "npu_smi", **node},
+               {"__name__": "up", **node},
+               {"__name__": "ALERTS", "alertname": "HCCLTimeout", **node},
+               {"__name__": "hccl:npu_fault:roce_link_down_total", **node}]
+    for labels in dropped:
+        assert _relabel(rules, labels) is None, labels
+    assert "HCCLCulpritSuspected" in layouts.fleet_alerts()
+    assert "npuwatch:npu_probe_gemm_flops:median_by_model_dtype" in layouts.fleet_records()
+
+
+def test_the_fleet_store_is_the_url_its_relabelling_applies_to() -> None:
+    """``-remoteWrite.urlRelabelConfig`` applies to the ``-remoteWrite.url`` of the same position."""
+    args = layouts.vmagent_args("http://big:8428", "http://fleet:8428", "/r.yml", scrape_config_path="/s.yml")
+    urls = [a.split("=", 1)[1] for a in args if a.startswith("-remoteWrite.url=")]
+    relabel = [a.split("=", 1)[1] for a in args if a.startswith("-remoteWrite.urlRelabelConfig=")]
+    assert urls == ["http://fleet:8428/api/v1/write", "http://big:8428/api/v1/write"] and relabel == ["/r.yml"]
+    assert "-promscrape.config=/s.yml" in args
+    assert not any(a.startswith("-promscrape") for a in layouts.vmagent_args("a", "b", "c"))
