@@ -461,7 +461,7 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int, cpu
             job["scrape_timeout"] = interval
         _reload(shard, back)
         culprits, culprit_s, alert_s = _wait_culprit(global_, written, timeout=900)
-        times = _prometheus_evaluations([shard, global_], time.time(), evaluations, timeout=120 + 60 * evaluations)
+        times = _prometheus_evaluations([shard, global_], time.time(), evaluations, timeout=_window_s(evaluations))
         federated = _query(global_, 'scrape_samples_scraped{job=~"npuwatch-federate-.*"}')
         memory = {"global": rss_bytes(global_.popen.pid), "shard": rss_bytes(shard.popen.pid)}
         return Result("Prometheus 2.42", fleet.nodes, count, write_s, times, memory, culprits,
@@ -517,7 +517,7 @@ def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int
                     *layouts.vmalert_args(_rule_files(tmp, files), source.url, "http://127.0.0.1:9",
                                           evaluation_interval=interval, write_url=relay.url)]))
         culprits, culprit_s, alert_s = _wait_culprit(fleet_vm, written, timeout=900)
-        times = _vmalert_evaluations(vmalerts, evaluations, timeout=120 + 60 * evaluations)
+        times = _vmalert_evaluations(vmalerts, evaluations, timeout=_window_s(evaluations))
         fleet_read = "|".join(sorted(raw))
         read = _query(fleet_vm, f'count({{__name__=~"{fleet_read}", job="npuwatch"}})')
         memory = {"victoria-metrics": rss_bytes(vm.popen.pid),
@@ -534,6 +534,11 @@ def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int
 
 
 ENGINES = {"prometheus": run_prometheus, "victoriametrics": run_victoriametrics}
+
+
+def _window_s(evaluations: int) -> float:
+    """How long the groups' evaluations are collected once the culprit is named."""
+    return 120.0 + 60.0 * evaluations
 
 
 def _median(values: Sequence[float]) -> float:
@@ -579,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if tier == "fleet":  # the target is the fleet-wide groups'; the per-node ones are reported
                     ok = ok and fast and named
                 shown = (f"{_median(times):.3f} s / {max(times):.3f} s (of {len(times)})" if times
-                         else "no evaluation")
+                         else f"none ended in {_window_s(evaluations):.0f} s")
                 table.add(size, result.series, result.engine, tier, label, shown, "yes" if fast else "NO", memory,
                           f"{result.fleet_series} series", "yes" if named else f"NO {result.culprits}",
                           f"{result.culprit_s:.0f} s / {result.alert_s:.0f} s")

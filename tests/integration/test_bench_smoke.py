@@ -102,3 +102,26 @@ def test_tool_cost_bench_table(outputs: dict[str, tuple[int, str, str]]) -> None
     assert number(row(rows, "npu-smi path, 2 chips: tool processes/min")[1]) > 0
     assert number(row(rows, "dcmi path, 2 chips: DCMI library calls/min")[1]) > 0
     assert number(row(rows, "npu-smi path, 2 chips: agent + helper CPU-s/h")[1]) > 0
+
+
+def test_the_fleet_rules_bench_gives_the_fleet_tier_a_core_of_its_own() -> None:
+    """bench/fleet_rules.py: the fleet tier's processes run on CPUs the per-node tier's do not, a child inherits
+    the CPUs it was started on, and the bench's own CPUs come back afterwards."""
+    import os
+    import subprocess
+
+    from bench.fleet_rules import on_cpus, placement
+
+    mine = frozenset(os.sched_getaffinity(0))
+    apart, shared = placement(shared=False), placement(shared=True)
+    assert shared.shared and shared.node == mine
+    if len(mine) >= 2:
+        assert apart.node.isdisjoint(apart.fleet) and apart.node | apart.fleet == mine and len(apart.fleet) == 1
+        assert "fleet tier on CPU" in apart.describe()
+    else:
+        assert apart.shared
+    with on_cpus(apart.fleet):
+        child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                               capture_output=True, text=True, timeout=60, check=True)
+    assert child.stdout.strip() == str(sorted(apart.fleet))
+    assert frozenset(os.sched_getaffinity(0)) == mine
