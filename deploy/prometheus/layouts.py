@@ -152,10 +152,9 @@ def fleet_store_relabel() -> list[dict[str, Any]]:
 def federate_match(job: str = JOB) -> list[str]:
     """``match[]`` of the global's federation: each of ``FEDERATE`` from the agents' job."""
     matchers = []
-    for selector in FEDERATE:
-        name, _, rest = selector.partition("{")
-        extra = rest.rstrip("}")
-        matchers.append(f'{name}{{job="{job}"{", " + extra if extra else ""}}}')
+    for name, labels in map(_selector, FEDERATE):
+        pairs = ", ".join(f'{label}="{value}"' for label, value in {"job": job, **labels}.items())
+        matchers.append(f"{name}{{{pairs}}}")
     return matchers
 
 
@@ -312,7 +311,6 @@ def examples() -> dict[Path, str]:
                               "http://alertmanager:9093", write_url=VMAGENT)
     agent = vmagent_args(STORE, FLEET_STORE, FLEET_STORE_RELABEL,
                          scrape_config_path="/etc/vmagent/vmagent-scrape.yml")
-
     store = victoriametrics_args("/var/lib/victoria-metrics", ":8428")
 
     def command(comment: str, name: str, flags: Sequence[str]) -> str:
