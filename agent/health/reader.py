@@ -3,7 +3,8 @@
 ``NodeReader`` is what the commands ask of a backend; ``ToolReader`` is the backend that runs npu-smi
 and hccn_tool through ``agent.core.tool_runner``. A tool that hangs is killed at its timeout and
 remembered: every later call to the same tool is skipped at once, so a wedged npu-smi or hccn_tool
-costs one timeout, not one per chip.
+costs one timeout, not one per chip. A missing tool is looked for once, and every call to it gives the
+same error, whichever of the calls running side by side looked first.
 
 With a ``RecordReader`` (the DCMI backend, ``open_reader``), the sources it serves are read through it
 first, as the agent reads them, and the tool serves a reading it cannot (``Fallback``), the same
@@ -86,6 +87,7 @@ class ToolReader:
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}
         self._broken: dict[str, str] = {}  # tool -> why later calls are skipped
+        self._missing: dict[str, str] = {}  # tool -> the error every call to it gives
         self._hung: dict[str, str] = {}  # tool -> the call that hung
         self._gates = {tool: threading.Semaphore(max(1, limit))
                        for tool, (_, _, limit) in self._settings.items()}
@@ -198,21 +200,24 @@ class ToolReader:
         args = source.argv(chip)
         parse = source.parse if parse is None else parse
         shown = " ".join([tool, *args])
-        skipped = self.broken(tool)
-        if skipped is not None:
-            return Reading(error=f"{shown}: skipped, {skipped}", at=time.monotonic())
+        given_up = self._given_up(tool, shown)
+        if given_up is not None:
+            return Reading(error=given_up, at=time.monotonic())
         timeout = self._settings[tool][1]
         try:
             path = self._path(tool)
             with self._gates[tool]:
-                skipped = self.broken(tool)  # it may have hung while this call waited for its turn
-                if skipped is not None:
-                    return Reading(error=f"{shown}: skipped, {skipped}", at=time.monotonic())
+                given_up = self._given_up(tool, shown)  # it may have hung while this call waited for its turn
+                if given_up is not None:
+                    return Reading(error=given_up, at=time.monotonic())
                 result = run_tool([path, *args], timeout, env=self._env)
             return Reading(value=parse(result.stdout), at=time.monotonic())
         except ToolMissing:
+            error = f"{tool}: not found (set collectors.{_key(tool)}.path)"
+            with self._lock:
+                self._missing.setdefault(tool, error)
             self._mark(tool, f"{tool} not found")
-            return Reading(error=f"{tool}: not found (set collectors.{_key(tool)}.path)", at=time.monotonic())
+            return Reading(error=error, at=time.monotonic())
         except ToolTimeout:
             error = f"{shown}: no answer within {timeout:g}s (killed)"
             self._mark(tool, f"{tool} hung earlier ({shown})", hung=error)
@@ -221,6 +226,15 @@ class ToolReader:
             return Reading(error=f"{shown}: {exc}", at=time.monotonic())
         except (ParseError, ValueError) as exc:
             return Reading(error=f"{shown}: unreadable output: {exc}", at=time.monotonic())
+
+    def _given_up(self, tool: str, shown: str) -> str | None:
+        """The error of a call to a tool given up on (missing, or hung earlier), without running it."""
+        with self._lock:
+            missing = self._missing.get(tool)
+            why = self._broken.get(tool)
+        if missing is not None:
+            return missing
+        return None if why is None else f"{shown}: skipped, {why}"
 
     def _mark(self, tool: str, why: str, hung: str | None = None) -> None:
         with self._lock:
