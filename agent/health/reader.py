@@ -128,10 +128,6 @@ class ToolReader:
                 self._paths[tool] = resolve_tool(tool, self._settings[tool][0])
             return self._paths[tool]
 
-    def broken(self, tool: str) -> str | None:
-        with self._lock:
-            return self._broken.get(tool)
-
     def skipped(self) -> list[str]:
         """Why each tool given up on is skipped (``hccn_tool hung earlier (...)``, ``npu-smi not found``)."""
         with self._lock:
