@@ -162,6 +162,15 @@ _SPECS: tuple[MetricSpec, ...] = (
                "All-reduce bus bandwidth (algbw x 2(n-1)/n).", ("scope", "size_bytes"), "probes"),
     MetricSpec("npu_probe_allreduce_correct", "gauge", "1 when the all-reduce sums were correct.",
                ("scope",), "probes"),
+    # --- the agent's judgement of the node, every round (agent.check.live; docs/health-checks.md#the-agents-verdict)
+    MetricSpec("npu_fault_since_timestamp_seconds", "gauge",
+               "An active finding of the agent's checks (kind: its fault kind, or the check for one without), "
+               "present while found; the value is when it started. Node-wide findings have npu=\"\" chip=\"\".",
+               ("npu", "chip", "kind", "status"), "verdict"),
+    MetricSpec("npu_chip_status", "gauge", "The chip's status (ok, warn, fail, unknown) and the cause that leads on "
+               "it (always 1).", ("npu", "chip", "status", "cause"), "verdict"),
+    MetricSpec("npu_node_status", "gauge", "The node's verdict as npuwatch check prints it, its lead cause and the "
+               "NPU it leads on (always 1).", ("status", "cause", "npu"), "verdict"),
     # --- npuwatch check, scheduled levels (check.schedule); node-wide results carry npu="" chip=""
     MetricSpec("npu_check_result", "gauge", "1 when the check passed (or warned), 0 when it failed; absent when "
                "it could not tell.", ("level", "check", "npu", "chip"), "check"),

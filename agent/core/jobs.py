@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from collectors.base import Sample
 
@@ -20,3 +21,6 @@ class InternalJob:
     max_age_s: float | None = -1.0
     # Why the job is degraded though it still collects (e.g. its state file is unwritable).
     problem: Callable[[], str | None] | None = None
+    # What the job read, kept as its snapshot's records for other jobs (the HCCL logs' window for the verdict);
+    # called right after ``collect``, in its thread.
+    records: Callable[[], Any] | None = None

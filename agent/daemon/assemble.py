@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.check.live import log_scan_of
 from agent.core.config import Config, apply_overrides
 from agent.core.jobs import InternalJob
 from agent.daemon.service import Agent
+from agent.health.thresholds import log_window_s
 from agent.k8s.attribution import attribution_job
 from collectors.base import ChipRef
 from collectors.host import HostCollector
@@ -61,8 +63,9 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
             incident_window_s=logs.incident_window,
         )
         # Counters never expire: an error counted once stays counted.
+        window = log_window_s(config)
         jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,
-                                problem=lambda: scanner.problem))
+                                problem=lambda: scanner.problem, records=lambda: log_scan_of(scanner, window)))
     from agent.check.job import check_job
 
     scheduled_checks = check_job(config)  # check.schedule: the levels `npuwatch check` runs, on a timer

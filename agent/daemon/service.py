@@ -17,6 +17,8 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from agent.check.live import JOB_NAME as VERDICT_JOB
+from agent.check.live import LiveJudge, verdict_interval
 from agent.core.collect import SourceRunner, ToolSettings
 from agent.core.config import Config
 from agent.core.cron import cron_trigger
@@ -33,6 +35,7 @@ from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
 from agent.handling.metrics import table_samples
+from agent.health.readings import LogScan
 from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
@@ -123,6 +126,9 @@ class Agent:
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
         self._internal.append(InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table)))
+        # The node's judgement every round, over what the collectors stored (docs/health-checks.md#the-agents-verdict).
+        self.judge = LiveJudge(self.store, config, history=self.fault_levels.history.read, logs=self._log_scan,
+                               clock=clock)
         self.probe_controller = ProbeController(self, self.probe_metrics)
         # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
         self.dcmi = open_backend(config, tool_env)
@@ -145,7 +151,9 @@ class Agent:
                             if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
                             else source for source in self.sources]
         self._internal = [job for job in self._internal
-                          if job.name not in ("textfile", "probes", "dcmi", EVENTS_SOURCE)]
+                          if job.name not in ("textfile", "probes", "dcmi", EVENTS_SOURCE, VERDICT_JOB)]
+        self.judge.configure(config)
+        self._internal.append(InternalJob(VERDICT_JOB, verdict_interval(config), self.judge.samples))
         if self.dcmi is not None:
             self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
         if self.fault_events is not None:
@@ -186,6 +194,17 @@ class Agent:
         self.cache: ExpositionCache = ExpositionCache(renderer, self.store)
         if self._http is not None:
             self._http.cache = self.cache
+
+    def _log_scan(self, window_s: float) -> LogScan | None:
+        """The HCCL log scanner's window for the judgement (None: no scanner configured)."""
+        snap = self.store.get("hccl_logs")
+        if snap is None:
+            return None
+        if snap.no_data or snap.records is None:
+            paths = [str(path) for path in self.config.collectors.hccl_logs.paths]
+            return LogScan(window_s=window_s, roots=paths, roots_exist=False)
+        scan: LogScan = snap.records
+        return scan
 
     def groups(self) -> list[str]:
         present = {source.group for source in self.sources}
@@ -279,7 +298,8 @@ class Agent:
             log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
             return
-        self.store.put_success(job.name, samples, None, started_wall, time.monotonic() - started)
+        records = job.records() if job.records is not None else None
+        self.store.put_success(job.name, samples, records, started_wall, time.monotonic() - started)
         problem = job.problem() if job.problem is not None else None
         if problem:
             self.store.put_degraded(job.name, problem)

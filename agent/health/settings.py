@@ -46,7 +46,7 @@ class JudgeSettings:
         hot = check.max_temperature
         return cls(
             expected_chips=int(config.expected_chips),
-            window_s=float(window) if window is not None else INCIDENT_LOOK_BACK_S,
+            window_s=table.log_window_s(config),
             window_basis="config check.hccl_window" if window is not None else "the thresholds table",
             flap_window_s=table.flap_window_s(config),
             flap_window_basis="config check.flap_window" if check.flap_window is not None else "the thresholds table",

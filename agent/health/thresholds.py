@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from agent.core.config import Config
 
 __all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "INCIDENT_LOOK_BACK_S", "AlertBound", "FaultKind",
-           "fault_kind", "fault_table", "flap_window_s", "max_isolated_pages"]
+           "fault_kind", "fault_table", "flap_window_s", "log_window_s", "max_isolated_pages"]
 
 # The culprit causes a triage report names (JSON ``cause``): each fault kind belongs to one.
 CAUSE_GROUPS = ("link_down", "link_flap", "roce_errors", "optics", "chip_fault", "hbm_ecc", "process_hang",
@@ -303,6 +303,12 @@ def flap_window_s(config: Config) -> float:
     """``check.flap_window`` when the config sets it, else the table's look-back for ``link_flap``."""
     value = config.check.flap_window
     return float(value) if value is not None else float(fault_kind("link_flap").window_s or 0.0)
+
+
+def log_window_s(config: Config) -> float:
+    """``check.hccl_window`` when the config sets it, else ``INCIDENT_LOOK_BACK_S``: the logs' look-back."""
+    value = config.check.hccl_window
+    return float(value) if value is not None else INCIDENT_LOOK_BACK_S
 
 
 def max_isolated_pages(config: Config) -> int:

@@ -66,6 +66,8 @@ class Finding:
     where: str  # "NPU 3", "NPU 1 chip 0", "this node"
     detail: str  # "hccn_tool -i 3 -link -g says DOWN"
     blamed: bool = False  # the HCCL logs blame this NPU
+    chip: int | None = None
+    at: float | None = None  # when the tool's output says it started
 
     @property
     def cause(self) -> str:
@@ -90,7 +92,8 @@ def _finding(check: CheckResult, result: Result, blamed: set[int]) -> Finding:
     npu = result.npu
     if npu is None and match is not None and match.group(1).split()[1].isdigit():
         npu = int(match.group(1).split()[1])
-    return Finding(result.status, result.kind, check.name, npu, where, detail, npu is not None and npu in blamed)
+    return Finding(result.status, result.kind, check.name, npu, where, detail, npu is not None and npu in blamed,
+                   result.chip if result.npu is not None else None, result.at)
 
 
 def blamed_npus(checks: Sequence[CheckResult]) -> set[int]:

@@ -3,8 +3,9 @@
 As the terminal narrows, the column of lowest priority goes first (the sparklines, HBM used, HBM bandwidth,
 processes, power, then the codes), so the readings that say a chip is broken stay longest: Health, then Link
 (a DOWN link), AI Core, HBM and Temp. The codes, the last column, take what room is left: each code with its
-level and what to do, else with its level, else the codes alone. A colour judgement reads the thresholds table
-(``agent.health.thresholds``), the one the checks and alerts use, so a red cell here is a failing check there.
+level and what to do, else with its level, else the codes alone. top judges nothing: a cell's colour is the
+status of the agent's own finding on that reading (``npu_chip_status``, ``npu_fault_since_timestamp_seconds``),
+so a red cell here is a failing check there.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.health import faults
 from agent.health.faults import LEVEL_ACTIONS, LEVEL_KINDS
-from agent.health.series import worst
 from agent.health.status import FAIL
 from agent.health.thresholds import FAULT_KINDS, fault_kind
 from agent.top.history import History, sparkline
 from agent.top.lines import Line
-from agent.top.model import NpuRow
+from agent.top.model import Finding, NpuRow
 from agent.top.state import TopState
 
-__all__ = ["CODES", "Column", "bar", "columns", "gib", "level_style", "status_style"]
+__all__ = ["CODES", "Column", "bar", "columns", "finding_style", "gib", "level_style", "short", "status_style"]
+
+_STYLES = {"fail": "bad", "warn": "warn", "unknown": "dim", "ok": "ok"}
+_LINK_KINDS = ("link_down", "link_flap", "link_down_once")
 
 CODES = "Codes"
 _SPARK_W = 16
@@ -46,12 +48,18 @@ def status_style(kind: str | None) -> str:
     return "bad" if entry is not None and entry.status == FAIL else "warn"
 
 
+def finding_style(finding: Finding | None) -> str:
+    """The colour of the agent's finding: red for fail, yellow for warn, green with none."""
+    return _STYLES.get(finding.status, "warn") if finding is not None else "ok"
+
+
+def short(cause: str) -> str:
+    """A cause in at most 8 characters: the fault kind's short name, else the check's name cut."""
+    return fault_kind(cause).short if cause in FAULT_KINDS else cause[:8]
+
+
 def level_style(level: str) -> str:
     return status_style(LEVEL_KINDS.get(level)) if LEVEL_KINDS.get(level) else "dim"
-
-
-def _temperature_style(celsius: float) -> str:
-    return status_style(faults.temperature(celsius).kind)
 
 
 def bar(ratio: float | None, width: int, ascii_only: bool) -> Line:
@@ -112,28 +120,24 @@ def _fixed(width: int, history: History, state: TopState) -> list[Column]:
     bar_w = 17 if width >= 100 else 11
 
     def health(row: NpuRow) -> Line:
-        """The worst finding of the one judgement (agent.health.series), by its kind; ok only when none."""
-        found = worst(row.findings(history.flaps(row.npu, row.chip, row.link_transitions)))
-        if found is not None and found.kind is not None:
-            return [(f"{fault_kind(found.kind).short:<8} ", status_style(found.kind))]
-        word = row.health or "-"
-        return [(f"{word:<8} ", "ok" if row.health == "ok" else "dim")]
+        """The agent's status of the chip and the cause that leads on it; ``-`` when it exports none."""
+        if row.status is None:
+            return [(f"{'-':<8} ", "dim")]
+        word = short(row.cause) if row.cause else row.status
+        return [(f"{word:<8} ", _STYLES.get(row.status, "dim"))]
 
     def link(row: NpuRow) -> Line:
         if row.link_up is None:
             return [("-".ljust(9), "dim")]
-        flaps = history.flaps(row.npu, row.chip, row.link_transitions)
-        said = ("up" if row.link_up else "DOWN") + (f" +{flaps}" if flaps else "")
-        judged = worst([r for r in row.findings(flaps) if r.kind is not None and fault_kind(r.kind).cause
-                        in ("link_down", "link_flap")])
-        style = status_style(judged.kind) if judged is not None else "ok"
-        return [(said, style), (" " * max(1, 9 - len(said)), "")]
+        judged = row.finding(*_LINK_KINDS)
+        said = "flapping" if judged is not None and judged.kind == "link_flap" else ("up" if row.link_up else "DOWN")
+        return [(said, finding_style(judged)), (" " * max(1, 9 - len(said)), "")]
 
     def temperature(row: NpuRow) -> Line:
         if row.temperature is None:
             return [("-".rjust(5) + " ", "dim")]
         return [(f"{row.temperature:3.0f}°C" if not ascii_only else f"{row.temperature:3.0f} C",
-                 _temperature_style(row.temperature)), (" ", "")]
+                 finding_style(row.finding("chip_too_hot", "chip_hot"))), (" ", "")]
 
     def hbm_used(row: NpuRow) -> Line:
         if row.hbm_used is None or not row.hbm_total:

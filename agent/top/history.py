@@ -1,5 +1,6 @@
 """What ``npuwatch top`` remembers between refreshes: a short history per NPU for the sparklines, and the first
-reading of each counter, so a counter's growth while top runs (link flaps, HCCL errors) can be shown."""
+HCCL error counts, so the errors logged while top runs can be shown. Link flaps are the agent's judgement
+(``npu_fault_since_timestamp_seconds{kind="link_flap"}``), counted over the tool's own history, not here."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ class History:
     length: int = 120
     aicore: dict[tuple[int, int], deque[float]] = field(default_factory=dict)
     temperature: dict[tuple[int, int], deque[float]] = field(default_factory=dict)
-    first_transitions: dict[tuple[int, int], float] = field(default_factory=dict)
     first_hccl_errors: dict[str, float] | None = None
 
     def add(self, view: NodeView) -> None:
@@ -28,19 +28,8 @@ class History:
             for series, value in ((self.aicore, row.aicore), (self.temperature, row.temperature)):
                 if value is not None:
                     series.setdefault(key, deque(maxlen=self.length)).append(value)
-            if row.link_transitions is not None:
-                first = self.first_transitions.setdefault(key, row.link_transitions)
-                if row.link_transitions < first:  # the agent restarted: its counter began again
-                    self.first_transitions[key] = row.link_transitions
         if self.first_hccl_errors is None:
             self.first_hccl_errors = dict(view.hccl_errors)
-
-    def flaps(self, npu: int, chip: int, transitions: float | None) -> int | None:
-        """Link-ups counted while top has been running (None: the agent exports no counter)."""
-        first = self.first_transitions.get((npu, chip))
-        if transitions is None or first is None:
-            return None
-        return int(transitions - first)
 
     def new_hccl_errors(self, view: NodeView) -> dict[str, int]:
         first = self.first_hccl_errors or {}

@@ -1,18 +1,33 @@
 """What ``npuwatch top`` shows, read from one ``/metrics`` exposition of the agent: typed, per NPU, and only what
-the agent exports (a reading it does not export stays ``None`` and is left off the screen, never guessed)."""
+the agent exports (a reading it does not export stays ``None`` and is left off the screen, never guessed).
+
+top judges nothing: each chip's status and lead cause, its active findings and the node's verdict are the
+agent's own judgement (``npu_chip_status``, ``npu_fault_since_timestamp_seconds``, ``npu_node_status``:
+``agent.health.verdict_metrics``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from agent.health.results import Result
-from agent.health.series import NpuSeries, judge_series
-
-__all__ = ["Collector", "Fetched", "HcclRank", "NodeView", "NpuRow", "Probe", "parse_view", "samples_of"]
+__all__ = ["Collector", "Fetched", "Finding", "HcclRank", "NodeView", "NpuRow", "Probe", "parse_view", "samples_of"]
 
 Sample = tuple[str, Mapping[str, str], float]
 Key = tuple[int, int]  # (npu, chip)
+_STATUS_RANK = {"ok": 0, "warn": 1, "unknown": 2, "fail": 3}  # agent.health.status's order
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One active finding the agent exports: its kind (or check), status (fail, warn) and since when."""
+
+    kind: str
+    status: str
+    since: float
+
+    @property
+    def rank(self) -> int:
+        return _STATUS_RANK.get(self.status, 0)
 
 
 @dataclass
@@ -44,22 +59,23 @@ class NpuRow:
     optics_lost: bool | None = None
     gemm_efficiency: dict[str, float] = field(default_factory=dict)  # dtype -> ratio of peak
     gemm_correct: dict[str, bool] = field(default_factory=dict)
+    status: str | None = None  # the agent's: ok, warn, fail, unknown (None: the agent exports no judgement)
+    cause: str | None = None  # the kind (or check) that leads on this chip
+    faults: dict[str, Finding] = field(default_factory=dict)  # kind -> the active finding
 
     @property
     def name(self) -> str:
         return f"{self.npu}" if self.chip == 0 else f"{self.npu}.{self.chip}"
 
-    def series(self, link_downs: int | None = None) -> NpuSeries:
-        """This row as the series the one judgement reads (``link_downs``: what the watcher saw in its window)."""
-        pages = sum(self.ecc_isolated.values()) if self.ecc_isolated else None
-        return NpuSeries(self.npu, self.chip, temperature=self.temperature, health=self.health,
-                         handling=self.handling, hbm_double_bit=self.ecc_current.get("double"),
-                         hbm_isolated_pages=pages, hccs_healthy=self.hccs_healthy, link_up=self.link_up,
-                         link_downs=link_downs, net_health=self.net_health, optics_lost=self.optics_lost)
+    @property
+    def rank(self) -> int:
+        """How bad the agent judges the chip: 0 ok up to 3 fail (FAIL > UNKNOWN > WARN > ok)."""
+        return _STATUS_RANK.get(self.status or "ok", 0)
 
-    def findings(self, link_downs: int | None = None) -> list[Result]:
-        """Every judgement of this row's series (agent.health.series: the checks' fault functions)."""
-        return judge_series(self.series(link_downs))
+    def finding(self, *kinds: str) -> Finding | None:
+        """The worst active finding of these kinds."""
+        found = [self.faults[kind] for kind in kinds if kind in self.faults]
+        return max(found, key=lambda f: f.rank) if found else None
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,10 @@ class NodeView:
     probes: list[Probe] = field(default_factory=list)
     check_verdicts: dict[str, str] = field(default_factory=dict)  # level -> ok, warn, fail, unknown
     check_runs: dict[str, float] = field(default_factory=dict)  # level -> last run time
+    status: str | None = None  # the node's verdict (npu_node_status), None when the agent exports none
+    cause: str | None = None  # its lead cause
+    lead_npu: int | None = None  # the NPU it leads on
+    node_faults: dict[str, Finding] = field(default_factory=dict)  # node-wide findings by kind
 
     @property
     def models(self) -> list[str]:
@@ -172,7 +192,8 @@ def parse_view(samples: Iterable[Sample]) -> NodeView:
 
     for name, labels, value in samples:
         key = _key(labels)
-        if key is not None and name.startswith("npu_") and not name.startswith("npu_hccl_"):
+        per_npu = name.startswith("npu_") and not name.startswith("npu_hccl_") and name != "npu_node_status"
+        if key is not None and per_npu:
             _row_sample(row(key), name, labels, value)
         else:
             _node_sample(view, name, labels, value)
@@ -207,6 +228,12 @@ def _row_sample(row: NpuRow, name: str, labels: Mapping[str, str], value: float)
         row.process_memory[f"{labels.get('process', '?')} ({labels.get('pid', '?')})"] = value
     elif name == "npu_probe_gemm_correct":
         row.gemm_correct[labels.get("dtype", "")] = value == 1
+    elif name == "npu_chip_status":
+        row.status = labels.get("status")
+        row.cause = labels.get("cause") or None
+    elif name == "npu_fault_since_timestamp_seconds":
+        kind = labels.get("kind", "?")
+        row.faults[kind] = Finding(kind, labels.get("status", "warn"), value)
 
 
 def _node_sample(view: NodeView, name: str, labels: Mapping[str, str], value: float) -> None:
@@ -236,3 +263,11 @@ def _node_sample(view: NodeView, name: str, labels: Mapping[str, str], value: fl
         view.check_verdicts[labels.get("level", "?")] = labels.get("verdict", "?")
     elif name == "npu_check_last_run_timestamp_seconds":
         view.check_runs[labels.get("level", "?")] = value
+    elif name == "npu_node_status":
+        view.status = labels.get("status")
+        view.cause = labels.get("cause") or None
+        npu = labels.get("npu", "")
+        view.lead_npu = int(npu) if npu.isdigit() else None
+    elif name == "npu_fault_since_timestamp_seconds":
+        kind = labels.get("kind", "?")
+        view.node_faults[kind] = Finding(kind, labels.get("status", "warn"), value)

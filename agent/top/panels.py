@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from agent.core.humanize import duration
 from agent.health.faults import LEVEL_ACTIONS
-from agent.health.series import as_checks
-from agent.health.thresholds import fault_kind
-from agent.health.verdict import lead
-from agent.top.columns import gib, level_style, status_style
+from agent.health.thresholds import FAULT_KINDS, fault_kind
+from agent.health.verdict import SEVERITY_WORDS, VERDICT_CAUSES
+from agent.top.columns import finding_style, gib, level_style
 from agent.top.history import History
 from agent.top.lines import Line, fit, width_of, wrap
 from agent.top.model import Fetched, NodeView, NpuRow
@@ -20,15 +19,26 @@ PER_PROCESS_KEY = "collectors.npu_smi.per_process_metrics"
 _INDENT = 10  # the panels' names take this much, their text starts after it
 
 
-def _lead(view: NodeView, history: History, width: int) -> list[Line]:
-    """The one lead cause (agent.health.verdict) of what the rows show, as check and diagnose would lead."""
-    results = [r for row in view.rows
-               for r in row.findings(history.flaps(row.npu, row.chip, row.link_transitions))]
-    verdict = lead(as_checks(results)) if any(r.kind for r in results) else None
-    if verdict is None or verdict.status == "ok":
-        return wrap("no fault in the agent's readings", width, "ok")
-    more = f" (+{len(verdict.also)} more)" if verdict.also else ""
-    return wrap(f"{verdict.word}: {verdict.summary}{more}", width, "bad" if verdict.status == "fail" else "warn", 2)
+def _label(cause: str) -> str:
+    """What a person calls a cause: the fault kind's label, a verdict cause's or check's name in words."""
+    if cause in FAULT_KINDS:
+        return fault_kind(cause).label
+    return cause.replace("_", " ") if cause in VERDICT_CAUSES else f"{cause.replace('_', ' ')} check"
+
+
+def _lead(view: NodeView, width: int) -> list[Line]:
+    """The agent's verdict (npu_node_status): its status, lead cause and where, and how many other causes."""
+    if view.status is None:
+        return wrap("the agent exports no verdict (npu_node_status): an agent older than 0.2?", width, "dim")
+    if view.status == "ok":
+        return wrap("ok: the agent finds no fault", width, "ok")
+    where = f" on NPU {view.lead_npu}" if view.lead_npu is not None else ""
+    text = f"{SEVERITY_WORDS[view.status]}: {_label(view.cause)}{where}" if view.cause else SEVERITY_WORDS[view.status]
+    others = {f.kind for row in view.rows for f in row.faults.values()} | set(view.node_faults)
+    others.discard(view.cause or "")
+    more = f" (+{len(others)} more)" if others else ""
+    style = {"fail": "bad", "warn": "warn"}.get(view.status, "dim")
+    return wrap(text + more, width, style, 2)
 
 
 def header(fetched: Fetched, node: str, now: float, width: int, history: History | None = None) -> list[Line]:
@@ -59,7 +69,7 @@ def header(fetched: Fetched, node: str, now: float, width: int, history: History
             text += f", {len(down)} down: " + ", ".join(f"{c.name} ({c.reason or 'down'})" for c in down)
         lines += wrap(text, width, "bad" if down else "dim", 2)
     if history is not None and view.rows:
-        lines += _lead(view, history, width)
+        lines += _lead(view, width)
     return lines
 
 
@@ -172,9 +182,9 @@ def detail(row: NpuRow, now: float, width: int) -> list[Line]:
     if row.hccs_healthy is not None:
         said.append(("  HCCS " + ("healthy" if row.hccs_healthy else "unhealthy (npu-smi info -t hccs: not OK)"),
                      "ok" if row.hccs_healthy else "bad"))
-    found = [r for r in row.findings() if r.kind is not None and r.status != "PASS"]
-    for result in sorted(found, key=lambda r: -fault_kind(r.kind or "").weight):
-        said.append((f"  {fault_kind(result.kind or '').label}: {result.evidence}", status_style(result.kind)))
+    for found in sorted(row.faults.values(), key=lambda f: (-f.rank, f.kind != row.cause, f.kind)):
+        said.append((f"  {SEVERITY_WORDS.get(found.status, found.status)} {_label(found.kind)}, found "
+                     f"{duration(max(0.0, now - found.since))} ago", finding_style(found)))
     if row.processes is not None:
         said.append((f"  processes {row.processes:.0f}", ""))
         for name, memory in sorted(row.process_memory.items()):

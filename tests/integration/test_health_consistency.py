@@ -3,11 +3,11 @@
 Every chip fault a check judges is planted on its own NPU of one demo node, alone and all together;
 the real ``npuwatch check --json`` and ``npuwatch diagnose --json`` run on it in child processes and
 must give the same status on the same NPU for every check, and the same lead cause (the verdict's
-cause and NPU). The agent's own exposition of the same node (``npuwatch once --demo``) read as
-``npuwatch top`` reads it must show the same kind and status on that NPU, and lead with the same
-cause when one fault is planted; the table's bounds of the kind's alert hold on that NPU's series
-and on no healthy NPU's. A one-node ``npuwatch
-bundle`` read by ``npuwatch triage`` lists the same local faults (the bundle holds no HCCL incident,
+cause and NPU). The agent's own judgement of the same node (``npuwatch once --demo``: its exported findings,
+chip statuses and node verdict), read as ``npuwatch top`` reads it, must show the same kind and status on
+that NPU and lead with the same cause, status and NPU as ``check``; the table's bounds of the kind's alert
+hold on that NPU's series and on no healthy NPU's. A one-node ``npuwatch bundle`` read by ``npuwatch triage``
+lists the same local faults (the bundle holds no HCCL incident,
 so its verdict is "no incident; local faults: ..."). That the shipped alert of each fault fires on
 its NPU is the fleet end-to-end test's (tests/e2e/test_fleet_alerts.py); tests/unit/test_health_thresholds.py
 holds every alert's threshold and look-back to the thresholds table.
@@ -29,9 +29,7 @@ import pytest
 import yaml
 
 from agent.demo.node import DemoNode
-from agent.health.series import as_checks
 from agent.health.thresholds import AlertBound, fault_kind
-from agent.health.verdict import lead
 from agent.top.model import NodeView, parse_view, samples_of
 from tests.support.paths import REPO
 
@@ -107,10 +105,6 @@ def run_both(tmp_path: Path, node: DemoNode) -> tuple[dict[str, Any], dict[str, 
     return json.loads(checked.stdout), json.loads(diagnosed.stdout)
 
 
-# The kinds the agent's per-NPU series show (top and the alerts judge them); a flap needs a watcher's history and
-# a missing chip has no row.
-IN_SERIES = frozenset({"link_down", "optics_dark", "net_health", "hbm_dbe", "chip_fault_reset", "hccs_unhealthy",
-                       "chip_too_hot", "chip_warning"})
 _OPS = {"==": float.__eq__, ">": float.__gt__, "<": float.__lt__, ">=": float.__ge__}
 
 
@@ -135,17 +129,24 @@ def assert_top_and_alerts_agree(view: NodeView, samples: list[tuple[str, dict[st
     rows = {row.npu: row for row in view.rows}
     faulty = {fault.npu for fault in planted}
     for fault in planted:
-        if fault.kind not in IN_SERIES:
+        if fault.kind == "chip_missing":  # a missing chip has no row: a node-wide finding
+            assert view.node_faults[fault.kind].status == fault.status.lower(), (fault, view.node_faults)
             continue
-        found = {(r.kind, r.status) for r in rows[fault.npu].findings() if r.kind is not None}
-        assert (fault.kind, fault.status) in found, (fault, found)
+        found = {(f.kind, f.status) for f in rows[fault.npu].faults.values()}
+        assert (fault.kind, fault.status.lower()) in found, (fault, found)
         for bound in fault_kind(fault.kind).bounds:
             if bound.window is None:  # an instant comparison of the alert's expression
                 assert holds(bound, samples, fault.npu), (fault, bound)
                 assert not any(holds(bound, samples, npu) for npu in rows if npu not in faulty), (fault, bound)
     for npu, row in rows.items():
         if npu not in faulty:
-            assert all(r.status == "PASS" for r in row.findings()), (npu, row.findings())
+            assert row.status == "ok" and not row.faults, (npu, row.status, row.faults)
+
+
+def assert_agent_leads_as_check(view: NodeView, check: dict[str, Any]) -> None:
+    verdict = check["verdict"]
+    assert (view.status, view.cause, view.lead_npu) == (verdict["status"], verdict["cause"], verdict["npu"]), \
+        (view.status, view.cause, view.lead_npu, verdict)
 
 
 def assert_same_lead(check: dict[str, Any], diagnose: dict[str, Any]) -> None:
@@ -182,9 +183,7 @@ def test_each_fault_alone_has_one_status_in_check_and_diagnose(tmp_path: Path, p
     assert verdict["cause"] == planted.kind or any(other.startswith(label) for other in verdict["also"]), verdict
     view, samples = exported(node, tmp_path)
     assert_top_and_alerts_agree(view, samples, (planted,))
-    if planted.kind in IN_SERIES:  # top leads with the same cause
-        top = lead(as_checks([r for row in view.rows for r in row.findings()]))
-        assert (top.status, top.cause, top.npu) == (verdict["status"], verdict["cause"], verdict["npu"]), top
+    assert_agent_leads_as_check(view, check)
 
 
 def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_path: Path) -> None:
@@ -198,6 +197,7 @@ def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_pat
     assert (check["verdict"]["cause"], check["verdict"]["npu"]) == ("link_down", 0)  # the heaviest kind
     view, samples = exported(node, tmp_path)
     assert_top_and_alerts_agree(view, samples, PLANTED)
+    assert_agent_leads_as_check(view, check)
 
     bundle = tmp_path / "node.tar.gz"
     made = npuwatch("bundle", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
@@ -213,3 +213,28 @@ def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_pat
         if planted.in_bundle:
             label = re.escape(fault_kind(planted.kind).label)
             assert re.search(rf"(^|, ){label} on \S+ NPU {planted.npu}(,|$)", listed), (planted, listed)
+
+
+def _exported_with(node: DemoNode, tmp_path: Path, settings: dict[str, Any]) -> tuple[NodeView, dict[str, Any]]:
+    config = tmp_path / "override.yaml"
+    config.write_text(yaml.safe_dump({"expected_chips": CHIPS, "labels": {"node": NODE}, **settings}))
+    demo = ["--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS), "--config", str(config)]
+    once = npuwatch("once", *demo)
+    assert once.stdout, once.stderr  # exit 1 when a collector is down, the exposition all the same
+    checked = npuwatch("check", "--json", *demo)
+    assert checked.stdout, checked.stderr
+    view = parse_view([(name, dict(labels), value) for name, labels, value in samples_of(once.stdout)])
+    return view, json.loads(checked.stdout)
+
+
+@pytest.mark.parametrize(("fault", "params", "settings", "kind"), [
+    ("hot", {"celsius": 92.0}, {"check": {"max_temperature": 90, "skip": ["agent"]}}, "chip_too_hot"),
+    ("npu_smi_crash", {}, {"check": {"skip": ["agent"]}}, "tool_hung"),
+], ids=["max_temperature-override", "crashing-npu-smi"])
+def test_the_agent_judges_with_the_config_and_node_checks_as_check_does(
+        tmp_path: Path, fault: str, params: dict[str, Any], settings: dict[str, Any], kind: str) -> None:
+    node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
+    node.set_fault(fault, chip=3, **params) if fault == "hot" else node.set_fault(fault)
+    view, check = _exported_with(node, tmp_path, settings)
+    assert check["verdict"]["status"] == "fail" and check["verdict"]["cause"] == kind, check["verdict"]
+    assert_agent_leads_as_check(view, check)

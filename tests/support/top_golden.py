@@ -20,7 +20,7 @@ from tests.support.paths import FIXTURES
 
 GOLDEN = FIXTURES / "top"
 EXPOSITION = GOLDEN / "demo_metrics.txt"
-NOW = 1_796_297_040.0  # the frames' clock: the exposition (captured at 1796296965) is 75 s old by it
+NOW = 1_796_601_792.1  # the frames' clock: the exposition (captured at 1796601717) is 75 s old by it
 SIZES = ((80, 24), (200, 60))
 
 

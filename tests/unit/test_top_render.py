@@ -29,30 +29,45 @@ def test_every_npu_is_a_row_with_what_the_demo_faults_set() -> None:
     assert " 97°C " in rows["4"]
     assert " DOWN " in rows["6"]
     assert "80E18402 SeparateNPU: isolate the chip now" in rows["2"]
-    # the Health column is the one judgement's worst finding, by its kind (agent.health.series)
+    # the Health column is the agent's lead cause on the chip (npu_chip_status)
     assert " isolate " in rows["2"]
     assert " too hot " in rows["4"]
     assert " link dn " in rows["6"]
     assert " ok " in rows["0"]
 
 
-@pytest.mark.parametrize(("series", "word"), [
-    ('npu_hbm_ecc_current_errors{npu="3",chip="0",bit="double"} 2', "HBM DBE"),
-    ('npu_hccs_healthy{npu="3",chip="0"} 0', "HCCS NOK"),
-    ('npu_temperature_celsius{npu="3",chip="0"} 97', "too hot"),
-    ('npu_temperature_celsius{npu="3",chip="0"} 95', "hot"),  # at 95 it is over 85, not over 95
-    ('npu_fault_handling{npu="3",chip="0",handling="ManuallySeparateNPU"} 1', "isolate"),
+@pytest.mark.parametrize(("status", "cause", "word"), [
+    ("fail", "hbm_dbe", "HBM DBE"),
+    ("fail", "hccs_unhealthy", "HCCS NOK"),
+    ("fail", "chip_too_hot", "too hot"),
+    ("warn", "chip_hot", "hot"),
+    ("fail", "chip_fault_isolate", "isolate"),
+    ("unknown", "hbm_ecc", "hbm_ecc"),
 ])
-def test_a_faulty_chip_never_reads_ok(series: str, word: str) -> None:
-    text = ('npu_health_state{npu="3",chip="0",state="ok"} 1\n'
-            'npu_health_state{npu="4",chip="0",state="ok"} 1\n' + series + "\n")
-    rows = sorted_rows(parse_view(samples_of(text)), TopState())
+def test_the_health_cell_and_sort_are_the_agents_status(status: str, cause: str, word: str) -> None:
+    text = (f'npu_chip_status{{npu="3",chip="0",status="{status}",cause="{cause}"}} 1\n'
+            'npu_chip_status{npu="4",chip="0",status="ok",cause=""} 1\n')
+    rows = sorted_rows(parse_view(samples_of(text)), TopState(sort="health"))
     lines = plain(frame(top_golden.fetched(text), History(), TopState(), width=200, height=20, node="n",
                         now=top_golden.NOW)).splitlines()
     three = next(line for line in lines if line.split()[:1] == ["3"])
     four = next(line for line in lines if line.split()[:1] == ["4"])
     assert f" {word} " in three and " ok " in four, (three, four)
-    assert [row.npu for row in rows] == [3, 4]
+    assert [row.npu for row in rows] == [3, 4]  # worse first
+
+
+@pytest.mark.parametrize("reading", [
+    'npu_temperature_celsius{npu="3",chip="0"} 97', 'npu_hbm_ecc_current_errors{npu="3",chip="0",bit="double"} 2',
+    'npu_fault_handling{npu="3",chip="0",handling="ManuallySeparateNPU"} 1', 'npu_roce_link_up{npu="3",chip="0"} 0',
+])
+def test_top_judges_no_reading_itself(reading: str) -> None:
+    """Without the agent's verdict series a reading is shown as read, never turned into a status."""
+    text = reading + "\n"
+    lines = plain(frame(top_golden.fetched(text), History(), TopState(), width=200, height=20, node="n",
+                        now=top_golden.NOW)).splitlines()
+    three = next(line for line in lines if line.split()[:1] == ["3"])
+    assert " - " in three and not any(word in three for word in ("too hot", "HBM DBE", "isolate", "link dn")), three
+    assert any("exports no verdict" in line for line in lines)
 
 
 def test_the_panels_show_the_hccl_incident() -> None:
@@ -99,28 +114,18 @@ def test_an_agent_that_stops_answering_shows_the_age_of_the_last_view() -> None:
     assert "no data from http://x/metrics: Connection refused" in never
 
 
-def test_link_flaps_count_from_when_top_started() -> None:
-    history = History()
-    first = parse_view(samples_of(TEXT))
-    history.add(first)
-    later = TEXT.replace('npu_roce_link_up_transitions_total{chip="0",npu="3"} 1.0',
-                         'npu_roce_link_up_transitions_total{chip="0",npu="3"} 4.0')
-    assert later != TEXT
-    history.add(parse_view(samples_of(later)))
-    text = plain(frame(top_golden.fetched(later), history, TopState(), width=200, height=30, node="n",
-                       now=top_golden.NOW))
-    (row,) = [line for line in text.splitlines() if line.startswith("   3 ")]
-    assert " up +3 " in row
-    assert " flapping " in row  # two or more downs: the table's link_flap, as roce_flaps judges it
-    once = TEXT.replace('npu_roce_link_up_transitions_total{chip="0",npu="3"} 1.0',
-                        'npu_roce_link_up_transitions_total{chip="0",npu="3"} 2.0')
-    history = History()
-    history.add(first)
-    history.add(parse_view(samples_of(once)))
-    text = plain(frame(top_golden.fetched(once), history, TopState(), width=200, height=30, node="n",
-                       now=top_golden.NOW))
-    (row,) = [line for line in text.splitlines() if line.startswith("   3 ")]
-    assert " up +1 " in row and " link was " in row  # one down and up again warns, never paints a flap
+def test_a_flapping_link_reads_flapping_from_the_first_frame() -> None:
+    """The flap count is the agent's, over the tool's own history: a fresh ``top --once`` shows it, and a port
+    that flaps and is down now reads as flapping in both cells and the header."""
+    text = ('npu_roce_link_up{npu="3",chip="0"} 0\n'
+            'npu_chip_status{npu="3",chip="0",status="fail",cause="link_flap"} 1\n'
+            'npu_fault_since_timestamp_seconds{npu="3",chip="0",kind="link_flap",status="fail"} 1796601700\n'
+            'npu_node_status{status="fail",cause="link_flap",npu="3"} 1\n')
+    lines = plain(frame(top_golden.fetched(text), History(), TopState(), width=200, height=30, node="n",
+                        now=top_golden.NOW)).splitlines()
+    (row,) = [line for line in lines if line.startswith("   3 ")]
+    assert row.split().count("flapping") == 2 and "DOWN" not in row and "link dn" not in row, row
+    assert any(line.startswith("FAIL: RoCE link flapping on NPU 3") for line in lines), lines
 
 
 def test_the_detail_of_a_selected_npu() -> None:
