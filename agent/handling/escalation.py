@@ -12,6 +12,10 @@ Pure, and the device plugin's rules over time (docs/fault-codes.md):
   last recovery. A ManuallySeparateNPU without a release window stays until ``npuwatch faults clear``.
 
 Durations are known to the resolution of the poll interval: a code seen by one poll only has lasted 0 s.
+
+Each chip also keeps when it last faulted (``faults``: a poll at which a code of a level that resets or
+separates the chip appeared), for ``REPEAT_WINDOW_S``: a chip that faults again and again is a repeat
+offender to repair, not to reset once more (``agent.health.faults.repeat_offender``).
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ from collectors.fault_levels import (
     static_level,
 )
 
-__all__ = ["HELD_LEVEL", "ChipHistory", "Held", "Raised", "step"]
+__all__ = ["ACTION_LEVELS", "HELD_LEVEL", "REPEAT_WINDOW_S", "ChipHistory", "Held", "Raised", "step"]
 
 HELD_LEVEL = "ManuallySeparateNPU"
+# The levels that take the chip out of service, now or after its job: a code of one of them is a fault of the chip.
+ACTION_LEVELS = frozenset({"ManuallySeparateNPU", "SeparateNPU", "PreSeparateNPU", "RestartNPU", "FreeRestartNPU"})
+REPEAT_WINDOW_S = 7 * 86400.0  # how long a chip's faults are remembered (the repeat offender's look-back)
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,10 @@ class ChipHistory:
     lasting: Mapping[str, float] = field(default_factory=dict)  # code -> since when its duration level holds
     cleared: Mapping[str, float] = field(default_factory=dict)  # code -> when it last went away
     recovered: Mapping[str, float] = field(default_factory=dict)  # code -> its last recovery (for release windows)
+    faults: tuple[float, ...] = ()  # when the chip faulted (a code of an ACTION_LEVELS level appeared), 7 days
 
     def empty(self) -> bool:
-        return not (self.active or self.seen or self.held or self.raised or self.lasting)
+        return not (self.active or self.seen or self.held or self.raised or self.lasting or self.faults)
 
 
 def _kept_s(table: FaultTable, code: str) -> float:
@@ -170,6 +178,9 @@ def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Seq
             else:
                 raised[code] = Raised(rule.level, now, rule.release_s or 0.0)
     statics = {key: static_level(table, key, health) for key in active}
+    faults = [at for at in history.faults if now - at <= REPEAT_WINDOW_S]
+    if any(statics[code] in ACTION_LEVELS for code in set(active) - set(history.active) - echoes):
+        faults.append(now)  # one fault a poll, however many of its codes appeared together
     marks = ChipHistory(held=held, raised=raised, lasting=lasting)
     levels = {key: _escalated(table, key, statics[key], marks) for key in active}
     deciding = {key: level for key, level in statics.items() if key not in echoes}
@@ -188,5 +199,6 @@ def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Seq
         lasting,
         {code: at for code, at in cleared.items() if code in keep or now - at <= horizon[code]},
         {code: at for code, at in recovered.items() if code in keep or now - at <= horizon[code]},
+        tuple(faults),
     )
     return after, ChipLevels({code: levels[key] for code, key in keys.items()}, chip)

@@ -45,6 +45,7 @@ def _encode(history: ChipHistory) -> dict[str, Any]:
         "lasting": dict(history.lasting),
         "cleared": dict(history.cleared),
         "recovered": dict(history.recovered),
+        "faults": list(history.faults),
     }
 
 
@@ -64,6 +65,7 @@ def _decode(data: Any) -> ChipHistory:
         _times(data, "lasting"),
         _times(data, "cleared"),
         _times(data, "recovered"),
+        tuple(float(at) for at in data.get("faults", [])),
     )
 
 

@@ -7,6 +7,7 @@ kind's (``agent.health.thresholds``), so every command gives the same advice for
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -54,15 +55,19 @@ def check_chip_count(readings: QuickReadings, settings: JudgeSettings) -> CheckR
     return CheckResult(name, result.status, result.evidence, (result,), hint)
 
 
-def _per_chip(name: str, readings: QuickReadings, judge: Callable[[ChipRef, Any], Result],
+def _per_chip(name: str, readings: QuickReadings, judge: Callable[[ChipRef, Any], Result | list[Result]],
               ok_text: Callable[[int], str]) -> CheckResult:
-    """One result per listed chip, ``judge(ref, its row of the npu-smi info table)``; UNKNOWN without a chip list."""
+    """The results of every listed chip, ``judge(ref, its row of the npu-smi info table)``; UNKNOWN without a chip
+    list."""
     missing = no_chip_list(name, readings)
     if missing is not None:
         return missing
     table = {(status.npu, status.chip): status for status in readings.node.table.value.chips}
-    results = [judge(ref, table.get((ref.npu, ref.chip))).where(label(readings, ref)) for ref in readings.node.chips]
-    return fold(name, results, ok_text(len(results)))
+    results = []
+    for ref in readings.node.chips:
+        judged = judge(ref, table.get((ref.npu, ref.chip)))
+        results += [result.where(label(readings, ref)) for result in (judged if isinstance(judged, list) else [judged])]
+    return fold(name, results, ok_text(len(readings.node.chips)))
 
 
 def _read(reading: Reading, ref: ChipRef, judge: Callable[[Any], Result]) -> Result:
@@ -71,16 +76,24 @@ def _read(reading: Reading, ref: ChipRef, judge: Callable[[Any], Result]) -> Res
 
 
 def check_chip_health(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
-    """The health word (``-t health``, else the table's) and the active error codes of every chip."""
-    def judge(ref: ChipRef, row: Any) -> Result:
+    """The health word (``-t health``, else the table's) and the active error codes of every chip; with the agent's
+    fault history, a chip held while it reads healthy and a chip that faults again and again."""
+    now = time.time()
+
+    def judge(ref: ChipRef, row: Any) -> list[Result]:
         reading = readings.node.health.get(ref, Reading(error="not read"))
         record = reading.value if reading.ok else None
         word = (record.health if record is not None else None) or row.health
         codes = list(record.error_codes) if record is not None else []
         said = f"{' '.join(['npu-smi', *chip_argv('health', ref)])} says {word} {' '.join(codes)}".strip()
-        return faults.chip_health(word, codes, said=said, table=settings.fault_table, held=readings.node.held.get(ref),
-                                  history=readings.node.histories.get(ref), basis=readings.node.history_note or None,
-                                  npu=ref.npu, chip=ref.chip)
+        history = readings.node.histories.get(ref)
+        found: list[Result | None] = [faults.chip_health(
+            word, codes, said=said, table=settings.fault_table, held=readings.node.held.get(ref), history=history,
+            basis=readings.node.history_note or None, npu=ref.npu, chip=ref.chip)]
+        if reading.ok:
+            found.append(faults.held_while_healthy(word, codes, history, now, npu=ref.npu, chip=ref.chip))
+        found.append(faults.repeat_offender(history, now, npu=ref.npu, chip=ref.chip))
+        return [result for result in found if result is not None]
 
     note = f" ({readings.node.history_note})" if readings.node.history_note else ""
     return _per_chip("chip_health", readings, judge, lambda n: f"{n} chips OK, no error code that needs handling{note}")

@@ -44,12 +44,14 @@ __all__ = [
     "hbm_ecc",
     "hccn_command",
     "hccs",
+    "held_while_healthy",
     "latest",
     "link",
     "link_downs",
     "log_faults",
     "net_health",
     "optics",
+    "repeat_offender",
     "rising_errors",
     "roce_ip",
     "signal_lost",
@@ -315,6 +317,39 @@ def chip_health(word: str | None, codes: Sequence[str] = (), *, said: str, table
         return Result(PASS, "OK", value=word, threshold="OK", **where)
     kind = "chip_warning" if state == "warning" else "chip_unhealthy"
     return _fault(kind, said, value=word, **where)
+
+
+def held_while_healthy(word: str | None, codes: Sequence[str], history: ChipHistory | None, now: float, *,
+                       min_s: float | None = None, **where: Any) -> Result | None:
+    """A chip the agent holds (a manual separation) that has read OK with no code for ``min_s`` (the table's by
+    default) since its held codes last went away; None when it is not held, or not healthy that long."""
+    if history is None or not history.held or codes or npu_smi_info.health_state(word or "") != "ok":
+        return None
+    entry = fault_kind("held_while_healthy")
+    limit = float(min_s if min_s is not None else entry.threshold or 0.0)
+    gone = [history.cleared.get(code) for code in history.held]
+    if any(at is None for at in gone):
+        return None  # a held code with no recorded recovery: not known to be healthy since
+    healthy_s = now - max(at for at in gone if at is not None)
+    if healthy_s < limit:
+        return None
+    held = ", ".join(sorted(history.held))
+    return _fault("held_while_healthy", f"held for {held} ({HELD_LEVEL}) while it has read {word} with no code for "
+                                        f"{duration(healthy_s)}", value=round(healthy_s), **where)
+
+
+def repeat_offender(history: ChipHistory | None, now: float, *, times: int | None = None,
+                    window_s: float | None = None, **where: Any) -> Result | None:
+    """A chip that faulted ``times`` times (the table's by default) within ``window_s``: to repair, not reset."""
+    entry = fault_kind("repeat_offender")
+    limit = int(times if times is not None else entry.threshold or 0)
+    window = float(window_s if window_s is not None else entry.window_s or 0.0)
+    faulted = sorted(at for at in (history.faults if history is not None else ()) if now - at <= window)
+    if limit <= 0 or len(faulted) < limit:
+        return None
+    evidence = (f"the agent's fault history: {len(faulted)} faults in the last {duration(window)}, the first "
+                f"{duration(now - faulted[0])} ago")
+    return _fault("repeat_offender", evidence, value=len(faulted), at=faulted[-1], **where)
 
 
 def hbm_ecc(record: EccRecord, *, max_pages: int | None = None, basis: str | None = None, **where: Any) -> Result:

@@ -212,6 +212,18 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("chip_fault_drain", "chip_health", WARN, "OK", None, "chip fault: isolate the chip after its job",
               2.4, "chip_fault", "give the chip no new job, let the running one finish, then reset or repair it",
               alert="NPUFaultDrainAfterJob", severity="warning", alert_note=_LEVEL_NOTE),
+    # A chip the agent holds out of service though it has read healthy, with no code, for window_s: the recovery
+    # event that would release it was lost (MindCluster #375); a person checks it and clears the hold.
+    FaultKind("held_while_healthy", "chip_health", WARN, 1800.0, "seconds", "chip held out of service while healthy",
+              1.0, "chip_fault", "the chip reads OK with no code but the agent still holds it: check `npu-smi info -t "
+              "health -i N` and the repair records, then `npuwatch faults clear --npu N` to return it to service",
+              1800.0, alert_note="no alert of its own: a held chip pages NPUFaultIsolate when it is taken out",
+              runbook="NPUFaultIsolate"),
+    # The same chip faulting threshold times in window_s: resetting it again will not help (MindCluster #365).
+    FaultKind("repeat_offender", "chip_health", FAIL, 3, "faults", "chip faults again and again", 3.0, "chip_fault",
+              "the chip keeps faulting: take it out for repair or replacement instead of resetting it again "
+              "(`npuwatch faults show --npu N` lists its faults)", 7 * 86400.0,
+              alert_note="read from the agent's fault history; no alert of its own yet", runbook="NPUFaultIsolate"),
     FaultKind("hccs_unhealthy", "hccs", FAIL, "OK", None, "HCCS link unhealthy", 3.5, "chip_fault",
               "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset or repair",
               alert="NPUHCCSLinkUnhealthy", severity="critical", bounds=(AlertBound("npu_hccs_healthy", "==", 0),)),
@@ -284,7 +296,7 @@ _SHORT = {
     "roce_error_counters": "pkt errs", "roce_cqe": "cqe errs", "net_health": "net fail", "net_health_init": "net init",
     "hbm_dbe": "HBM DBE", "hbm_pages_over": "HBM pgs", "hbm_pages_isolated": "HBM pgs", "chip_unhealthy": "alarm",
     "chip_warning": "warning", "chip_fault_isolate": "isolate", "chip_fault_reset": "reset",
-    "chip_fault_drain": "drain",
+    "chip_fault_drain": "drain", "held_while_healthy": "held ok", "repeat_offender": "repeats",
     "hccs_unhealthy": "HCCS NOK", "chip_hot": "hot", "chip_too_hot": "too hot", "chip_missing": "missing",
     "device_lost": "lost", "ip_mismatch": "bad IP", "firmware_mismatch": "version", "tool_hung": "tool",
     "probe_failed": "probe", "probe_slow": "slow", "device_dropped": "dropped", "sdma_fault": "SDMA",

@@ -238,3 +238,31 @@ def test_the_agent_judges_with_the_config_and_node_checks_as_check_does(
     view, check = _exported_with(node, tmp_path, settings)
     assert check["verdict"]["status"] == "fail" and check["verdict"]["cause"] == kind, check["verdict"]
     assert_agent_leads_as_check(view, check)
+
+
+def test_a_chip_that_faults_again_and_again_is_a_repeat_offender_to_the_agent_and_to_check(tmp_path: Path) -> None:
+    """Three resets of NPU 1 in a row, as the agent's health polls see them: the agent's verdict and ``check``
+    (reading the agent's fault history) both name NPU 1 a repeat offender, after the chip reads healthy again."""
+    from tests.support.agent_harness import demo_bundle
+
+    state = tmp_path / "state"
+    settings = {"expected_chips": 4, "state_dir": str(state), "labels": {"node": NODE}, "check": {"skip": ["agent"]}}
+    bundle = demo_bundle(tmp_path, settings, chips=4)
+    assert bundle.demo is not None
+    try:
+        for _ in range(int(fault_kind("repeat_offender").threshold or 0)):
+            bundle.demo.set_fault("health", chip=1, state="Alarm", codes=["8C084E00"])
+            bundle.agent.collect_once()
+            bundle.demo.clear_fault("health", chip=1)
+            bundle.agent.collect_once()
+        view = parse_view(samples_of(bundle.agent.cache.render().body.decode()))
+    finally:
+        bundle.agent.stop()
+    row = next(row for row in view.rows if row.npu == 1)
+    assert (row.status, row.cause) == ("fail", "repeat_offender"), (row.status, row.cause, row.faults)
+    config = tmp_path / "check.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    checked = npuwatch("check", "--json", "--demo", "--demo-dir", str(tmp_path / "demo"), "--demo-chips", "4",
+                       "--config", str(config))
+    assert checked.stdout, checked.stderr
+    assert_agent_leads_as_check(view, json.loads(checked.stdout))
