@@ -14,8 +14,14 @@ what to do next. Inputs that could not be read are listed on stderr. ``--json`` 
 with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``time_range``,
 ``hints``, ``events_total``, ``lines``, ``bytes`` and ``errors``.
 
-Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 errors
-found, 3 could not tell: a scan that read nothing (an empty directory, binary files only) or one whose
+The verdict on errors found is the ``hccl_errors`` check's (``agent.health.checks_node``) over what was
+read, led by ``agent.health.verdict.lead`` as ``check`` and ``diagnose`` lead it: a local fault the logs show
+(a device that dropped out, an SDMA fault: FAIL; an OOM, an AI Core exception: WARN) with its kind as the
+cause, else the errors with no local cause (``log_errors``, WARN).
+
+Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 warn, 2 a
+fault of the node the logs show, 3 could not tell: a scan that read nothing (an empty directory, binary
+files only) or one whose
 inputs could not all be read (missing path, permission, corrupt gzip, a symlink out of a directory, a
 byte limit; the results for the readable inputs are still printed). ``--json`` also carries the verdict
 object every command prints.
@@ -35,8 +41,11 @@ from agent.core.humanize import duration, plural, size
 from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.advice import category_action, category_runbook
 from agent.diagnose.render import verdict_lines
+from agent.health.checks_node import check_hccl_errors
 from agent.health.log_files import BINARY_SKIPPED, Intake, Limits, LogFile
-from agent.health.verdict import Verdict
+from agent.health.readings import LogScan, NodeReadings, QuickReadings, Reading
+from agent.health.settings import JudgeSettings
+from agent.health.verdict import Verdict, lead
 from agent.triage.timefmt import span, stamp
 from collectors.hccl.classify import Event, StreamClassifier
 from collectors.hccl.hints import Hint
@@ -46,6 +55,7 @@ __all__ = ["ScanReport", "main", "scan_paths", "verdict"]
 
 SHOWN_PLACES = 3  # path:line places printed per culprit hint
 SHOWN_HINTS = 20
+KEPT_EVENTS = 20_000  # incidents kept for the verdict's judgement (the counts above it stay exact)
 
 
 @dataclass
@@ -76,6 +86,7 @@ class ScanReport:
     earliest: float | None = None
     latest: float | None = None
     errors: list[str] = field(default_factory=list)
+    kept: list[Event] = field(default_factory=list)  # the first KEPT_EVENTS incidents, for the verdict
 
     @property
     def events_total(self) -> int:
@@ -85,6 +96,8 @@ class ScanReport:
         self.by_category[event.category] += 1
         self.by_code[event.code] += 1
         self.code_category.setdefault(event.code, event.category)
+        if len(self.kept) < KEPT_EVENTS:
+            self.kept.append(event)
         if self.first_in_order is None:
             self.first_in_order = event
         ts = event.timestamp
@@ -244,25 +257,43 @@ def _hint_lines(report: ScanReport) -> list[str]:
     return out
 
 
+def _judged(report: ScanReport, paths: Sequence[str]) -> Verdict:
+    """The ``hccl_errors`` check over what was read, led as ``check`` leads it."""
+    span = (report.latest - report.earliest) if report.latest is not None and report.earliest is not None else 0.0
+    scan = LogScan(window_s=span, roots=list(paths), roots_exist=True, files=report.files_read,
+                   bytes_read=sum(f.bytes for f in report.files), events=list(report.kept), hints=report.hints,
+                   errors=list(report.errors))
+    readings = QuickReadings(NodeReadings(table=Reading(error="not read by scan-logs"), logs=scan))
+    settings = JudgeSettings(window_s=span, window_basis="the logs given")
+    return lead([check_hccl_errors(readings, settings)])
+
+
 def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
-    """The scan's verdict: warn errors found, unknown nothing read or an incomplete scan, ok a clean one."""
+    """The scan's verdict: the ``hccl_errors`` check's on errors found (the one lead: a local fault's kind, else
+    ``log_errors``), unknown when nothing was read or the scan is incomplete, ok a clean one."""
     unreadable = f"{plural(len(report.errors), 'input')} could not be read (named on stderr)"
     if report.events_total:
         first = report.first
         assert first is not None
+        judged = _judged(report, paths)
         with_errors = sum(1 for f in report.files if f.events)
         summary = (f"{plural(report.events_total, 'HCCL/CANN error incident')} in {with_errors} of "
                    f"{plural(len(report.files), 'file')}; the first: {first.code} ({first.category}) at "
                    f"{_place(first)}")
+        if judged.cause not in (None, "log_errors"):
+            summary = f"{judged.summary}; {summary}"
         if report.errors:
             summary += f"; {unreadable}, so the scan is incomplete"
-        step = category_action(first.category, f"read the lines around the first error ({_place(first)})")
+        step = judged.action if judged.cause not in (None, "log_errors") else category_action(
+            first.category, f"read the lines around the first error ({_place(first)})")
         if report.hints:
             (kind, value), n = report.hints.most_common(1)[0]
             places = report.hint_places.get((kind, value), [])
             step += f"; the logs blame {value} most ({kind} x{n}" + (f", first at {places[0]})" if places else ")")
-        return Verdict("unknown" if report.errors else "warn", first.category, None, summary, action=step,
-                       runbook=category_runbook(first.category))
+        runbook = judged.runbook if judged.cause not in (None, "log_errors") else category_runbook(first.category)
+        status = "unknown" if report.errors and judged.status != "fail" else judged.status
+        return Verdict(status, judged.cause, judged.npu, summary, judged.also, step, runbook, judged.check,
+                       judged.evidence)
     if report.files_read == 0:
         if report.errors:
             why = unreadable

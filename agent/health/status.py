@@ -29,7 +29,8 @@ exit status (check, diagnose, scan-logs and triage alike):
   0  ok: nothing wrong found
   1  warn: a warning or log errors (check, diagnose, scan-logs); every incident's
      culprit named (triage)
-  2  fail: a fault on this node (check, diagnose); an incident whose culprit could
+  2  fail: a fault on this node (check, diagnose; scan-logs: one the logs show, a
+     device that dropped out or an SDMA fault); an incident whose culprit could
      not be named (triage)
   3  unknown: could not tell: nothing read or checked (a missing npu-smi, an empty
      directory, binary files only) or an input that could not be read

@@ -22,7 +22,8 @@ def run(paths: list[str], as_json: bool) -> tuple[int, str]:
     code = main(paths, as_json, out=out)
     return code, out.getvalue()
 
-EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = (EXIT_CODES["nagios"][status] for status in ("ok", "warn", "unknown"))
+EXIT_OK, EXIT_ERRORS, EXIT_FAIL, EXIT_UNREADABLE = (EXIT_CODES["nagios"][status]
+                                                     for status in ("ok", "warn", "fail", "unknown"))
 
 
 def test_clean_file_exits_zero() -> None:
@@ -43,7 +44,7 @@ def test_errors_found_exit_one_with_first_error_counts_and_hints() -> None:
 
 def test_json_shape(tmp_path: Path) -> None:
     code, text = run([str(FIXTURES)], True)
-    assert code == EXIT_ERRORS
+    assert code == EXIT_FAIL  # the fixtures hold an SDMA fault and a lost heartbeat
     data = json.loads(text)
     for key in ("counts_by_category", "counts_by_code", "first_error", "time_range", "hints", "files"):
         assert key in data
@@ -74,12 +75,15 @@ def test_corrupt_gzip_and_missing_path_exit_unknown_but_still_report(tmp_path: P
     bad = tmp_path / "broken.log.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
     good = tmp_path / "good.log"
-    shutil.copy(FIXTURES / "job_sdma.log", good)
+    shutil.copy(FIXTURES / "plog_connect_timeout.log", good)
     code, text = run([str(bad), str(good), str(tmp_path / "missing")], True)
     assert code == EXIT_UNREADABLE
     data = json.loads(text)
-    assert data["counts_by_code"] == {"EI0012": 1}
+    assert data["counts_by_category"] == {"connect_timeout": 2}
     assert len(data["errors"]) == 2
+    # a fault of the node the readable logs show outranks what could not be read (FAIL > UNKNOWN)
+    shutil.copy(FIXTURES / "job_sdma.log", good)
+    assert run([str(bad), str(good)], True)[0] == EXIT_FAIL
 
 
 def test_binary_files_are_skipped(tmp_path: Path) -> None:
@@ -102,7 +106,7 @@ def test_no_timestamps_first_error_is_first_read(tmp_path: Path) -> None:
                    "[ 12.0] [ascend] [ERROR] Heartbeat lost! (device=2; a)\n")
     code, text = run([str(log)], True)
     data = json.loads(text)
-    assert code == EXIT_ERRORS
+    assert code == EXIT_FAIL  # the device's lost heartbeat fails, as check's hccl_errors fails it
     assert data["first_error"]["code"] == "comm_init_failed"
     assert data["time_range"] is None
 
@@ -163,7 +167,7 @@ def test_a_scan_that_read_nothing_is_unknown(tmp_path: Path, content: bytes | No
 def test_unreadable_inputs_are_named_on_stderr_not_stdout(tmp_path: Path) -> None:
     bad = tmp_path / "broken.log.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
-    code, text, err = run_text([str(FIXTURES / "job_sdma.log"), str(bad), str(tmp_path / "missing")])
+    code, text, err = run_text([str(FIXTURES / "plog_connect_timeout.log"), str(bad), str(tmp_path / "missing")])
     assert code == EXIT_UNREADABLE
     assert not any(line.startswith("error") or str(bad) in line for line in text.splitlines())
     assert err.splitlines()[0].startswith(f"npuwatch scan-logs: cannot read {bad}: ")
@@ -192,7 +196,7 @@ def test_sizes_and_counts_read_as_a_person_writes_them(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("color", "coloured"), [("always", True), ("never", False), ("auto", False)])
 def test_colour(color: str, coloured: bool) -> None:
-    _, text, _ = run_text([str(FIXTURES / "job_sdma.log")], color=color)
+    _, text, _ = run_text([str(FIXTURES / "plog_connect_timeout.log")], color=color)
     assert ("\x1b[1;33mWARN\x1b[0m: " in text) is coloured
     assert ("\x1b" in text) is coloured
 
@@ -215,6 +219,23 @@ def test_progress_goes_to_a_terminals_stderr_only() -> None:
             return True
 
     out, err = io.StringIO(), Tty()
-    assert main([str(FIXTURES)], True, out=out, err=err) == EXIT_ERRORS
+    assert main([str(FIXTURES)], True, out=out, err=err) == EXIT_FAIL
     json.loads(out.getvalue())
     assert "| scan-logs" in err.getvalue() and err.getvalue().endswith("\r\x1b[K")
+
+
+def test_one_sdma_line_is_the_sdma_fault_check_and_diagnose_name(tmp_path: Path) -> None:
+    """scan-logs leads as ``check`` and ``diagnose`` do: the hccl_errors check's local fault, FAIL, exit 2."""
+    from agent.health.checks_node import check_hccl_errors
+    from agent.health.readings import LogScan, NodeReadings, QuickReadings, Reading
+    from agent.health.settings import JudgeSettings
+    from agent.health.verdict import lead
+
+    code, text = run([str(FIXTURES / "job_sdma.log")], True)
+    report = scan_paths([str(FIXTURES / "job_sdma.log")])
+    scan = LogScan(window_s=3600.0, roots=[], roots_exist=True, files=1, events=list(report.kept))
+    checked = lead([check_hccl_errors(QuickReadings(NodeReadings(table=Reading(error="-"), logs=scan)),
+                                      JudgeSettings())])
+    verdict = json.loads(text)["verdict"]
+    assert (verdict["status"], verdict["cause"], code) == (checked.status, checked.cause, checked.exit_code())
+    assert (verdict["status"], verdict["cause"], code) == ("fail", "sdma_fault", EXIT_FAIL)
