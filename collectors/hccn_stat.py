@@ -23,6 +23,7 @@ dropped and listed in ``StatRecord.rejected``, as are counters beyond
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ class StatRecord:
     rejected: tuple[Rejection, ...] = ()  # lines refused (collectors.bounds)
 
 
+@functools.lru_cache(maxsize=1024)  # the names a port prints, judged every round
 def is_error_counter(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in ERROR_COUNTER_WORDS)

@@ -201,8 +201,8 @@ def error_counters(record: StatRecord, device: int, **where: Any) -> Result:
 def rising_errors(before: StatRecord, after: StatRecord, device: int, *, seconds: float, **where: Any) -> Result:
     """Error counters that rose between two readings ``seconds`` apart."""
     rising = {key: after.counters[key] - before.counters[key] for key in after.counters
-              if key in before.counters and hccn_stat.is_error_counter(key)
-              and after.counters[key] > before.counters[key]}
+              if after.counters[key] > before.counters.get(key, after.counters[key])
+              and hccn_stat.is_error_counter(key)}
     if not rising:
         return Result(PASS, "no error counter rose", value=0, threshold=0, unit="errors", **where)
     top = sorted(rising.items(), key=lambda item: -item[1])[:3]

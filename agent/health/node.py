@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ from collectors.hccn_ip import HccnConfEntry, parse_hccn_conf
 from collectors.hccn_link import device_id
 from collectors.sources import chips_from
 
-__all__ = ["PORT_READINGS", "chip_list", "info_parse", "port_devices", "read_cards", "read_chip_list", "read_chips",
-           "read_hccn_conf", "read_history", "read_node"]
+__all__ = ["PORT_READINGS", "calls_pool", "chip_list", "info_parse", "port_devices", "read_cards", "read_chip_list",
+           "read_chips", "read_hccn_conf", "read_history", "read_node"]
 
 ChipParse = Callable[[str, "int | None"], Any]
 
@@ -51,6 +51,24 @@ def chip_parse(parse: ChipParse, chip: int) -> Callable[[str], Any]:
 
 def _quiet(_text: str) -> None:
     """Progress nobody watches."""
+
+
+class _Inline(Executor):
+    """Runs each call at once in the caller's thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+def calls_pool(reader: NodeReader, workers: int, name: str) -> Executor:
+    """Threads for a reader's calls; none for a reader that answers at once (``parallelism`` 0: the agent's
+    own records), whose calls then cost no thread."""
+    return _Inline() if reader.parallelism == 0 else ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
 
 
 def read_chip_list(reader: NodeReader) -> tuple[Reading, list[ChipRef]]:
@@ -119,7 +137,7 @@ def read_node(reader: NodeReader, gap_s: float, scan_logs: Callable[[], LogScan]
     """
     # One thread per allowed tool call plus the log scan: a call waiting for its tool's turn
     # never holds up a call to the other tool.
-    with ThreadPoolExecutor(max_workers=reader.parallelism + 1, thread_name_prefix="diagnose") as pool:
+    with calls_pool(reader, reader.parallelism + 1, "diagnose") as pool:
         logs_future = pool.submit(scan_logs) if scan_logs is not None else None
         say("npu-smi info")
         table, chips = read_chip_list(reader)
@@ -137,7 +155,7 @@ def read_chips(reader: NodeReader, scan_logs: Callable[[], LogScan] | None) -> N
     table, chips = read_chip_list(reader)
     node = NodeReadings(table=table, chips=chips)
     if table.ok:
-        with ThreadPoolExecutor(max_workers=max(1, reader.parallelism), thread_name_prefix="check") as pool:
+        with calls_pool(reader, max(1, reader.parallelism), "check") as pool:
             health = {ref: pool.submit(reader.read, npu_smi_health.SOURCE, ref,
                                        chip_parse(npu_smi_health.parse, ref.chip)) for ref in node.chips}
             ecc = {ref: pool.submit(reader.read, npu_smi_ecc.SOURCE, ref,
@@ -157,7 +175,7 @@ def read_cards(reader: NodeReader, want_hccs: bool, want_boards: bool
     cards: dict[int, ChipRef] = {}
     for ref in chips:
         cards.setdefault(ref.npu, ref)
-    with ThreadPoolExecutor(max_workers=max(1, reader.parallelism), thread_name_prefix="check-cards") as pool:
+    with calls_pool(reader, max(1, reader.parallelism), "check-cards") as pool:
         boards = {npu: pool.submit(reader.read, npu_smi_board.SOURCE, ref, npu_smi_board.parse)
                   for npu, ref in cards.items()} if want_boards else {}
         hccs = {ref: pool.submit(reader.read, npu_smi_hccs.SOURCE, ref, chip_parse(npu_smi_hccs.parse, ref.chip))
@@ -200,7 +218,7 @@ PORT_READINGS: dict[str, tuple[Source, Callable[[str], Any]]] = {
 _SAMPLED_TWICE = ("optical", "stat")
 
 
-def _read_chips(reader: NodeReader, pool: ThreadPoolExecutor, readings: NodeReadings, gap_s: float,
+def _read_chips(reader: NodeReader, pool: Executor, readings: NodeReadings, gap_s: float,
                 calls: _CallCounter) -> None:
     def npu_smi(ref: ChipRef, source: Source, parse: ChipParse) -> Future[Reading]:
         return calls.add(pool.submit(reader.read, source, ref, chip_parse(parse, ref.chip)))

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agent.health.node import read_cards, read_chips, read_node
+from agent.health.node import calls_pool, read_cards, read_chips, read_node
 from agent.health.reader import NodeReader
 from agent.health.readings import LogScan, QuickReadings
 
@@ -31,7 +30,7 @@ def read_quick(tools: NodeReader, *, want_hccs: bool = True, want_boards: bool =
     counters twice ``gap_s`` apart), so the reading takes as long as its busiest tool, not the sum of its
     phases. ``say`` hears the progress (for a progress line)."""
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="check-side") as side:
+    with calls_pool(tools, 2, "check-side") as side:
         agent_future = side.submit(agent) if agent is not None else None
         cards_future = side.submit(read_cards, tools, want_hccs, want_boards) if want_hccs or want_boards else None
         node = read_node(tools, gap_s, scan, say) if want_roce else read_chips(tools, scan)

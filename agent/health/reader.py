@@ -53,7 +53,8 @@ class NodeReader(Protocol):
 
     @property
     def parallelism(self) -> int:
-        """Calls that may usefully run at once over all tools."""
+        """Calls that may usefully run at once over all tools; 0 for a reader that answers at once, without a
+        tool (its calls then run in the caller's thread: ``agent.health.node.calls_pool``)."""
         ...
 
     @property

@@ -85,7 +85,7 @@ class StoreReader:
 
     @property
     def parallelism(self) -> int:
-        return 2
+        return 0  # it answers at once: its calls run in the caller's thread
 
     @property
     def max_chips(self) -> int:
@@ -114,8 +114,10 @@ class StoreReader:
             why = snap.error or ("not collected yet" if snap.last_success is None else "its last reading is stale")
             return Reading(error=f"{source.name}: {why}", at=at)
         if chip is not None and isinstance(records, dict):
-            found = next((value for ref, value in records.items()
-                          if ref is not None and (ref.npu, ref.chip) == (chip.npu, chip.chip)), None)
+            found = records.get(chip)
+            if found is None:  # the same chip with other ids (a mapping read since)
+                found = next((value for ref, value in records.items()
+                              if ref is not None and (ref.npu, ref.chip) == (chip.npu, chip.chip)), None)
             if found is None:
                 if failed:
                     return Reading(error=_error(snap, source, chip), at=at)
