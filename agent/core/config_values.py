@@ -258,6 +258,9 @@ def read_yaml_file(path: str | os.PathLike[str]) -> Any:
         if expanded > MAX_YAML_NODES:
             raise ConfigError([f"expands to more than {MAX_YAML_NODES} YAML nodes through aliases: "
                                "not a config file"], source)
+        duplicates = duplicate_keys(node)
+        if duplicates:
+            raise ConfigError(duplicates, source)
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -266,6 +269,38 @@ def read_yaml_file(path: str | os.PathLike[str]) -> Any:
         raise ConfigError([f"not valid YAML{where}: {problem}, check the YAML syntax"], source) from None
     except RecursionError:
         raise ConfigError(["nested too deeply: not a config file"], source) from None
+
+
+def duplicate_keys(root: yaml.Node | None) -> list[str]:
+    """Each key written twice in one mapping, with both lines: YAML keeps the last one silently.
+
+    A merge (``<<: *base``) is not a duplicate: overriding merged keys is what it is for."""
+    problems: list[tuple[int, str]] = []
+    seen_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:  # an alias: its mapping was checked where it was defined
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            first_line: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    stack.append((value, path))
+                    continue
+                where = f"{path}.{key.value}" if path else str(key.value)
+                line = key.start_mark.line + 1
+                earlier = first_line.get((key.tag, key.value))
+                if earlier is None:
+                    first_line[(key.tag, key.value)] = line
+                else:
+                    problems.append((line, f"{clip(where)}: duplicate key at line {line} (first at line "
+                                           f"{earlier}); YAML would keep only the last, so write it once"))
+                stack.append((value, where))
+    return [text for _, text in sorted(problems)]
 
 
 def _expanded_size(root: yaml.Node | None) -> int:
