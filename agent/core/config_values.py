@@ -132,6 +132,42 @@ def string(value: Any) -> str:
     raise TypeError(f"expected a string, got {show(value)}")
 
 
+_BRACKETED_RE = re.compile(r"^\[([^\[\]]+)\](?::([^:]*))?$")
+
+
+def split_listen_address(text: str) -> tuple[str, int | None]:
+    """``host``, ``host:port``, ``:port``, ``[v6]``, ``[v6]:port`` or a bare IPv6 address -> (host, port).
+
+    ``:port`` is every interface, as node_exporter reads it; a bare IPv6 address has no port."""
+    text = text.strip()
+    bracketed = _BRACKETED_RE.match(text)
+    if bracketed:
+        host, port_text = bracketed.group(1), bracketed.group(2)
+    elif text.startswith("[") or "]" in text:
+        raise ValueError(f"expected an address, host:port or [IPv6]:port, got {show(text)}")
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+        host = host or "0.0.0.0"  # noqa: S104 - ":9611" means every interface, as in node_exporter
+    else:
+        host, port_text = text, None
+    if port_text is None:
+        return host, None
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"the port in {show(text)} is not 1-65535")
+    return host, int(port_text)
+
+
+def listen_host(value: Any) -> str:
+    """``web.listen_address``: an address only; its port is ``web.port``."""
+    try:
+        host, port = split_listen_address(string(value))
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
+    if port is not None:
+        raise TypeError(f"{show(value)} has a port: write the address here and {port} in web.port")
+    return host
+
+
 def optional(check: Checker[T]) -> Checker[T | None]:
     def optional(value: Any) -> T | None:
         return None if value is None else check(value)
