@@ -101,7 +101,8 @@ class Agent:
         self.store = SnapshotStore(clock)
         self._tool_env = tool_env
         self._jobs_factory = jobs_factory
-        self._internal = list(jobs_factory(config))
+        self._factory_jobs = list(jobs_factory(config))
+        self._internal: list[InternalJob] = []
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
             "npu-smi": ThreadPoolExecutor(config.collectors.npu_smi.max_parallel, thread_name_prefix="npu-smi"),
@@ -122,7 +123,6 @@ class Agent:
             state_dir.mkdir(parents=True, exist_ok=True)
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
-        self._internal.append(InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table)))
         self.probe_controller = ProbeController(self, self.probe_metrics)
         # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
         self.dcmi = open_backend(config, tool_env)
@@ -144,8 +144,9 @@ class Agent:
             self.sources = [replace(source, group="npu_smi_slow")
                             if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
                             else source for source in self.sources]
-        self._internal = [job for job in self._internal
-                          if job.name not in ("textfile", "probes", "dcmi", EVENTS_SOURCE)]
+        # Rebuilt whole from the config on every load, so a reload keeps every job a start has.
+        self._internal = [*self._factory_jobs,
+                          InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table))]
         if self.dcmi is not None:
             self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
         if self.fault_events is not None:
@@ -401,7 +402,7 @@ class Agent:
         if config.state_dir != self.config.state_dir:
             log.warning("state_dir changes take effect at the next restart (probe counters and the fault history "
                         "stay in %s)", self.config.state_dir)
-        self._internal = list(self._jobs_factory(config))
+        self._factory_jobs = list(self._jobs_factory(config))
         self._configure(config)
         web_loaded = True
         if self._http is not None:  # a broken web config is logged there and the running one kept
