@@ -202,6 +202,8 @@ class Agent:
         current = source_registry.chip_refs(self.store)
         with self._chips_lock:
             if current:
+                if self._known_chips and len(current) != len(self._known_chips):
+                    _log_chip_change(self._known_chips, current)
                 self._known_chips = current
             return list(self._known_chips)
 
@@ -271,6 +273,7 @@ class Agent:
     def run_internal(self, job: InternalJob) -> None:
         started_wall = self.store.clock()
         started = time.monotonic()
+        before = self.store.get(job.name)
         try:
             samples = list(job.collect())
         except NoData as exc:
@@ -281,6 +284,8 @@ class Agent:
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
             return
         self.store.put_success(job.name, samples, None, started_wall, time.monotonic() - started)
+        if before is not None and before.down_reason == "exit":
+            log.info("%s: collecting again (was down: %s)", job.name, before.error)
         problem = job.problem() if job.problem is not None else None
         if problem:
             self.store.put_degraded(job.name, problem)
@@ -446,6 +451,16 @@ class Agent:
     @property
     def http_port(self) -> int | None:
         return self._http.port if self._http is not None else None
+
+
+def _log_chip_change(before: Sequence[ChipRef], after: Sequence[ChipRef]) -> None:
+    """Once per change of the chip list's length: a chip gone is a warning, one back is news."""
+    gone = sorted({(ref.npu, ref.chip) for ref in before} - {(ref.npu, ref.chip) for ref in after})
+    if len(after) < len(before):
+        log.warning("chip count changed: npu-smi lists %d chips, %d before (gone: %s)", len(after), len(before),
+                    ", ".join(f"NPU {npu} chip {chip}" for npu, chip in gone) or "renumbered")
+    else:
+        log.info("chip count changed: npu-smi lists %d chips, %d before", len(after), len(before))
 
 
 def _at(timestamp: float) -> Any:

@@ -68,8 +68,8 @@ def demo_dir_of(args: argparse.Namespace) -> Path | None:
     cleanup: contextlib.ExitStack | None = getattr(args, "cleanup", None)
     if cleanup is not None:
         cleanup.callback(shutil.rmtree, temporary, True)
-    log.warning("no demo node in %s (start one with `npuwatch run --demo`, or set %s): this command uses a "
-                "fresh, fault-free node", default_demo_dir(), DEMO_DIR_ENV)
+    log.info("no demo node in %s (start one with `npuwatch run --demo`, or set %s): this command uses a "
+             "fresh, fault-free node", default_demo_dir(), DEMO_DIR_ENV)
     return temporary
 
 

@@ -384,8 +384,8 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Config, *, torch_found
                  ", ".join(configured) or "(none)")
     if config.probes.enabled and not (torch_installed() if torch_found is None else torch_found):
         overrides["probes.enabled"] = False
-        log.warning("demo: GEMM and all-reduce probes are off: torch is not installed for %s (get them with "
-                    "`%s -m %s`)", sys.executable, sys.executable, CPU_TORCH_HINT)
+        log.info("demo: GEMM and all-reduce probes are off: torch is not installed for %s (get them with "
+                 "`%s -m %s`)", sys.executable, sys.executable, CPU_TORCH_HINT)
     return overrides
 
 
