@@ -19,6 +19,7 @@ from agent.core.config import Config, ConfigError, load_config
 from agent.core.flag_values import listen_address_flag, type_value_flags
 from agent.core.terminal import add_color_option
 from agent.demo.discovery import DEFAULT_DEMO_DIR
+from agent.demo.state import DEMO_DIR_ENV, DemoDirUnusable
 from agent.health.status import EXIT_STATUS_HELP
 from agent.health.windows import add_window_arguments
 
@@ -71,8 +72,8 @@ def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
                           help="run against the built-in simulated 8 x 910B3 node (fake npu-smi/hccn_tool)")
         demo.add_argument("--demo-dir", type=Path, metavar="DIR",
                           help="demo state directory; implies --demo (default: $NPUWATCH_DEMO_DIR, else "
-                               f"{DEFAULT_DEMO_DIR}: the running demo's; a command other than run finding no "
-                               "demo node there uses a temporary one and removes it)")
+                               f"{DEFAULT_DEMO_DIR}, one per user: the running demo's; a command other than run "
+                               "finding no demo node there uses a temporary one and removes it)")
         demo.add_argument("--demo-chips", type=int, default=8, metavar="N", help="chips on the demo node")
     tools = parser.add_argument_group("tools", "override tool paths from the config")
     tools.add_argument("--tool.npu-smi", dest="tool_npu_smi", metavar="PATH")
@@ -196,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--config", "--config.file", dest="config", metavar="FILE",
                         help="YAML config file, for state_dir (default: built-in defaults)")
     faults.add_argument("--demo-dir", type=Path, metavar="DIR",
-                        help="the --demo-dir of `npuwatch run --demo`: its state directory")
+                        help="the --demo-dir of `npuwatch run --demo`: its state directory (default: "
+                             "$NPUWATCH_DEMO_DIR when set, else the config's state_dir)")
     from agent.handling import cli as faults_cli
 
     faults_cli.add_arguments(faults)
@@ -525,11 +527,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_faults(args: argparse.Namespace) -> int:
     from agent.core.config import apply_overrides
+    from agent.demo.discovery import default_demo_dir
     from agent.handling import cli as faults_cli
 
     config = load_config(args.config)
-    if args.demo_dir is not None:
-        config = apply_overrides(config, {"state_dir": str(args.demo_dir / "state")})
+    demo_dir = args.demo_dir or (default_demo_dir() if os.environ.get(DEMO_DIR_ENV, "").strip() else None)
+    if demo_dir is not None:
+        config = apply_overrides(config, {"state_dir": str(demo_dir / "state")})
     return faults_cli.main(args, config)
 
 
@@ -574,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as cleanup:
             args.cleanup = cleanup
             return COMMANDS[args.command](args)
-    except ConfigError as exc:
+    except (ConfigError, DemoDirUnusable) as exc:
         print(f"npuwatch: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ EXIT_USAGE = 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo-dir", type=Path, metavar="DIR",
                         help="the --demo-dir given to `npuwatch run --demo` (set, clear, show; default: "
-                             "$NPUWATCH_DEMO_DIR, else /tmp/npuwatch-demo)")
+                             "$NPUWATCH_DEMO_DIR, else /tmp/npuwatch-demo-UID, one per user)")
     sub = parser.add_subparsers(dest="demo_command", metavar="ACTION", required=True)
     on = sub.add_parser("set", help="switch a fault on (a log fault appends its plog lines once)")
     on.add_argument("fault", choices=sorted(FAULTS))
