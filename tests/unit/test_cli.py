@@ -239,3 +239,30 @@ def test_a_port_in_the_config_address_is_refused_pointing_at_web_port() -> None:
 ])
 def test_a_listen_failure_names_the_flag_to_change(code: int, flag: str) -> None:
     assert flag in cli._listen_hint(OSError(code, os.strerror(code)))
+
+
+@pytest.mark.parametrize("command", ["check", "diagnose", "scan-logs"])
+def test_every_reporting_command_takes_color(command: str) -> None:
+    extra = ["some.log"] if command == "scan-logs" else []
+    assert build_parser().parse_args([command, "--color", "always", *extra]).color == "always"
+
+
+def test_a_misspelt_demo_fault_gets_a_suggestion_not_the_whole_list(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["demo", "set", "linkdown"], ["demo", "clear", "linkdown"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        err = capsys.readouterr().err
+        assert "unknown fault 'linkdown'; did you mean link_down?" in err
+        assert "hbm_dbe" not in err  # no dump of every choice
+    assert build_parser().parse_args(["demo", "clear", "all"]).fault == "all"
+
+
+def test_demo_set_help_describes_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.demo.faults import FAULTS
+
+    with pytest.raises(SystemExit):
+        main(["demo", "set", "--help"])
+    out = capsys.readouterr().out
+    for name, spec in FAULTS.items():
+        assert f"  {name} ({spec.kind}): {spec.help[:30]}" in out.replace("\n      ", " "), name
+    assert "codes: comma-separated hex error codes (list, default ['8C084E00'])" in out
