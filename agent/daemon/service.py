@@ -332,7 +332,8 @@ class Agent:
                                     max_connections_per_client=web.max_connections_per_client),
             )
             self._http.start()
-            log.info("serving /metrics on %s:%d", web.listen_address, self._http.port)
+            host = f"[{web.listen_address}]" if ":" in web.listen_address else web.listen_address
+            log.info("serving /metrics on %s:%d", host, self._http.port)
         self._scheduler = BackgroundScheduler(
             executors={"default": {"type": "threadpool", "max_workers": 8},
                        # The heartbeat has a thread of its own: collectors stuck on a tool never delay it.
