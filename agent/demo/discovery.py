@@ -15,12 +15,14 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import agent
 from agent.demo.state import DEMO_DIR_ENV, STATE_FILE, DemoDirUnusable
 
 if TYPE_CHECKING:
@@ -28,8 +30,8 @@ if TYPE_CHECKING:
     from agent.core.config_schema import WebSection
 
 __all__ = ["AGENT_FILE", "DEFAULT_DEMO_DIR", "agent_check_overrides", "default_demo_dir", "demo_dir_of",
-           "ensure_demo_dir", "forget_agent", "metrics_url", "running_agent_pid", "running_agent_url",
-           "running_demo_dir", "write_agent"]
+           "ensure_demo_dir", "forget_agent", "metrics_url", "running_agent", "running_agent_url",
+           "running_demo_dir", "this_install", "write_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,7 @@ def write_agent(directory: Path, web: WebSection) -> None:
     """Record that this process serves the node at ``directory`` with these web settings."""
     path = directory / AGENT_FILE
     temporary = path.with_suffix(".tmp")
-    record = {"url": metrics_url(web), "pid": os.getpid()}
+    record = {"url": metrics_url(web), "pid": os.getpid(), "install": this_install()}
     temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
     os.replace(temporary, path)
 
@@ -129,15 +131,21 @@ def forget_agent(directory: Path) -> None:
         pass
 
 
-def _running_agent(directory: Path) -> tuple[str, int] | None:
+def this_install() -> str:
+    """Which npuwatch this process is: its interpreter and package, as the demo's fake tools run them."""
+    package_root = Path(agent.__file__).resolve().parent.parent
+    return f"{os.path.realpath(sys.executable)} {package_root}"
+
+
+def _running_agent(directory: Path) -> tuple[str, int, str | None] | None:
     try:
         record = json.loads((directory / AGENT_FILE).read_text(encoding="utf-8"))
-        url, pid = record["url"], int(record["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+        url, pid, install = record["url"], int(record["pid"]), record.get("install")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if not isinstance(url, str) or not _alive(pid):
         return None
-    return url, pid
+    return url, pid, install if isinstance(install, str) else None
 
 
 def running_agent_url(directory: Path) -> str | None:
@@ -146,10 +154,11 @@ def running_agent_url(directory: Path) -> str | None:
     return found[0] if found else None
 
 
-def running_agent_pid(directory: Path) -> int | None:
-    """The pid of the agent serving the node at ``directory``; None when none is alive."""
+def running_agent(directory: Path) -> tuple[int, str | None] | None:
+    """(pid, install: ``this_install()`` of that agent, None when it did not say) of the agent serving the
+    node at ``directory``; None when none is alive."""
     found = _running_agent(directory)
-    return found[1] if found else None
+    return (found[1], found[2]) if found else None
 
 
 def _alive(pid: int) -> bool:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import agent
 from agent.demo.carry import end_chip_fault
-from agent.demo.discovery import running_agent_pid
+from agent.demo.discovery import running_agent, this_install
 from agent.demo.faults import FAULTS, LOG_FAULTS, check_params, fault_spec
 from agent.demo.plog import (
     HcclTimeout,
@@ -185,8 +185,12 @@ class DemoNode:
         return self
 
     def _refuse_if_another_install_serves(self) -> None:
-        pid = running_agent_pid(self.directory)
-        if pid is None or pid == os.getpid() or not self._stale_executables():
+        serving = running_agent(self.directory)
+        if serving is None or serving[0] == os.getpid():
+            return
+        pid, install = serving
+        # An agent that did not say which install it is: its fake tools tell, unless they are ours.
+        if install == this_install() or (install is None and not self._stale_executables()):
             return
         raise DemoDirUnusable(
             f"{self.directory} is the demo node of a running agent (pid {pid}) of another npuwatch install, left as "

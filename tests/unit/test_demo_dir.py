@@ -11,7 +11,7 @@ import pytest
 
 from agent.cli import main
 from agent.demo import discovery
-from agent.demo.discovery import AGENT_FILE, default_demo_dir, ensure_demo_dir
+from agent.demo.discovery import AGENT_FILE, default_demo_dir, ensure_demo_dir, this_install
 from agent.demo.node import DemoNode
 from agent.demo.state import DemoDirUnusable
 
@@ -55,6 +55,18 @@ def test_a_node_served_by_another_installs_agent_is_left_as_it_is(tmp_path: Path
                                               rf"\(pid {os.getppid()}\) of another npuwatch install"):
         node.open(chips=2)
     assert node.tool_path("npu-smi").read_text() == theirs
+
+
+def test_the_agent_record_names_its_install(tmp_path: Path) -> None:
+    node = DemoNode(tmp_path / "demo").open(chips=2)
+    record = {"url": "http://127.0.0.1:1/metrics", "pid": os.getppid()}
+    # The same install started through another name of its interpreter (python3 for python): opened.
+    (node.directory / AGENT_FILE).write_text(json.dumps({**record, "install": this_install()}))
+    node.tool_path("npu-smi").write_text("#!/same/install/bin/python3 -IS\n")
+    node.open(chips=2)
+    (node.directory / AGENT_FILE).write_text(json.dumps({**record, "install": "/opt/other/bin/python /opt/other"}))
+    with pytest.raises(DemoDirUnusable, match="of another npuwatch install"):
+        node.open(chips=2)
 
 
 def test_a_node_this_install_serves_or_nobody_serves_is_opened(tmp_path: Path) -> None:
