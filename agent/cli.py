@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -15,9 +16,10 @@ from typing import Any
 
 from agent import __version__
 from agent.core.config import Config, ConfigError, load_config
-from agent.core.flag_values import type_value_flags
+from agent.core.flag_values import listen_address_flag, type_value_flags
 from agent.core.terminal import add_color_option
 from agent.demo.discovery import DEFAULT_DEMO_DIR
+from agent.demo.state import DEMO_DIR_ENV, DemoDirUnusable
 from agent.health.status import EXIT_STATUS_HELP
 from agent.health.windows import add_window_arguments
 
@@ -70,8 +72,8 @@ def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
                           help="run against the built-in simulated 8 x 910B3 node (fake npu-smi/hccn_tool)")
         demo.add_argument("--demo-dir", type=Path, metavar="DIR",
                           help="demo state directory; implies --demo (default: $NPUWATCH_DEMO_DIR, else "
-                               f"{DEFAULT_DEMO_DIR}: the running demo's; a command other than run finding no "
-                               "demo node there uses a temporary one and removes it)")
+                               f"{DEFAULT_DEMO_DIR}, one per user: the running demo's; a command other than run "
+                               "finding no demo node there uses a temporary one and removes it)")
         demo.add_argument("--demo-chips", type=int, default=8, metavar="N", help="chips on the demo node")
     tools = parser.add_argument_group("tools", "override tool paths from the config")
     tools.add_argument("--tool.npu-smi", dest="tool_npu_smi", metavar="PATH")
@@ -92,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run the agent until SIGTERM; SIGHUP reloads the config.")
     _common(run)
     web = run.add_argument_group("web")
-    web.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR",
-                     help="address to listen on (config: web.listen_address, default 0.0.0.0; "
+    web.add_argument("--web.listen-address", dest="listen_address", metavar="ADDR", type=listen_address_flag,
+                     help="address to listen on, with or without a port: 0.0.0.0, :9611, host:9611, [::1]:9611 "
+                          "(config: web.listen_address, default 0.0.0.0; "
                           f"with --demo {DEMO_LISTEN_ADDRESS} whatever the config says)")
     web.add_argument("--web.port", "--port", dest="port", type=int, metavar="PORT",
                      help="port to listen on (config: web.port, default 9611)")
@@ -194,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--config", "--config.file", dest="config", metavar="FILE",
                         help="YAML config file, for state_dir (default: built-in defaults)")
     faults.add_argument("--demo-dir", type=Path, metavar="DIR",
-                        help="the --demo-dir of `npuwatch run --demo`: its state directory")
+                        help="the --demo-dir of `npuwatch run --demo`: its state directory (default: "
+                             "$NPUWATCH_DEMO_DIR when set, else the config's state_dir)")
     from agent.handling import cli as faults_cli
 
     faults_cli.add_arguments(faults)
@@ -254,10 +258,18 @@ def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, attr, None)
         if value:
             overrides[f"collectors.{key}.path"] = value
-    if getattr(args, "listen_address", None):
-        overrides["web.listen_address"] = args.listen_address
-    if getattr(args, "port", None) is not None:
-        overrides["web.port"] = args.port
+    address: tuple[str, int | None] | None = getattr(args, "listen_address", None)
+    flag_port: int | None = getattr(args, "port", None)
+    if address:
+        host, address_port = address
+        overrides["web.listen_address"] = host
+        if address_port is not None and flag_port is not None and address_port != flag_port:
+            raise ConfigError([f"--web.listen-address says port {address_port} and --web.port {flag_port}: "
+                               "give the port once"], "command line")
+        if address_port is not None:
+            overrides["web.port"] = address_port
+    if flag_port is not None:
+        overrides["web.port"] = flag_port
     return overrides
 
 
@@ -350,12 +362,23 @@ def _failed_collectors(snapshots: Sequence[Any]) -> dict[str, list[str]]:
     return failed
 
 
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _listen_hint(exc: OSError) -> str:
+    """Which setting to change: the port when it is taken or privileged, else the address."""
+    if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+        return "change web.port or --web.port"
+    return "change web.listen_address or --web.listen-address to an address of this machine"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from agent.daemon.assemble import build_agent
 
     demo_dir = _demo_dir(args)
     if demo_dir is not None and not args.listen_address:
-        args.listen_address = DEMO_LISTEN_ADDRESS  # also for the config a SIGHUP reloads
+        args.listen_address = (DEMO_LISTEN_ADDRESS, None)  # also for the config a SIGHUP reloads
     config = _load(args)
     bundle = build_agent(config, demo_dir, args.demo_chips)
     agent = bundle.agent
@@ -379,8 +402,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         agent.start()
     except OSError as exc:
         web = agent.config.web
-        log.error("cannot listen on %s:%d: %s (change web.port or --web.port)", web.listen_address,
-                  web.port, exc.strerror or exc)
+        log.error("cannot listen on %s: %s (%s)", _host_port(web.listen_address, web.port),
+                  exc.strerror or exc, _listen_hint(exc))
         agent.stop()
         return 1
     if demo_dir is not None:
@@ -504,11 +527,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_faults(args: argparse.Namespace) -> int:
     from agent.core.config import apply_overrides
+    from agent.demo.discovery import default_demo_dir
     from agent.handling import cli as faults_cli
 
     config = load_config(args.config)
-    if args.demo_dir is not None:
-        config = apply_overrides(config, {"state_dir": str(args.demo_dir / "state")})
+    demo_dir = args.demo_dir or (default_demo_dir() if os.environ.get(DEMO_DIR_ENV, "").strip() else None)
+    if demo_dir is not None:
+        config = apply_overrides(config, {"state_dir": str(demo_dir / "state")})
     return faults_cli.main(args, config)
 
 
@@ -553,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as cleanup:
             args.cleanup = cleanup
             return COMMANDS[args.command](args)
-    except ConfigError as exc:
+    except (ConfigError, DemoDirUnusable) as exc:
         print(f"npuwatch: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:

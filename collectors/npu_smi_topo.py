@@ -18,6 +18,14 @@ Link types seen: X, HCCS, HCCS_SW, SIO, UB, SYS, PHB, PIX, PXB, NA. Columns are
 whitespace. The ``NPUn`` labels are logic (device) indices and are exported as
 printed (the digits).
 
+An A3 (910C) container with CANN 8.5 labels rows and columns by die instead, with no
+CPU Affinity column; the digits are the dies' physical ids (``npu-smi info``'s Phy-ID
+column), exported as printed too::
+
+               Phy-ID12   Phy-ID13
+    Phy-ID12   X          SIO
+    Phy-ID13   SIO        X
+
 The matrix is chips squared, so a header of more than ``max_chips`` NPUs (default
 64) is a ParseError, and a row for an NPU the header does not list, or a second
 row for the same NPU, is dropped and listed in the result's ``rejected``
@@ -38,7 +46,7 @@ from collectors.bounds import BOUNDS, LIMITS, Rejects, RowList, has_control_char
 
 __all__ = ["SOURCE", "TopoLink", "parse", "samples"]
 
-_NPU_LABEL_RE = re.compile(r"NPU([0-9]{1,12})")
+_NPU_LABEL_RE = re.compile(r"(?:NPU|Phy-ID)([0-9]{1,12})")  # NPU3, or Phy-ID13 (A3 dies)
 _LINK_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z_]{0,15}")
 
 
@@ -69,7 +77,8 @@ def parse(text: str, max_chips: int = LIMITS["max_chips"]) -> list[TopoLink]:
             break
         row = _NPU_LABEL_RE.fullmatch(tokens[0])
         if peers is None:
-            # The header starts NPU0 NPU1 ... (or "NPU0 CPU Affinity" on one NPU); rows start NPU0 X ...
+            # The header starts NPU0 NPU1 ... (or "NPU0 CPU Affinity" on one NPU, or a lone "Phy-ID12" on
+            # one A3 die, which prints no CPU Affinity); rows start NPU0 X ...
             second = tokens[1] if len(tokens) > 1 else "CPU"
             if row is not None and (second == "CPU" or _NPU_LABEL_RE.fullmatch(second)):
                 peers = _leading_npu_labels(tokens)
@@ -81,7 +90,7 @@ def parse(text: str, max_chips: int = LIMITS["max_chips"]) -> list[TopoLink]:
             continue
         npu = int(row.group(1))
         if npu not in peers or npu in rows_seen:
-            rejects.add(f"row NPU{npu} is not a header NPU or is printed twice", line_no, line.strip())
+            rejects.add(f"row {tokens[0]} is not a header NPU or is printed twice", line_no, line.strip())
             continue
         rows_seen.add(npu)
         links.extend(_row_links(npu, tokens[1:], peers))

@@ -5,7 +5,8 @@
 #
 # PREFIX moves the virtual environment; DESTDIR puts every system path (/etc, /var, the unit) under a
 # staging root and skips creating the user and reloading systemd (for packaging, and for the tests).
-# Runs again safely: an existing config is kept, the venv is upgraded in place.
+# Runs again safely: an existing config is kept, the venv is upgraded in place. A new config is the
+# example with no example value set; expected_chips is what `npu-smi info` lists (NPU_SMI=PATH names it).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +45,11 @@ install -d "$DESTDIR/etc/npuwatch"
 if [ -e "$DESTDIR/etc/npuwatch/config.yaml" ]; then
     say "keeping $DESTDIR/etc/npuwatch/config.yaml"
 else
-    install -m 0644 "$here/config.example.yaml" "$DESTDIR/etc/npuwatch/config.yaml"
+    # The example with no example value switched on, and expected_chips from `npu-smi info` when it
+    # answers (NPU_SMI names it; else PATH and the Ascend locations); left at 0 (unknown) otherwise.
+    # shellcheck disable=SC2086 # optional flag pair
+    "$PREFIX/bin/python" -m agent.core.live_config ${NPU_SMI:+--npu-smi "$NPU_SMI"} \
+        "$here/config.example.yaml" "$DESTDIR/etc/npuwatch/config.yaml"
 fi
 "$PREFIX/bin/npuwatch" check-config "$DESTDIR/etc/npuwatch/config.yaml"
 

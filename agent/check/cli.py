@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from agent.check.levels import CHECKS, CONDITIONS, LEVELS, SelectionError
 from agent.check.report import EXIT_CODES, LevelReport
+from agent.core.terminal import Style, add_color_option, use_color
 from agent.health.windows import add_window_arguments
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "each shard: the medians are taken over all of them")
     add_window_arguments(parser)
     parser.add_argument("--list", action="store_true", help="list the checks of each level and exit")
+    add_color_option(parser)
 
 
 def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +88,7 @@ def _write(report: LevelReport, args: Any, stream: IO[str]) -> None:
     elif style == "npd":
         stream.write(verdict_line(report) + "\n")
     else:
-        stream.write(render_text(report, style))
+        stream.write(render_text(report, style, paint=Style(use_color(getattr(args, "color", None), stream))))
 
 
 def main(args: Any, config: Config, demo_dir: Path | None, out: IO[str] | None = None) -> int:

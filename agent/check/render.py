@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from agent.check.report import MESSAGE_LIMIT, LevelReport
-from agent.core.terminal import terminal_width, wrap
+from agent.core.terminal import Style, terminal_width, wrap
 from agent.health.status import PASS
 
 __all__ = ["render_text", "verdict_line"]
@@ -21,18 +21,24 @@ def verdict_line(report: LevelReport, limit: int = MESSAGE_LIMIT) -> str:
     return report.message(limit)
 
 
-def render_text(report: LevelReport, style: str = "nagios", width: int | None = -1) -> str:
+def render_text(report: LevelReport, style: str = "nagios", width: int | None = -1, paint: Style | None = None) -> str:
     """The message line (what NPD shows), a table of every check with its time, hints under the others,
     then the level's time against its budget. ``width``: columns to fold to (-1: stdout's terminal, None:
-    no folding)."""
+    no folding); ``paint``: colours for the verdict's first word and each status (default none)."""
+    paint = paint or Style(False)
     columns = terminal_width(sys.stdout) if width == -1 else width
-    lines = [verdict_line(report), ""]
+    verdict = verdict_line(report)
+    word = verdict.split(":", 1)[0].split(" ", 1)[0]  # OK, WARN, FAIL, UNKNOWN
+    lines = [paint.severity(word, strong=True) + verdict[len(word):], ""]
     header = ("CHECK", "STATUS", "TIME", "EVIDENCE")
     rows = [(c.name, c.status, f"{c.duration_s:.1f}s", c.evidence) for c in report.checks]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     column = sum(widths) + 6
     for index, row in enumerate([header, *rows]):
-        start = "  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  "
+        cells = [row[i].ljust(widths[i]) for i in range(3)]
+        if index:
+            cells[1] = paint.severity(row[1]) + " " * (widths[1] - len(row[1]))
+        start = "  ".join(cells) + "  "
         folded = wrap(row[3], columns, indent=column, first_indent=column)
         lines.append(start + folded[0][column:])
         lines += folded[1:]

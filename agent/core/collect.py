@@ -42,6 +42,10 @@ class _Failure:
     message: str
 
 
+_WHY = {"timeout": "timeout", "missing": "tool missing", "exit": "the tool failed", "parse": "unreadable output",
+        "missing_tool": "tool missing"}
+
+
 class _Abort(Exception):
     """Stop the remaining calls of this run (after a timeout)."""
 
@@ -199,9 +203,22 @@ class SourceRunner:
             key = f"{source.tool}:{first.reason}" if first.reason == "timeout" else f"{source.name}:{first.reason}"
             self._log_once(key, f"{source.name}: {first.message}{extra}")
         else:
-            with self._lock:
-                self._warned = {key for key in self._warned
-                                if not key.startswith((f"{source.name}:", f"{source.tool}:"))}
+            self._recovered(source)
+
+    def _recovered(self, source: Source) -> None:
+        """Forget the warnings about ``source`` (and its tool), logging once that it collects again."""
+        with self._lock:
+            cleared = {key for key in self._warned if key.startswith((f"{source.name}:", f"{source.tool}:"))}
+            self._warned -= cleared
+        for key in sorted(cleared):
+            subject, reason = key.rsplit(":", 1)
+            if reason == "rejected":
+                continue  # refused values are not down, so nothing recovered
+            why = _WHY.get(reason, reason)
+            if subject == source.tool:
+                log.info("%s answers again (%s collected; was down: %s)", subject, source.name, why)
+            else:
+                log.info("%s: collecting again (was down: %s)", subject, why)
 
     def _missing(self, source: Source, message: str, started_wall: float, duration: float) -> None:
         if self._reader is not None and self._reader.active() and source.tool not in OPTIONAL_TOOLS:

@@ -25,6 +25,7 @@ from agent.core.config_values import (
     int_list,
     integer,
     labels_map,
+    listen_host,
     optional,
     peaks_table,
     positive_duration,
@@ -94,8 +95,9 @@ def _log_paths(paths: tuple[str, ...] | None) -> tuple[str, ...]:
 class WebSection(ConfigSection):
     enabled: bool = setting(boolean, True,
                             "serve HTTP; `false` with `textfile.enabled` serves only through the textfile")
-    listen_address: str = setting(string, "0.0.0.0",  # noqa: S104 - an exporter listens for Prometheus
-                                  "address `/metrics`, `/healthz` and `/readyz` listen on")
+    listen_address: str = setting(listen_host, "0.0.0.0",  # noqa: S104 - an exporter listens for Prometheus
+                                  "address `/metrics`, `/healthz` and `/readyz` listen on (an IPv6 one may be "
+                                  "bracketed; its port is `web.port`)")
     port: int = setting(integer(1, 65535), DEFAULT_PORT, "port they listen on (1-65535)")
     config_file: str | None = setting(optional(string), None,
                                       "TLS and basic auth, in the exporter-toolkit web config format; reloaded "

@@ -132,6 +132,42 @@ def string(value: Any) -> str:
     raise TypeError(f"expected a string, got {show(value)}")
 
 
+_BRACKETED_RE = re.compile(r"^\[([^\[\]]+)\](?::([^:]*))?$")
+
+
+def split_listen_address(text: str) -> tuple[str, int | None]:
+    """``host``, ``host:port``, ``:port``, ``[v6]``, ``[v6]:port`` or a bare IPv6 address -> (host, port).
+
+    ``:port`` is every interface, as node_exporter reads it; a bare IPv6 address has no port."""
+    text = text.strip()
+    bracketed = _BRACKETED_RE.match(text)
+    if bracketed:
+        host, port_text = bracketed.group(1), bracketed.group(2)
+    elif text.startswith("[") or "]" in text:
+        raise ValueError(f"expected an address, host:port or [IPv6]:port, got {show(text)}")
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+        host = host or "0.0.0.0"  # noqa: S104 - ":9611" means every interface, as in node_exporter
+    else:
+        host, port_text = text, None
+    if port_text is None:
+        return host, None
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"the port in {show(text)} is not 1-65535")
+    return host, int(port_text)
+
+
+def listen_host(value: Any) -> str:
+    """``web.listen_address``: an address only; its port is ``web.port``."""
+    try:
+        host, port = split_listen_address(string(value))
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
+    if port is not None:
+        raise TypeError(f"{show(value)} has a port: write the address here and {port} in web.port")
+    return host
+
+
 def optional(check: Checker[T]) -> Checker[T | None]:
     def optional(value: Any) -> T | None:
         return None if value is None else check(value)
@@ -258,6 +294,9 @@ def read_yaml_file(path: str | os.PathLike[str]) -> Any:
         if expanded > MAX_YAML_NODES:
             raise ConfigError([f"expands to more than {MAX_YAML_NODES} YAML nodes through aliases: "
                                "not a config file"], source)
+        duplicates = duplicate_keys(node)
+        if duplicates:
+            raise ConfigError(duplicates, source)
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -266,6 +305,38 @@ def read_yaml_file(path: str | os.PathLike[str]) -> Any:
         raise ConfigError([f"not valid YAML{where}: {problem}, check the YAML syntax"], source) from None
     except RecursionError:
         raise ConfigError(["nested too deeply: not a config file"], source) from None
+
+
+def duplicate_keys(root: yaml.Node | None) -> list[str]:
+    """Each key written twice in one mapping, with both lines: YAML keeps the last one silently.
+
+    A merge (``<<: *base``) is not a duplicate: overriding merged keys is what it is for."""
+    problems: list[tuple[int, str]] = []
+    seen_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:  # an alias: its mapping was checked where it was defined
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            first_line: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    stack.append((value, path))
+                    continue
+                where = f"{path}.{key.value}" if path else str(key.value)
+                line = key.start_mark.line + 1
+                earlier = first_line.get((key.tag, key.value))
+                if earlier is None:
+                    first_line[(key.tag, key.value)] = line
+                else:
+                    problems.append((line, f"{clip(where)}: duplicate key at line {line} (first at line "
+                                           f"{earlier}); YAML would keep only the last, so write it once"))
+                stack.append((value, where))
+    return [text for _, text in sorted(problems)]
 
 
 def _expanded_size(root: yaml.Node | None) -> int:

@@ -13,10 +13,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from agent.core.config_values import parse_duration, parse_size
+from agent.core.config_values import parse_duration, parse_size, split_listen_address
 
-__all__ = ["DURATION_FORMAT", "SIZE_FORMAT", "duration_flag", "positive_duration_flag", "size_flag",
-           "type_value_flags"]
+__all__ = ["DURATION_FORMAT", "SIZE_FORMAT", "duration_flag", "listen_address_flag", "positive_duration_flag",
+           "size_flag", "type_value_flags"]
 
 DURATION_FORMAT = "seconds, or a number with a unit: 500ms, 90s, 15m, 2h, 1d"
 SIZE_FORMAT = "bytes, or a number with a unit: 64KiB, 512MiB, 2GiB (also KB, MB, GB, TB; no space)"
@@ -44,6 +44,14 @@ def size_flag(text: str) -> int:
         return parse_size(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a size ({SIZE_FORMAT}), got {text!r}") from None
+
+
+def listen_address_flag(text: str) -> tuple[str, int | None]:
+    """``--web.listen-address``: ``0.0.0.0``, ``:9611``, ``host:9611``, ``[::1]:9611`` -> (host, port or None)."""
+    try:
+        return split_listen_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _BY_METAVAR: dict[str, Callable[[str], Any]] = {"DURATION": duration_flag, "SIZE": size_flag}

@@ -32,5 +32,6 @@ def setup_logging(level: str = "info", verbose: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else getattr(logging, level.upper(), logging.INFO))
-    # APScheduler logs every job run at INFO; keep it for -v only.
-    logging.getLogger("apscheduler").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # APScheduler logs every job run at INFO, and a turn skipped while the last one still runs (a hung
+    # tool: every 10 s) at WARNING; the agent reports the hang itself. Its errors stay; the rest is -v.
+    logging.getLogger("apscheduler").setLevel(logging.DEBUG if verbose else logging.ERROR)

@@ -19,6 +19,7 @@ is killed at once rather than read and discarded to the end, and with ``check`` 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import secrets
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "STANDARD_TOOL_DIRS",
     "RunResult",
+    "ToolCannotRun",
     "ToolFailed",
     "ToolMissing",
     "ToolOutputTooLarge",
@@ -45,6 +47,7 @@ __all__ = [
     "kill_running_tools",
     "resolve_tool",
     "run_tool",
+    "why_cannot_run",
 ]
 
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20  # the largest real answers (npu-smi info, 16 dies, busy) are tens of KiB
@@ -73,6 +76,47 @@ class ToolMissing(Exception):
         super().__init__(f"{name}: not found (looked in: {', '.join(searched)})")
         self.name = name
         self.searched = tuple(searched)
+
+
+class ToolCannotRun(ToolMissing):
+    """The tool is there but exec refuses it: not executable, or its interpreter or loader is missing
+    (a broken wrapper, a half-finished driver upgrade, a deleted venv). Counted as a missing tool."""
+
+    def __init__(self, path: str, why: str) -> None:
+        Exception.__init__(self, f"{path}: exists but cannot be executed ({why})")
+        self.name = path
+        self.searched = (path,)
+
+
+def why_cannot_run(path: str) -> str | None:
+    """Why exec of an existing ``path`` fails, or None when there is no such file.
+
+    exec reports a missing ``#!`` interpreter (or ELF loader) as ENOENT, the same as a missing
+    file, so the file's first bytes tell which it was."""
+    if not os.path.lexists(path):
+        return None
+    if os.path.isdir(path):
+        return "it is a directory"
+    if not os.access(path, os.X_OK):
+        return "not executable: chmod +x it, or set the path of the real tool"
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(256)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if head.startswith(b"#!"):
+        words = head[2:].split(b"\n", 1)[0].split()
+        interpreter = os.fsdecode(words[0]) if words else ""
+        if not interpreter:
+            return "its #! line names no interpreter"
+        if not os.path.exists(interpreter):
+            return f"its interpreter {interpreter} is missing"
+        if not os.access(interpreter, os.X_OK):
+            return f"its interpreter {interpreter} is not executable"
+        return f"its interpreter {interpreter} cannot be run"
+    if head.startswith(b"\x7fELF"):
+        return "its ELF program loader is missing: built for another architecture or C library?"
+    return "not a program this machine can run"
 
 
 class ToolTimeout(Exception):
@@ -127,7 +171,8 @@ def resolve_tool(
         searched.append(configured)
         if os.path.isfile(configured) and os.access(configured, os.X_OK):
             return configured
-        raise ToolMissing(name, searched)
+        why = why_cannot_run(configured)
+        raise ToolCannotRun(configured, why) if why else ToolMissing(name, searched)
     found = shutil.which(name, path=path_env)  # None: the process's PATH
     searched.append("PATH")
     if found:
@@ -219,10 +264,12 @@ def run_tool(
             start_new_session=True,
             close_fds=True,
         )
-    except FileNotFoundError as exc:
-        raise ToolMissing(argv[0], [argv[0]]) from exc
-    except PermissionError as exc:
-        raise ToolMissing(argv[0], [f"{argv[0]} (not executable)"]) from exc
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC):
+            raise
+        if exc.errno == errno.ENOENT and not os.path.lexists(argv[0]):
+            raise ToolMissing(argv[0], [argv[0]]) from exc
+        raise ToolCannotRun(argv[0], why_cannot_run(argv[0]) or exc.strerror or str(exc)) from exc
     with _running_lock:
         _running[run_id] = proc
     try:

@@ -104,7 +104,8 @@ class Agent:
         self.store = SnapshotStore(clock)
         self._tool_env = tool_env
         self._jobs_factory = jobs_factory
-        self._internal = list(jobs_factory(config))
+        self._factory_jobs = list(jobs_factory(config))
+        self._internal: list[InternalJob] = []
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
             "npu-smi": ThreadPoolExecutor(config.collectors.npu_smi.max_parallel, thread_name_prefix="npu-smi"),
@@ -125,7 +126,6 @@ class Agent:
             state_dir.mkdir(parents=True, exist_ok=True)
         self.probe_metrics = ProbeMetrics(state_dir / "probes.json")
         self.fault_levels = FaultLevels(default_table(), history_of(config), clock)  # _configure sets the table
-        self._internal.append(InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table)))
         # The node's judgement every round, over what the collectors stored (docs/health-checks.md#the-agents-verdict).
         self.judge = LiveJudge(self.store, config, history=self.fault_levels.history.read, logs=self._log_scan,
                                clock=clock)
@@ -150,8 +150,9 @@ class Agent:
             self.sources = [replace(source, group="npu_smi_slow")
                             if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
                             else source for source in self.sources]
-        self._internal = [job for job in self._internal
-                          if job.name not in ("textfile", "probes", "dcmi", EVENTS_SOURCE, VERDICT_JOB)]
+        # Rebuilt whole from the config on every load, so a reload keeps every job a start has.
+        self._internal = [*self._factory_jobs,
+                          InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table))]
         self.judge.configure(config)
         self._internal.append(InternalJob(VERDICT_JOB, verdict_interval(config), self.judge.samples))
         if self.dcmi is not None:
@@ -220,6 +221,8 @@ class Agent:
         current = source_registry.chip_refs(self.store)
         with self._chips_lock:
             if current:
+                if self._known_chips and len(current) != len(self._known_chips):
+                    _log_chip_change(self._known_chips, current)
                 self._known_chips = current
             return list(self._known_chips)
 
@@ -289,6 +292,7 @@ class Agent:
     def run_internal(self, job: InternalJob) -> None:
         started_wall = self.store.clock()
         started = time.monotonic()
+        before = self.store.get(job.name)
         try:
             samples = list(job.collect())
         except NoData as exc:
@@ -300,6 +304,8 @@ class Agent:
             return
         records = job.records() if job.records is not None else None
         self.store.put_success(job.name, samples, records, started_wall, time.monotonic() - started)
+        if before is not None and before.down_reason == "exit":
+            log.info("%s: collecting again (was down: %s)", job.name, before.error)
         problem = job.problem() if job.problem is not None else None
         if problem:
             self.store.put_degraded(job.name, problem)
@@ -346,7 +352,8 @@ class Agent:
                                     max_connections_per_client=web.max_connections_per_client),
             )
             self._http.start()
-            log.info("serving /metrics on %s:%d", web.listen_address, self._http.port)
+            host = f"[{web.listen_address}]" if ":" in web.listen_address else web.listen_address
+            log.info("serving /metrics on %s:%d", host, self._http.port)
         self._scheduler = BackgroundScheduler(
             executors={"default": {"type": "threadpool", "max_workers": 8},
                        # The heartbeat has a thread of its own: collectors stuck on a tool never delay it.
@@ -421,7 +428,7 @@ class Agent:
         if config.state_dir != self.config.state_dir:
             log.warning("state_dir changes take effect at the next restart (probe counters and the fault history "
                         "stay in %s)", self.config.state_dir)
-        self._internal = list(self._jobs_factory(config))
+        self._factory_jobs = list(self._jobs_factory(config))
         self._configure(config)
         web_loaded = True
         if self._http is not None:  # a broken web config is logged there and the running one kept
@@ -465,6 +472,16 @@ class Agent:
     @property
     def http_port(self) -> int | None:
         return self._http.port if self._http is not None else None
+
+
+def _log_chip_change(before: Sequence[ChipRef], after: Sequence[ChipRef]) -> None:
+    """Once per change of the chip list's length: a chip gone is a warning, one back is news."""
+    gone = sorted({(ref.npu, ref.chip) for ref in before} - {(ref.npu, ref.chip) for ref in after})
+    if len(after) < len(before):
+        log.warning("chip count changed: npu-smi lists %d chips, %d before (gone: %s)", len(after), len(before),
+                    ", ".join(f"NPU {npu} chip {chip}" for npu, chip in gone) or "renumbered")
+    else:
+        log.info("chip count changed: npu-smi lists %d chips, %d before", len(after), len(before))
 
 
 def _at(timestamp: float) -> Any:

@@ -8,9 +8,11 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.core.backend import Fallback
+from agent.dcmi.locate import locate_library
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck, side_by_side
 from collectors.base import ChipRef
+from collectors.dcmi.library import LibraryNotFound
 
 if TYPE_CHECKING:
     from agent.core.config import Config
@@ -28,11 +30,21 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _why_none(config: Config) -> str:
+    """Why there is no DCMI to read, in words (the agent logs it at INFO only, which a command hides)."""
+    if config.collectors.dcmi.enabled is False:
+        return "collectors.dcmi.enabled is false"
+    try:
+        locate_library(config.collectors.dcmi.library)
+    except LibraryNotFound as exc:  # its message lists every candidate refused
+        return str(exc)
+    return "no libdcmi.so found and vetted (-v shows the search)"
+
+
 def main(config: Config, out: TextIO = sys.stdout, chip_index: int = 0) -> int:
     backend = open_backend(config)
     if backend is None:
-        print("npuwatch dcmi: no DCMI here (collectors.dcmi.enabled false, or no libdcmi.so found and vetted: "
-              "see the log lines above)", file=out)
+        print(f"npuwatch dcmi: no DCMI here: {_why_none(config)}", file=out)
         return 2
     try:
         try:

@@ -4,15 +4,17 @@ or play one over several (``npuwatch demo fleet hccl-hang --culprit node-3 --npu
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from agent.demo.faults import FAULTS, parse_param
 from agent.demo.fleet import SCENARIOS
 
-__all__ = ["EXIT_USAGE", "add_arguments", "main"]
+__all__ = ["EXIT_USAGE", "add_arguments", "fault_list", "main"]
 
 EXIT_USAGE = 2
 
@@ -20,16 +22,18 @@ EXIT_USAGE = 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo-dir", type=Path, metavar="DIR",
                         help="the --demo-dir given to `npuwatch run --demo` (set, clear, show; default: "
-                             "$NPUWATCH_DEMO_DIR, else /tmp/npuwatch-demo)")
+                             "$NPUWATCH_DEMO_DIR, else /tmp/npuwatch-demo-UID, one per user)")
     sub = parser.add_subparsers(dest="demo_command", metavar="ACTION", required=True)
-    on = sub.add_parser("set", help="switch a fault on (a log fault appends its plog lines once)")
-    on.add_argument("fault", choices=sorted(FAULTS))
+    on = sub.add_parser("set", help="switch a fault on (a log fault appends its plog lines once)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=fault_list())
+    on.add_argument("fault", type=_fault_name, metavar="FAULT", help="one of the faults below")
     on.add_argument("--npu", type=int, metavar="N",
                     help="the chip (npu id): required by chip and log faults, refused by node faults")
     on.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter the fault declares, e.g. state=Alarm or codes=8C084E00,A4025021 (repeatable)")
     off = sub.add_parser("clear", help="switch a fault off (what it counted stays counted)")
-    off.add_argument("fault", choices=(*sorted(FAULTS), "all"))
+    off.add_argument("fault", type=_fault_or_all, metavar="FAULT",
+                     help="a fault that `npuwatch demo set --help` lists, or all")
     off.add_argument("--npu", type=int, metavar="N", help="the chip; a chip fault without it: on every chip")
     sub.add_parser("show", help="print the demo state as JSON")
     fleet = sub.add_parser("fleet", help="a fault over several demo nodes (one DIR each), e.g. a cluster HCCL hang")
@@ -43,6 +47,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--peer-state", choices=("lost", "stuck"), default="lost",
                        help="what the victims' heartbeat lines say of the culprit (default lost)")
     fleet.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="the demo nodes' --demo-dir, in order")
+
+
+def fault_list() -> str:
+    """Every fault, what it does and its parameters: the epilog of ``demo set --help``."""
+    lines = ["faults (chip and log faults need --npu N; --param KEY=VALUE sets a parameter):"]
+    for name in sorted(FAULTS):
+        spec = FAULTS[name]
+        lines += textwrap.wrap(f"{name} ({spec.kind}): {spec.help}", 100, initial_indent="  ",
+                               subsequent_indent="      ")
+        for key, param in spec.params.items():
+            default = "" if param.default is None else f", default {param.default}"
+            lines += textwrap.wrap(f"{key}: {param.help} ({param.kind}{default})", 100, initial_indent="      ",
+                                   subsequent_indent="        ")
+    return "\n".join(lines)
+
+
+def _fault_name(text: str) -> str:
+    if text in FAULTS:
+        return text
+    near = difflib.get_close_matches(text, list(FAULTS), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    raise argparse.ArgumentTypeError(f"unknown fault {text!r}{hint} (`npuwatch demo set --help` lists them)")
+
+
+def _fault_or_all(text: str) -> str:
+    return text if text == "all" else _fault_name(text)
 
 
 def _fail(message: str) -> int:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import agent
 from agent.demo.carry import end_chip_fault
+from agent.demo.discovery import running_agent, this_install
 from agent.demo.faults import FAULTS, LOG_FAULTS, check_params, fault_spec
 from agent.demo.plog import (
     HcclTimeout,
@@ -42,6 +43,7 @@ from agent.demo.render_npu_smi import processes_of
 from agent.demo.state import (
     DEMO_DIR_ENV,
     STATE_FILE,
+    DemoDirUnusable,
     DemoState,
     demo_now,
     load_state,
@@ -108,6 +110,13 @@ def _executables() -> dict[str, tuple[str, str]]:
     return found
 
 
+def _text_of(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 class DemoNode:
     """A simulated 910B node rooted at ``directory`` (see module docstring)."""
 
@@ -154,16 +163,38 @@ class DemoNode:
 
     def open(self, chips: int = 8) -> DemoNode:
         """The node for an agent start: an existing state (faults, counters' history) is kept and
-        only the executables are rewritten for this interpreter; a new node is created otherwise."""
-        if self.has_state():
-            self.write_executables()
-        else:
-            self.create(chips=chips)
-        for directory in (self.log_root, self.directory / "state"):
-            directory.mkdir(parents=True, exist_ok=True)
-        if not self.hccn_conf.exists():  # kept once written: edit an address to make roce_ip fail
-            self.write_hccn_conf()
+        only the executables are rewritten for this interpreter; a new node is created otherwise.
+
+        DemoDirUnusable (one line) when the directory cannot be written, or when a running agent of
+        another install serves it: rewriting its fake tools for this interpreter would break that agent
+        the moment this install goes away."""
+        try:
+            if self.has_state():
+                self._refuse_if_another_install_serves()
+                self.write_executables()
+            else:
+                self.create(chips=chips)
+            for directory in (self.log_root, self.directory / "state"):
+                directory.mkdir(parents=True, exist_ok=True)
+            if not self.hccn_conf.exists():  # kept once written: edit an address to make roce_ip fail
+                self.write_hccn_conf()
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise DemoDirUnusable(f"cannot use {self.directory} as a demo directory: {exc.strerror or exc}{where}; "
+                                  f"give --demo-dir DIR or set {DEMO_DIR_ENV} to a directory you can write") from None
         return self
+
+    def _refuse_if_another_install_serves(self) -> None:
+        serving = running_agent(self.directory)
+        if serving is None or serving[0] == os.getpid():
+            return
+        pid, install = serving
+        # An agent that did not say which install it is: its fake tools tell, unless they are ours.
+        if install == this_install() or (install is None and not self._stale_executables()):
+            return
+        raise DemoDirUnusable(
+            f"{self.directory} is the demo node of a running agent (pid {pid}) of another npuwatch install, left as "
+            f"it is; stop that agent, or give --demo-dir DIR (or set {DEMO_DIR_ENV}) for a node of this install")
 
     @property
     def hccn_conf(self) -> Path:
@@ -179,24 +210,34 @@ class DemoNode:
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         os.replace(tmp, self.hccn_conf)
 
-    def write_executables(self) -> None:
-        """(Re)write bin/ for the current interpreter."""
-        self.bin_dir.mkdir(parents=True, exist_ok=True)
+    def _executable_files(self) -> dict[Path, str]:
+        """bin/ as this interpreter and this package would write it: path -> text."""
         python = sys.executable
+        files: dict[Path, str] = {}
         for name, (module, flags) in _executables().items():
             body = _python_body(module, self.directory)
             if len(python) <= _SHEBANG_MAX and not any(ch.isspace() for ch in python):
-                script = f"#!{python} {flags}\n{body}" if flags else f"#!{python}\n{body}"
+                files[self.tool_path(name)] = f"#!{python} {flags}\n{body}" if flags else f"#!{python}\n{body}"
             else:
                 sidecar = self.bin_dir / f".{name}.py"
-                sidecar.write_text(body, encoding="utf-8")
+                files[sidecar] = body
                 run = " ".join(part for part in (shlex.quote(python), flags, shlex.quote(str(sidecar))) if part)
-                script = f'#!/bin/sh\nexec {run} "$@"\n'
-            target = self.tool_path(name)
-            tmp = target.with_name(f".{name}.tmp")
-            tmp.write_text(script, encoding="utf-8")
+                files[self.tool_path(name)] = f'#!/bin/sh\nexec {run} "$@"\n'
+        return files
+
+    def _stale_executables(self) -> list[Path]:
+        return [path for path, text in self._executable_files().items() if _text_of(path) != text]
+
+    def write_executables(self) -> None:
+        """(Re)write bin/ for the current interpreter; a file already as wanted is left untouched."""
+        self.bin_dir.mkdir(parents=True, exist_ok=True)
+        for path, text in self._executable_files().items():
+            if _text_of(path) == text:
+                continue
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
             tmp.chmod(_EXECUTABLE)
-            os.replace(tmp, target)
+            os.replace(tmp, path)
 
     def read(self) -> DemoState:
         if not self.has_state():
@@ -384,8 +425,8 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Config, *, torch_found
                  ", ".join(configured) or "(none)")
     if config.probes.enabled and not (torch_installed() if torch_found is None else torch_found):
         overrides["probes.enabled"] = False
-        log.warning("demo: GEMM and all-reduce probes are off: torch is not installed for %s (get them with "
-                    "`%s -m %s`)", sys.executable, sys.executable, CPU_TORCH_HINT)
+        log.info("demo: GEMM and all-reduce probes are off: torch is not installed for %s (get them with "
+                 "`%s -m %s`)", sys.executable, sys.executable, CPU_TORCH_HINT)
     return overrides
 
 

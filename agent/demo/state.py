@@ -19,6 +19,7 @@ __all__ = [
     "DEMO_DIR_ENV",
     "DEMO_TIME_ENV",
     "STATE_FILE",
+    "DemoDirUnusable",
     "DemoState",
     "demo_now",
     "load_state",
@@ -28,6 +29,11 @@ __all__ = [
 DEMO_DIR_ENV = "NPUWATCH_DEMO_DIR"
 DEMO_TIME_ENV = "NPUWATCH_DEMO_TIME"  # freezes the fakes' clock (seconds since the epoch)
 STATE_FILE = "state.json"
+
+
+class DemoDirUnusable(Exception):
+    """The demo directory cannot be used: not writable, another user's, or another install's running demo.
+    The message is one line that says which, and what to do."""
 
 
 class DemoState:

@@ -419,3 +419,38 @@ def test_a_reload_that_moves_state_dir_says_it_waits_for_a_restart(tmp_path: Pat
         assert agent.fault_levels.history.path == tmp_path / "a" / "fault_history.json"
     finally:
         agent.stop()
+
+
+def _said(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if text in record.getMessage()]
+
+
+def test_a_recovery_and_a_chip_count_change_are_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    bundle = demo_bundle(tmp_path, chips=4)
+    try:
+        bundle.agent.collect_group("info")
+        assert len(bundle.agent.chips()) == 4
+        bundle.demo.set_fault("npu_smi_crash")
+        for _ in range(2):
+            bundle.agent.collect_group("info")
+        assert len(_said(caplog, "npu_smi_info: npu-smi exited")) == 1
+        bundle.demo.clear_fault("npu_smi_crash")
+        for _ in range(3):
+            bundle.agent.collect_group("info")
+        back = _said(caplog, "npu_smi_info: collecting again (was down: the tool failed)")
+        assert len(back) == 1 and back[0].levelno == logging.INFO, [r.getMessage() for r in caplog.records]
+        bundle.demo.set_fault("vanish", chip=2)
+        for _ in range(3):
+            bundle.agent.collect_group("info")
+            bundle.agent.chips()
+        changed = _said(caplog, "chip count changed")
+        assert [(r.levelno, r.getMessage()) for r in changed] == [
+            (logging.WARNING, "chip count changed: npu-smi lists 3 chips, 4 before (gone: NPU 2 chip 0)")]
+        bundle.demo.clear_fault("vanish", chip=2)
+        bundle.agent.collect_group("info")
+        bundle.agent.chips()
+        assert _said(caplog, "chip count changed")[-1].getMessage() == \
+            "chip count changed: npu-smi lists 4 chips, 3 before"
+    finally:
+        bundle.agent.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import time
 from pathlib import Path
@@ -65,6 +66,27 @@ def test_sighup_with_a_good_config_applies_it_without_dropping_a_scrape(daemon: 
     assert set(statuses) == {200}
     assert wait_for(lambda: 'npu_power_watts{chip="0",node="after",npu="0"}' in daemon.metrics(), timeout=10)
     assert daemon.proc.poll() is None
+
+
+def _collector_up(daemon: Daemon) -> set[str]:
+    return {line.split('collector="', 1)[1].split('"', 1)[0] for line in daemon.metrics().splitlines()
+            if line.startswith("npuwatch_collector_up{")}
+
+
+def _readyz_collectors(daemon: Daemon) -> list[str]:
+    return sorted(state["name"] for state in json.loads(get(daemon.url + "/readyz")[1])["collectors"])
+
+
+def test_every_collector_survives_a_reload(daemon: Daemon) -> None:
+    assert wait_for(lambda: "fault_table" in _collector_up(daemon), timeout=10)
+    before, ready_before = _collector_up(daemon), _readyz_collectors(daemon)
+    assert "fault_table" in ready_before and len(ready_before) == len(before)
+    for turn in range(2):
+        daemon.config_path.write_text(yaml.safe_dump({**BASE_CONFIG, "labels": {"node": f"after{turn}"}}))
+        daemon.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda turn=turn: f'node="after{turn}"' in daemon.metrics(), timeout=10), daemon.log_text()
+        assert _collector_up(daemon) == before
+        assert _readyz_collectors(daemon) == ready_before
 
 
 def test_sigterm_stops_within_five_seconds(daemon: Daemon) -> None:

@@ -152,4 +152,7 @@ def test_npuwatch_dcmi_prints_the_side_by_side_table(fake_dcmi: FakeLibrary, tmp
     power = next(line.split() for line in alone.stdout.splitlines() if line.startswith("npu_smi_info    power"))
     assert power[2:] == [str(fake.expected_power_tenths(3) // 10), "-", "?"]
     off = run({"enabled": False})
-    assert off.returncode == 2 and "no DCMI here" in off.stdout
+    assert off.returncode == 2 and off.stdout == "npuwatch dcmi: no DCMI here: collectors.dcmi.enabled is false\n"
+    gone = run({"library": str(tmp_path / "nowhere" / "libdcmi.so")})  # why, without -v: no log line shows it
+    assert gone.returncode == 2 and "no DCMI here: " in gone.stdout and "nowhere" in gone.stdout, gone.stdout
+    assert "log lines above" not in gone.stdout

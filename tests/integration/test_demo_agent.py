@@ -168,6 +168,7 @@ def test_demo_without_torch_turns_its_probes_off_with_one_line(tmp_path: Path, m
         bundle.agent.stop()
     told = [r for r in caplog.records if "probes are off" in r.getMessage()]
     assert len(told) == 1
+    assert told[0].levelno == logging.INFO  # said by `run`; one-shot --demo commands log warnings only
     assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in told[0].getMessage()
 
 

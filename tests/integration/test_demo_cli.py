@@ -180,6 +180,8 @@ def test_a_demo_command_without_a_running_demo_leaves_nothing_behind(tmp_path: P
     env = {"NPUWATCH_DEMO_DIR": str(tmp_path / "none"), "TMPDIR": str(scratch)}
     result = npuwatch_cli("check", "--demo", "--only", "chip_count", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "no demo node in" in result.stderr and "INFO" not in result.stderr
+    assert result.stderr == ""  # no WARNING (nor INFO) without -v
     assert list(scratch.iterdir()) == []
     assert not (tmp_path / "none").exists()
+    told = npuwatch_cli("check", "--demo", "--only", "chip_count", "-v", env=env)
+    assert "no demo node in" in told.stderr and "fresh, fault-free node" in told.stderr

@@ -44,7 +44,9 @@ def test_the_offline_bundle_installs_without_an_index_and_runs_the_demo(tmp_path
            "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     install = subprocess.run(["sh", str(root / "install.sh")], capture_output=True, text=True, timeout=600, env=env)
     assert install.returncode == 0, install.stdout + install.stderr
-    assert (tmp_path / "root" / "etc" / "npuwatch" / "config.yaml").is_file()
+    live = (tmp_path / "root" / "etc" / "npuwatch" / "config.yaml").read_text()
+    assert [line for line in live.splitlines() if "example" in line and not line.lstrip().startswith("#")] == []
+    assert "expected_chips: 0 " in live and "expected_chips left at 0, unknown" in install.stderr  # no npu-smi here
     unit = (tmp_path / "root" / "etc" / "systemd" / "system" / "npuwatch.service").read_text()
     assert f"{tmp_path / 'opt'}/bin/npuwatch run" in unit
     once = subprocess.run([str(tmp_path / "opt" / "bin" / "npuwatch"), "once", "--demo", "--demo-dir",

@@ -17,6 +17,7 @@ import pytest
 
 from agent.core import tool_runner
 from agent.core.tool_runner import (
+    ToolCannotRun,
     ToolFailed,
     ToolMissing,
     ToolOutputTooLarge,
@@ -197,6 +198,20 @@ def test_missing_binary_is_a_typed_error(tmp_path: Path) -> None:
     assert "npu-smi" in str(info.value) and str(tmp_path) in str(info.value)
 
 
+def test_a_tool_whose_interpreter_is_gone_exists_but_cannot_be_executed(tmp_path: Path) -> None:
+    wrapper = tmp_path / "npu-smi"
+    wrapper.write_text("#!/nonexistent/venv/bin/python3 -IS\nprint('hello')\n")
+    wrapper.chmod(0o755)
+    with pytest.raises(ToolCannotRun) as info:
+        run_tool([str(wrapper), "info"], timeout_s=5)
+    assert str(info.value) == (f"{wrapper}: exists but cannot be executed "
+                               "(its interpreter /nonexistent/venv/bin/python3 is missing)")
+    assert isinstance(info.value, ToolMissing)  # counted as a missing tool, as before
+    wrapper.chmod(0o644)
+    with pytest.raises(ToolCannotRun, match="not executable"):
+        run_tool([str(wrapper), "info"], timeout_s=5)
+
+
 def _tool_script(tmp_path: Path, name: str, body: str, *, executable: bool = True) -> str:
     path = tmp_path / name
     path.write_text("#!/bin/sh\n" + body)
@@ -257,12 +272,13 @@ def test_timeout_keeps_the_partial_stdout(tmp_path: Path) -> None:
     assert info.value.timeout_s == 0.8
 
 
-def test_a_tool_without_execute_permission_is_missing(tmp_path: Path) -> None:
+def test_a_tool_without_execute_permission_cannot_be_executed(tmp_path: Path) -> None:
     plain = _tool_script(tmp_path, "plain", "", executable=False)
-    with pytest.raises(ToolMissing) as info:
+    with pytest.raises(ToolCannotRun) as info:
         run_tool([plain], timeout_s=1)
-    assert info.value.searched == (f"{plain} (not executable)",)
+    assert info.value.searched == (plain,)
     assert info.value.name == plain
+    assert "exists but cannot be executed (not executable" in str(info.value)
     with pytest.raises(ToolMissing) as missing:
         run_tool([str(tmp_path / "absent")], timeout_s=1)
     assert missing.value.searched == (str(tmp_path / "absent"),)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import os
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 from agent import __version__, cli
 from agent.cli import _demo_dir, build_parser, main
+from agent.core.config import ConfigError, build_config
 from agent.core.flag_values import duration_flag, positive_duration_flag, size_flag
 
 
@@ -178,13 +181,19 @@ class _Built(Exception):
     pass
 
 
-@pytest.mark.parametrize(("argv", "address"), [
-    (["run", "--demo"], "127.0.0.1"),
-    (["run", "--demo", "--web.listen-address", "0.0.0.0"], "0.0.0.0"),
-    (["run"], "0.0.0.0"),
+@pytest.mark.parametrize(("argv", "address", "port"), [
+    (["run", "--demo"], "127.0.0.1", 9611),
+    (["run", "--demo", "--web.listen-address", "0.0.0.0"], "0.0.0.0", 9611),
+    (["run"], "0.0.0.0", 9611),
+    (["run", "--web.listen-address", ":19962"], "0.0.0.0", 19962),  # as node_exporter users write it
+    (["run", "--web.listen-address", "10.0.0.5:19962"], "10.0.0.5", 19962),
+    (["run", "--web.listen-address", "[::1]:19962"], "::1", 19962),
+    (["run", "--web.listen-address", "[::1]"], "::1", 9611),
+    (["run", "--web.listen-address", "::1", "--web.port", "9700"], "::1", 9700),
+    (["run", "--web.listen-address", ":9700", "--web.port", "9700"], "0.0.0.0", 9700),
 ])
-def test_the_demo_listens_on_loopback_unless_told_otherwise(argv: list[str], address: str, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_demo_listens_on_loopback_unless_told_otherwise(argv: list[str], address: str, port: int,
+                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent.daemon import assemble
 
     seen = []
@@ -199,3 +208,61 @@ def test_the_demo_listens_on_loopback_unless_told_otherwise(argv: list[str], add
     with pytest.raises(_Built):
         cli.cmd_run(args)
     assert seen[0].web.listen_address == address  # type: ignore[attr-defined]
+    assert seen[0].web.port == port  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["run", "--web.listen-address", "1.2.3.4:99999"], "the port in \"1.2.3.4:99999\" is not 1-65535"),
+    (["run", "--web.listen-address", "[::1"], "expected an address, host:port or [IPv6]:port"),
+])
+def test_a_bad_listen_address_is_refused_naming_the_flag(argv: list[str], error: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert f"argument --web.listen-address: {error}" in capsys.readouterr().err
+
+
+def test_two_different_ports_on_the_command_line_are_refused() -> None:
+    args = build_parser().parse_args(["run", "--web.listen-address", ":9700", "--web.port", "9800"])
+    with pytest.raises(ConfigError, match=r"says port 9700 and --web.port 9800"):
+        cli._load(args)
+
+
+def test_a_port_in_the_config_address_is_refused_pointing_at_web_port() -> None:
+    with pytest.raises(ConfigError, match=r'web.listen_address: "0.0.0.0:9611" has a port: .* 9611 in web.port'):
+        build_config({"web": {"listen_address": "0.0.0.0:9611"}})
+    assert build_config({"web": {"listen_address": "[::]"}}).web.listen_address == "::"
+
+
+@pytest.mark.parametrize(("code", "flag"), [
+    (errno.EADDRINUSE, "--web.port"), (errno.EACCES, "--web.port"), (errno.EADDRNOTAVAIL, "--web.listen-address"),
+])
+def test_a_listen_failure_names_the_flag_to_change(code: int, flag: str) -> None:
+    assert flag in cli._listen_hint(OSError(code, os.strerror(code)))
+
+
+@pytest.mark.parametrize("command", ["check", "diagnose", "scan-logs"])
+def test_every_reporting_command_takes_color(command: str) -> None:
+    extra = ["some.log"] if command == "scan-logs" else []
+    assert build_parser().parse_args([command, "--color", "always", *extra]).color == "always"
+
+
+def test_a_misspelt_demo_fault_gets_a_suggestion_not_the_whole_list(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["demo", "set", "linkdown"], ["demo", "clear", "linkdown"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        err = capsys.readouterr().err
+        assert "unknown fault 'linkdown'; did you mean link_down?" in err
+        assert "hbm_dbe" not in err  # no dump of every choice
+    assert build_parser().parse_args(["demo", "clear", "all"]).fault == "all"
+
+
+def test_demo_set_help_describes_every_fault(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.demo.faults import FAULTS
+
+    with pytest.raises(SystemExit):
+        main(["demo", "set", "--help"])
+    out = capsys.readouterr().out
+    for name, spec in FAULTS.items():
+        assert f"  {name} ({spec.kind}): {spec.help[:30]}" in out.replace("\n      ", " "), name
+    assert "codes: comma-separated hex error codes (list, default ['8C084E00'])" in out

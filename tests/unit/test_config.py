@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent.cli import main
 from agent.core.config import ConfigError, build_config, default_config, load_config, parse_duration, parse_size
@@ -70,7 +72,29 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 def test_shipped_example_is_valid() -> None:
     config = load_config(REPO / "systemd" / "config.example.yaml")
-    assert config.expected_chips == 8
+    assert config.expected_chips == 0  # an example value is never live: the install learns the count
+
+
+def _differences(raw: dict, example: object, default: object, path: str = "") -> list[str]:
+    found = []
+    for key, value in raw.items():
+        where = f"{path}.{key}" if path else key
+        mine, theirs = getattr(example, key), getattr(default, key)
+        if isinstance(value, dict) and dataclasses.is_dataclass(mine):
+            found += _differences(value, mine, theirs, where)
+        elif mine != theirs:
+            found.append(where)
+    return found
+
+
+def test_every_value_the_example_sets_is_the_default() -> None:
+    """The example says its values are the defaults: a non-default value there is commented out and marked."""
+    path = REPO / "systemd" / "config.example.yaml"
+    raw = yaml.safe_load(path.read_text())
+    assert _differences(raw, load_config(path), build_config({})) == []
+    live_examples = [line for line in path.read_text().splitlines()
+                     if "example" in line.split("#", 1)[-1] and not line.lstrip().startswith("#")]
+    assert live_examples == []
 
 
 def test_check_config_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -138,6 +138,26 @@ def test_a_file_just_under_one_mib_is_read(tmp_path: Path) -> None:
     assert load_config(path).log_level == "debug"
 
 
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("web:\n  port: 9611\nlog_level: info\nweb:\n  port: 9700\n"
+                    "collectors:\n  npu_smi: {interval: 10s, interval: 20s}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.problems == [
+        "web: duplicate key at line 4 (first at line 1); YAML would keep only the last, so write it once",
+        "collectors.npu_smi.interval: duplicate key at line 7 (first at line 7); "
+        "YAML would keep only the last, so write it once",
+    ]
+
+
+def test_a_merge_key_overriding_merged_keys_is_not_a_duplicate(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("probes:\n  gemm: &base {jitter: 1m, enabled: false}\n"
+                    "  allreduce:\n    <<: *base\n    jitter: 2m\n")
+    assert load_config(path).probes.allreduce.jitter == 120.0
+
+
 def test_deep_nesting_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("[" * 100_000 + "]" * 100_000)

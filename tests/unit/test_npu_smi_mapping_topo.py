@@ -164,6 +164,23 @@ def test_topo_samples_skip_self() -> None:
     assert source.samples(source.parse(_read("topo_4npu_mixed.txt")), None, CollectContext()) == out
 
 
+def test_topo_a3_container_labels_dies_by_phy_id_without_cpu_affinity() -> None:
+    links = npu_smi_topo.parse(_read("topo_a3_phyid_container.txt"))
+    assert [(link.npu, link.peer, link.link_type, link.cpu_affinity) for link in links] == [
+        (12, 12, "X", None), (12, 13, "SIO", None), (13, 12, "SIO", None), (13, 13, "X", None)]
+    labels = {tuple(value for _, value in s.labels) for s in npu_smi_topo.samples(links, None, CollectContext())}
+    assert labels == {("12", "13", "SIO"), ("13", "12", "SIO")}
+    four = ("           Phy-ID0    Phy-ID1    Phy-ID2    Phy-ID3\n"
+            "Phy-ID0    X          SIO        HCCS_SW    HCCS_SW\n"
+            "Phy-ID1    SIO        X          HCCS_SW    HCCS_SW\n"
+            "Phy-ID2    HCCS_SW    HCCS_SW    X          SIO\n"
+            "Phy-ID3    HCCS_SW    HCCS_SW    SIO        X\n")
+    by_pair = {(link.npu, link.peer): link.link_type for link in npu_smi_topo.parse(four)}
+    assert len(by_pair) == 16 and by_pair[(0, 1)] == "SIO" and by_pair[(1, 2)] == "HCCS_SW"
+    one = npu_smi_topo.parse("           Phy-ID12\nPhy-ID12   X\n")
+    assert one == [npu_smi_topo.TopoLink(12, 12, "X", None)]
+
+
 def test_topo_single_npu_header() -> None:
     links = npu_smi_topo.parse("           NPU0       CPU Affinity\nNPU0       X          0-23\n")
     assert links == [npu_smi_topo.TopoLink(0, 0, "X", "0-23")]

@@ -73,3 +73,19 @@ def test_check_lines_fold_under_the_evidence_column_and_the_verdict_keeps_its_le
     assert lines[chip + 1].startswith(" " * column) and not lines[chip + 1][column].isspace()
     whole = render_text(report, width=None).splitlines()
     assert any(line.endswith(ALARM) for line in whole)  # to a pipe: the line whole, nothing clipped
+
+
+def test_check_colours_the_verdict_and_each_status_and_nothing_else_changes() -> None:
+    import re
+
+    from agent.core.terminal import Style
+
+    report = _report(CheckResult("tools", PASS, "every tool call answered"),
+                     CheckResult("roce_link", FAIL, "NPU 3: hccn_tool -i 3 -link -g says DOWN"))
+    plain = render_text(report, width=80)
+    coloured = render_text(report, width=80, paint=Style(True))
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+    lines = coloured.splitlines()
+    assert lines[0].startswith("\x1b[1;31mFAIL\x1b[0m roce_link:")
+    assert "\x1b[32mPASS\x1b[0m" in lines[3] and "\x1b[1;31mFAIL\x1b[0m" in lines[4]
+    assert render_text(report, width=80, paint=Style(False)) == plain

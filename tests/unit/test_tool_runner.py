@@ -81,9 +81,26 @@ def test_resolve_refuses_a_configured_file_that_is_not_executable(tmp_path: Path
     with pytest.raises(ToolMissing) as info:
         resolve_tool("npu-smi", plain, [], str(tmp_path / "nowhere"))
     assert info.value.searched == (plain,)
-    assert str(info.value) == f"npu-smi: not found (looked in: {plain})"
-    with pytest.raises(ToolMissing):
+    assert str(info.value) == f"{plain}: exists but cannot be executed (not executable: chmod +x it, or set the " \
+                              "path of the real tool)"
+    with pytest.raises(ToolMissing, match="it is a directory"):
         resolve_tool("npu-smi", str(tmp_path), [], str(tmp_path))  # a directory is no tool
+    with pytest.raises(ToolMissing, match="not found"):
+        resolve_tool("npu-smi", str(tmp_path / "absent"), [], str(tmp_path))
+
+
+@pytest.mark.parametrize(("head", "why"), [
+    (b"#!/nonexistent/python3 -IS\nprint(1)\n", "its interpreter /nonexistent/python3 is missing"),
+    (b"#!\n", "its #! line names no interpreter"),
+    (b"\x7fELF\x02\x01\x01", "its ELF program loader is missing"),
+    (b"MZ\x90\x00", "not a program this machine can run"),
+])
+def test_why_an_existing_tool_cannot_run(tmp_path: Path, head: bytes, why: str) -> None:
+    path = tmp_path / "npu-smi"
+    path.write_bytes(head)
+    path.chmod(0o755)
+    assert (tool_runner.why_cannot_run(str(path)) or "").startswith(why)
+    assert tool_runner.why_cannot_run(str(tmp_path / "absent")) is None
 
 
 def test_resolve_skips_standard_dirs_without_an_executable_tool(tmp_path: Path) -> None:
