@@ -419,3 +419,30 @@ def test_a_reload_that_moves_state_dir_says_it_waits_for_a_restart(tmp_path: Pat
         assert agent.fault_levels.history.path == tmp_path / "a" / "fault_history.json"
     finally:
         agent.stop()
+
+
+def test_a_reload_that_fails_for_any_reason_keeps_the_running_config(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    import dataclasses
+
+    config = build_config(fast_config({"state_dir": str(tmp_path)}))
+    agent = build_agent(config).agent
+    agent.start(serve_http=False)
+    try:
+        assert agent._scheduler is not None
+        before = {job.id: job.trigger.interval for job in agent._scheduler.get_jobs() if job.id.startswith("group:")}
+        # Past validation (as a config built in code could be): the scheduler refuses this interval.
+        npu_smi = dataclasses.replace(config.collectors.npu_smi, interval=float("inf"))
+        broken = dataclasses.replace(config, labels={"node": "after"},
+                                     collectors=dataclasses.replace(config.collectors, npu_smi=npu_smi))
+        with caplog.at_level(logging.ERROR, logger="agent.daemon.service"):
+            assert agent.reload(broken) is False
+        assert "the new config could not be applied; keeping the running one" in caplog.text
+        assert agent.config is config
+        assert {job.id: job.trigger.interval for job in agent._scheduler.get_jobs()
+                if job.id.startswith("group:")} == before
+        body = agent.cache.render().body.decode()
+        assert "npuwatch_config_last_reload_successful 0" in body
+        assert 'node="after"' not in body
+    finally:
+        agent.stop()
