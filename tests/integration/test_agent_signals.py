@@ -47,6 +47,21 @@ def test_sighup_with_an_interval_the_scheduler_cannot_take_keeps_the_agent(daemo
     assert 'node="before"' in daemon.metrics()
 
 
+def test_sighup_with_an_escalation_file_holding_infinity_keeps_the_agent(daemon: Daemon) -> None:
+    escalation = daemon.config_path.parent / "faultCustomization.json"
+    escalation.write_text('{"FaultFrequency": [{"EventId": ["80C98000"], "TimeWindow": Infinity, "Times": 2, '
+                          '"FaultHandling": "ManuallySeparateNPU"}]}')
+    daemon.config_path.write_text(yaml.safe_dump({**BASE_CONFIG, "labels": {"node": "after"},
+                                                  "faults": {"escalation_file": str(escalation)}}))
+    daemon.proc.send_signal(signal.SIGHUP)
+    statuses = _scrape_during(daemon, 1.5)
+    assert set(statuses) == {200}
+    assert wait_for(lambda: 'node="after"' in daemon.metrics(), timeout=10), daemon.log_text()
+    assert daemon.proc.poll() is None
+    assert f"fault escalation not loaded ({escalation}: Infinity is not a number JSON allows); using the packaged " \
+           "fault_escalation.json" in daemon.log_text()
+
+
 def _reload_gauges(daemon: Daemon) -> tuple[float, float]:
     values = {}
     for line in daemon.metrics().splitlines():
