@@ -174,6 +174,21 @@ def test_a_clear_written_by_another_process_while_the_agent_cannot_write_is_take
     assert levels(CHIP, "OK", []).chip is None
 
 
+def test_a_clear_that_cannot_be_written_says_so_and_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "fault_history.json"
+    FaultHistory(path).update(lambda chips: {**chips, "5:0": ChipHistory({}, {}, {HBM_ECC: Held(0.0)})})
+    _full_disk(monkeypatch)
+    clear = argparse.Namespace(faults_command="clear", npu=5, chip=None, json=False)
+    assert faults_cli.main(clear, argparse.Namespace(state_dir=str(tmp_path))) == faults_cli.EXIT_NOT_WRITTEN
+    out, err = capsys.readouterr()
+    assert "cleared" not in out
+    assert err == (f"error: NPU 5 not cleared: cannot write {path}: No space left on device; the agent keeps the "
+                   "ManuallySeparateNPU until a clear is written\n")
+    monkeypatch.undo()
+    assert set(FaultHistory(path).read()["5:0"].held) == {HBM_ECC}
+
+
 def test_the_state_file_is_fsynced_before_it_is_renamed_and_its_directory_after(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
