@@ -72,6 +72,28 @@ class Refusal:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` field value takes gzip (RFC 9110 §12.5.3): ``gzip`` or ``x-gzip`` with a
+    weight above 0, else ``*`` with a weight above 0; ``gzip;q=0`` refuses it whatever ``*`` says."""
+    weights: dict[str, float] = {}
+    for item in (accept_encoding or "").split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value.strip())
+                except ValueError:
+                    weight = 0.0  # a weight that is not a number is not taken as consent
+        if coding:
+            weights[coding.lower()] = weight
+    for coding in ("gzip", "x-gzip"):
+        if coding in weights:
+            return weights[coding] > 0
+    return weights.get("*", 0.0) > 0
+
+
 def status_text(status: HTTPStatus) -> bytes:
     return f"{status.value} {status.phrase}\n".encode()
 

@@ -34,7 +34,7 @@ from agent.core.config import ConfigError
 from agent.web.auth import Auth, BasicAuth, BcryptVerifier, CredentialCache
 from agent.web.config import WebConfig, load_web_config
 from agent.web.connections import ConnectionTable, Slot
-from agent.web.protocol import Connection, Refusal, Request, canned_response, status_text
+from agent.web.protocol import Connection, Refusal, Request, accepts_gzip, canned_response, status_text
 from agent.web.security import RateLimiter, ServerLimits
 from agent.web.settings import WebSettings, files_stamp, watched_files, weakening
 from agent.web.tls import peer_san_allowed
@@ -303,7 +303,7 @@ class AgentHTTPServer(socketserver.TCPServer):
         if path == "/metrics":
             accept = request.header("accept") or ""
             exposition = self.cache.render(openmetrics="application/openmetrics-text" in accept,
-                                           gzipped="gzip" in (request.header("accept-encoding") or ""))
+                                           gzipped=accepts_gzip(request.header("accept-encoding")))
             extra = [("Content-Encoding", "gzip")] if exposition.gzipped else []
             return 200, exposition.body, exposition.content_type, extra
         if path == "/healthz":
