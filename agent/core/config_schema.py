@@ -156,9 +156,15 @@ class DcmiSection(ConfigSection):
                                   "uses it when found and vetted, with npu-smi as fallback per reading; `true` the "
                                   "same, warning when none is found; `false` never; read at start")
     library: str | None = setting(optional(string), None,
-                                  "path of `libdcmi.so`, used as given (a warning when not root-owned or writable "
-                                  "by others); none: `LD_LIBRARY_PATH`, `ldconfig -p`, `/usr/local/dcmi`, "
-                                  "`/usr/local/Ascend/driver/lib64/driver`")
+                                  "path of `libdcmi.so`, used as given (a warning when not root-owned or "
+                                  "group-writable; refused when any user could replace it: see "
+                                  "`allow_writable_library`); none: `LD_LIBRARY_PATH`, `ldconfig -p`, "
+                                  "`/usr/local/dcmi`, `/usr/local/Ascend/driver/lib64/driver`")
+    allow_writable_library: bool = setting(boolean, False,
+                                           "load the configured `library` even when the file, or a directory "
+                                           "above it without the sticky bit, is writable by any user (who could "
+                                           "then run code as the agent); false: it is refused and npu-smi reads "
+                                           "the chips")
     call_timeout: float = setting(positive_duration, 5.0,
                                   "deadline of each DCMI call; the worker process is killed and restarted after it")
     npu_smi_interval: float = setting(every, 240.0,
