@@ -441,7 +441,8 @@ class Agent:
         self._stopping = True
         self.runner.stop()
         if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
+            if self._scheduler.running:  # not yet, when start() failed before starting it
+                self._scheduler.shutdown(wait=False)
             self._scheduler = None
         killed = self.probe_controller.kill_running()
         if killed:

@@ -446,3 +446,19 @@ def test_a_reload_that_fails_for_any_reason_keeps_the_running_config(tmp_path: P
         assert 'node="after"' not in body
     finally:
         agent.stop()
+
+
+def test_stop_after_a_start_that_failed_half_way_raises_nothing_and_closes_the_port(tmp_path: Path) -> None:
+    import dataclasses
+    import socket
+
+    config = build_config(fast_config({"state_dir": str(tmp_path), "web": {"listen_address": "127.0.0.1"}}))
+    # Past validation: the scheduler refuses this interval after the HTTP server is up.
+    npu_smi = dataclasses.replace(config.collectors.npu_smi, interval=float("inf"))
+    agent = build_agent(dataclasses.replace(
+        config, collectors=dataclasses.replace(config.collectors, npu_smi=npu_smi))).agent
+    with pytest.raises((OverflowError, ValueError)):
+        agent.start()
+    agent.stop()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", config.web.port))  # the port was given back
