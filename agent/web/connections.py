@@ -17,10 +17,11 @@ connection whose answer is being computed or read is never interrupted. The rule
   address out by holding connections it does not use.
 
 Whether a busy connection's client takes its answer is seen, at each new connection, from the bytes of
-it the client has acknowledged (``TCP_INFO``'s ``tcpi_bytes_acked``): more than at the last look is
-progress. A deep send buffer hides a slow but steady reader from ``send`` (it returns only when half
-the buffer has drained), the acknowledgements do not. A connection looked at for the first time gets
-the benefit of the doubt, so only one seen twice ``stall_s`` apart without progress counts as stalled;
+it the client has acknowledged (``TCP_INFO``'s ``tcpi_bytes_acked``): 16 KiB more than when it last
+moved is progress, so a client that reads a few bytes now and then to look alive is still stalled. A
+deep send buffer hides a slow but steady reader from ``send`` (it returns only when half the buffer
+has drained), the acknowledgements do not. A connection looked at for the first time gets the
+benefit of the doubt, so only one seen twice ``stall_s`` apart without progress counts as stalled;
 where the kernel does not tell (not Linux, or before 4.2), no busy connection is ever closed.
 
 All decisions are made under one lock in O(open connections), at most a few dozen.
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ConnectionTable", "Slot"]
 
 WAITING, QUEUED, BUSY = "waiting", "queued", "busy"
+MIN_PROGRESS_BYTES = 16 << 10  # what a busy connection's client must take within stall_s to count as reading
 
 
 class Slot:
@@ -176,9 +178,9 @@ class ConnectionTable:
             slot.acked = None
             return
         acked = _acknowledged(slot.sock)
-        if acked is None or slot.acked is None or acked > slot.acked:
+        if acked is None or slot.acked is None or acked - slot.acked >= MIN_PROGRESS_BYTES:
             slot.moved = now
-        slot.acked = acked
+            slot.acked = acked
 
     def _idle_for(self, slot: Slot, now: float) -> float | None:
         """How long ``slot`` has been of no use (None: it may not be closed to make room)."""

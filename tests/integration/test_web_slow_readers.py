@@ -105,3 +105,16 @@ def test_a_progressing_answer_is_never_closed_to_make_room(serve: StartServer) -
     finally:
         for sock in readers:
             sock.close()
+
+
+def test_a_reader_that_takes_a_few_bytes_now_and_then_is_still_a_slow_reader(serve: StartServer) -> None:
+    server = serve(cache=BigCache(), limits=ServerLimits(max_connections=4, max_connections_per_client=4))
+    with slow_readers(server.port, addresses=1, per_address=4) as socks:
+        assert wait_for(lambda: _busy(server) == 4, timeout=5), server.table.counts()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:  # 100 bytes a connection every 50 ms: 2 KB/s, no more
+            for sock in socks:
+                with contextlib.suppress(OSError):
+                    sock.recv(100)
+            time.sleep(0.05)
+        assert [status(server.port, source=SCRAPER, timeout=5) for _ in range(3)] == [200] * 3
