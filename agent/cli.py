@@ -449,8 +449,12 @@ def _reload(agent: Any, args: argparse.Namespace) -> None:
         log.error("SIGHUP: keeping the running config; the new one is %s", exc)
         agent.reload_failed()
         return
-    agent.reload(config)
-    log.info("SIGHUP: config reloaded")
+    except Exception:  # whatever a broken file raises, the running agent keeps its config and serves on
+        log.exception("SIGHUP: keeping the running config; the new one could not be read")
+        agent.reload_failed()
+        return
+    if agent.reload(config):
+        log.info("SIGHUP: config reloaded")
 
 
 def cmd_scan_logs(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ no kept-alive connection to hide behind) while the attack runs from another loop
 - slowloris: 64 connections trickling a request head one line every half second;
 - idle connections: 64 connections that send nothing, reopened as soon as they are closed;
 - wrong-password flood: 32 parallel clients, every request a new wrong password (a bcrypt check);
+- slow readers: 40 addresses, each pipelining 40 authorised scrapes through a 4 KiB receive window
+  and never reading, so every answer it gets stays busy (reopened as soon as it is closed);
 - TLS handshake flood (TLS agent): 8 clients doing full handshakes back to back, plus idle TLS
   connections;
 - garbage and oversize tool output: the demo's ``npu_smi_garbage`` fault, then an npu-smi that
@@ -290,6 +292,50 @@ def tls_handshake_flood(agent: Agent, stop: threading.Event) -> None:
     _threads(8, handshaker)
 
 
+_CLOSE, _CLOSE_WAIT = 7, 8  # TCP states (linux/tcp_states.h): the agent has closed its side
+
+
+def slow_readers(agent: Agent, stop: threading.Event) -> None:
+    """40 addresses, each pipelining 40 authorised scrapes through a 4 KiB receive window, never reading."""
+    request = (f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization(USER, PASSWORD)}\r\n\r\n"
+               .encode() * 40)
+    sources = [f"127.0.0.{100 + n}" for n in range(40)]
+
+    def reader(source: str) -> socket.socket | None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(2)
+            sock.bind((source, 0))
+            sock.connect(("127.0.0.1", agent.port))
+            sock.sendall(request)
+        except OSError:
+            sock.close()
+            return None
+        return sock
+
+    held: dict[str, socket.socket | None] = {source: reader(source) for source in sources}
+    try:
+        for _ in range(MAX_LOOPS):
+            if stop.wait(0.5):
+                return
+            for source, sock in held.items():  # a connection the agent closed is opened again at once
+                closed = sock is None
+                if sock is not None:  # unread answers sit before the close: ask TCP for its state
+                    try:
+                        closed = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] in (_CLOSE, _CLOSE_WAIT)
+                    except OSError:
+                        closed = True
+                if closed:
+                    if sock is not None:
+                        sock.close()
+                    held[source] = reader(source)
+    finally:
+        for sock in held.values():
+            if sock is not None:
+                sock.close()
+
+
 def _demo_fault(agent: Agent, verb: str, fault: str) -> None:
     subprocess.run([sys.executable, "-m", "agent", "demo", "--demo-dir", str(agent.demo_dir), verb, fault],
                    cwd=ROOT, check=True, capture_output=True, timeout=30)
@@ -339,6 +385,7 @@ ATTACKS: tuple[tuple[str, bool, Attack], ...] = (
     ("slowloris, 64 connections", False, slowloris),
     ("idle connections, 64", False, idle_connections),
     ("wrong-password flood, 32 clients", False, wrong_password_flood),
+    ("slow readers, 40 addresses x 40 pipelined scrapes", False, slow_readers),
     ("none (baseline), TLS", True, baseline),
     ("TLS handshake flood, 8 clients", True, tls_handshake_flood),
     ("idle TLS connections, 64", True, idle_tls_connections),

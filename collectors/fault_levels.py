@@ -12,6 +12,7 @@ window, lasting N seconds) lives in ``agent.handling``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -227,10 +228,12 @@ def _number(rule: Mapping[str, Any], key: str, limits: tuple[int, int] | None = 
     value = rule.get(key)
     if value is None:
         value = 0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise ValueError(f"{key}: expected a whole number, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not value.is_integer())):
+        raise ValueError(f"{key}: expected a whole number, got {str(value)[:40]}")
     if limits is not None and not limits[0] <= value <= limits[1]:
-        raise ValueError(f"{key} {value:g} is outside {limits[0]}-{limits[1]}")
+        shown = f"{value:g}" if abs(value) < 1e15 else str(value)[:40]
+        raise ValueError(f"{key} {shown} is outside {limits[0]}-{limits[1]}")
     return float(value)
 
 
@@ -302,9 +305,34 @@ def parse_escalation(doc: Any, file: str = "faultCustomization.json") -> tuple[
     return tuple(parsed["FaultFrequency"]), tuple(parsed["FaultDuration"]), tuple(skipped)
 
 
+_MAX_INT_DIGITS = 18  # every number of these files is a code count or seconds; more digits is a broken file
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise ValueError(f"a {len(text.lstrip('-'))}-digit integer is too large")
+    return int(text)
+
+
 def _read(path: Path) -> Any:
+    """The JSON document; ValueError naming the file for anything that is not plain, finite JSON
+    (``Infinity``, ``NaN``, ``1e400``, a huge integer, nesting deeper than the parser's stack)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant, parse_float=_finite,
+                          parse_int=_bounded_int)
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply") from None
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
 

@@ -35,6 +35,7 @@ from agent.core.config_values import (
     str_list,
     string,
 )
+from agent.core.config_values import interval as every
 from agent.core.config_values import size as byte_size
 from agent.health.probe_limits import (
     FLEET_FAIL,
@@ -126,7 +127,7 @@ class FaultsSection(ConfigSection):
 class TextfileSection(ConfigSection):
     enabled: bool = setting(boolean, False, "write `npuwatch.prom` atomically for node_exporter's textfile collector")
     directory: str = setting(string, "/var/lib/node_exporter/textfile_collector", "where `npuwatch.prom` is written")
-    interval: float = setting(positive_duration, 15.0, "how often it is written")
+    interval: float = setting(every, 15.0, "how often it is written")
 
 
 @dataclass(frozen=True)
@@ -134,11 +135,11 @@ class NpuSmiSection(ConfigSection):
     enabled: bool = setting(boolean, True, "the npu-smi collectors")
     path: str | None = setting(optional(string), None,
                                "npu-smi; none: on PATH, else `/usr/local/sbin`, `/usr/local/Ascend/driver/tools`, ...")
-    interval: float = setting(positive_duration, 10.0, "the `npu-smi info` table")
-    usages_interval: float = setting(positive_duration, 30.0, "`-t usages`, `-t common`")
-    health_interval: float = setting(positive_duration, 60.0,
+    interval: float = setting(every, 10.0, "the `npu-smi info` table")
+    usages_interval: float = setting(every, 30.0, "`-t usages`, `-t common`")
+    health_interval: float = setting(every, 60.0,
                                      "`-t ecc`, `health`, `memory`, `board`, `hccs`, `hccs-bw`")
-    inventory_interval: float = setting(positive_duration, 600.0, "`-m`, `-t topo` (also run at start)")
+    inventory_interval: float = setting(every, 600.0, "`-m`, `-t topo` (also run at start)")
     timeout: float = setting(positive_duration, 10.0, "per call; the process group is killed after it")
     max_parallel: int = setting(integer(1, 16), 2, "npu-smi processes at once (per-chip calls share this pool)")
     per_process_metrics: bool = setting(boolean, False, "export `npu_process_memory_bytes` (one series per pid)")
@@ -157,16 +158,22 @@ class DcmiSection(ConfigSection):
                                   "uses it when found and vetted, with npu-smi as fallback per reading; `true` the "
                                   "same, warning when none is found; `false` never; read at start")
     library: str | None = setting(optional(string), None,
-                                  "path of `libdcmi.so`, used as given (a warning when not root-owned or writable "
-                                  "by others); none: `LD_LIBRARY_PATH`, `ldconfig -p`, `/usr/local/dcmi`, "
-                                  "`/usr/local/Ascend/driver/lib64/driver`")
+                                  "path of `libdcmi.so`, used as given (a warning when not root-owned or "
+                                  "group-writable; refused when any user could replace it: see "
+                                  "`allow_writable_library`); none: `LD_LIBRARY_PATH`, `ldconfig -p`, "
+                                  "`/usr/local/dcmi`, `/usr/local/Ascend/driver/lib64/driver`")
+    allow_writable_library: bool = setting(boolean, False,
+                                           "load the configured `library` even when the file, or a directory "
+                                           "above it without the sticky bit, is writable by any user (who could "
+                                           "then run code as the agent); false: it is refused and npu-smi reads "
+                                           "the chips")
     call_timeout: float = setting(positive_duration, 5.0,
                                   "deadline of each DCMI call; the worker process is killed and restarted after it")
-    npu_smi_interval: float = setting(positive_duration, 240.0,
+    npu_smi_interval: float = setting(every, 240.0,
                                       "with DCMI in use, the npu-smi sources it does not serve (`-t board`, "
                                       "`hccs`, `hccs-bw`) run this often instead of `health_interval`: 3 calls per "
                                       "chip every 4 minutes keep npu-smi under one process per chip per minute")
-    verify_interval: float = setting(positive_duration, 21600.0,
+    verify_interval: float = setting(every, 21600.0,
                                      "how often one chip is read through both DCMI and npu-smi and the shared "
                                      "fields compared (also at start); a field that disagrees gives its collector "
                                      "back to npu-smi")
@@ -179,7 +186,7 @@ class DcmiSection(ConfigSection):
 class HccnToolSection(ConfigSection):
     enabled: bool = setting(boolean, True, "the RoCE collectors (no hccn_tool = no data, not an error)")
     path: str | None = setting(optional(string), None, "hccn_tool; none: on PATH, else the standard Ascend locations")
-    interval: float = setting(positive_duration, 60.0, "every hccn_tool source (`-link`, `-link_stat`, "
+    interval: float = setting(every, 60.0, "every hccn_tool source (`-link`, `-link_stat`, "
                               "`-net_health`, `-optical`, `-stat`, `-speed`, `-ip`)")
     timeout: float = setting(positive_duration, 10.0, "per call; the process group is killed after it")
     max_parallel: int = setting(integer(1, 16), 2,
@@ -195,7 +202,7 @@ class AscendDmiSection(ConfigSection):
     enabled: bool = setting(boolean, False, "ascend-dmi `-f` / `--bw`: slow and intrusive")
     path: str | None = setting(optional(string), None,
                                "ascend-dmi; none: on PATH, else the standard Ascend locations")
-    interval: float = setting(positive_duration, 86400.0, "how often it runs")
+    interval: float = setting(every, 86400.0, "how often it runs")
     timeout: float = setting(positive_duration, 900.0, "per call")
     require_idle: bool = setting(boolean, True,
                                  "run ascend-dmi only when no NPU process runs and AI Cores are idle (false: also "
@@ -205,7 +212,7 @@ class AscendDmiSection(ConfigSection):
 @dataclass(frozen=True)
 class HcclLogsSection(ConfigSection):
     enabled: bool = setting(boolean, True, "the CANN/HCCL log scanner")
-    interval: float = setting(positive_duration, 15.0, "scan cadence")
+    interval: float = setting(every, 15.0, "scan cadence")
     paths: tuple[str, ...] = derived(optional(str_list), None,
                                      "CANN log roots (`debug/plog`, `run/plog`, `debug/device-*`); none: "
                                      "`$ASCEND_PROCESS_LOG_PATH`, else `~/ascend/log`", _log_paths)
@@ -226,7 +233,7 @@ class HcclLogsSection(ConfigSection):
 @dataclass(frozen=True)
 class HostSection(ConfigSection):
     enabled: bool = setting(boolean, True, "psutil host metrics (`npuwatch_host_*`)")
-    interval: float = setting(positive_duration, 15.0, "how often they are read")
+    interval: float = setting(every, 15.0, "how often they are read")
     mountpoints: tuple[str, ...] = setting(str_list, ("/",), "file systems of `npuwatch_host_disk_*`")
 
 
@@ -247,7 +254,7 @@ _CRON_DOC = "a crontab schedule instead of `interval`"
 @dataclass(frozen=True)
 class GemmSection(ConfigSection):
     enabled: bool = setting(boolean, True, "the GEMM probe")
-    interval: float = setting(positive_duration, 3600.0, "how often it runs")
+    interval: float = setting(every, 3600.0, "how often it runs")
     cron: str | None = setting(optional(cron_expression), None, _CRON_DOC)
     jitter: float = setting(duration, 300.0, "up to this much is added to each run's time")
     first_run: float | None = setting(optional(duration), None, _FIRST_RUN_DOC)
@@ -263,7 +270,7 @@ class GemmSection(ConfigSection):
 @dataclass(frozen=True)
 class AllreduceSection(ConfigSection):
     enabled: bool = setting(boolean, True, "the node all-reduce probe")
-    interval: float = setting(positive_duration, 6 * 3600.0, "how often it runs")
+    interval: float = setting(every, 6 * 3600.0, "how often it runs")
     cron: str | None = setting(optional(cron_expression), None, _CRON_DOC)
     jitter: float = setting(duration, 900.0, "up to this much is added to each run's time")
     first_run: float | None = setting(optional(duration), None, _FIRST_RUN_DOC)
@@ -308,7 +315,7 @@ class LevelSchedule(ConfigSection):
     """When the agent runs one check level; ``CheckScheduleSection`` sets each level's own defaults."""
 
     enabled: bool = setting(boolean, False, _BUSY_LEVEL_DOC.format(level="medium"))
-    interval: float = setting(positive_duration, 86400.0, "how often")
+    interval: float = setting(every, 86400.0, "how often")
     cron: str | None = setting(optional(cron_expression), None, _CRON_DOC)
     first_run: float = setting(duration, 600.0, _LEVEL_FIRST_RUN_DOC)
 
@@ -397,7 +404,7 @@ class KubernetesSection(ConfigSection):
                                           "protobuf)")
     pod_resources_socket: str = setting(string, "/var/lib/kubelet/pod-resources/kubelet.sock",
                                         "the kubelet's socket (missing = no data, not an error)")
-    interval: float = setting(positive_duration, 15.0, "how often the kubelet is asked")
+    interval: float = setting(every, 15.0, "how often the kubelet is asked")
     timeout: float = setting(positive_duration, 5.0, "the deadline of each kubelet call")
     resources: tuple[str, ...] = setting(str_list, ("huawei.com/Ascend910*", "huawei.com/Ascend310P*",
                                                     "huawei.com/npu"),

@@ -5,6 +5,7 @@ with the reason; each setting of ``agent.core.config_schema`` names one."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -18,6 +19,11 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, 
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?$")
 _SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
                "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
+# Bounds a scheduler and a timer accept: every duration is finite and at most a year, and an interval (how often
+# something runs) is between a second and 30 days (the long check level runs weekly by default).
+MAX_DURATION_S = 365 * 86400.0
+MIN_INTERVAL_S = 1.0
+MAX_INTERVAL_S = 30 * 86400.0
 MAX_CONFIG_BYTES = 1 << 20  # a config or web config file larger than this is refused unread
 MAX_YAML_NODES = 100_000  # nodes after alias expansion: a real config has a few hundred
 MAX_SHOWN = 60  # characters of a value an error message repeats
@@ -34,19 +40,36 @@ class ConfigError(Exception):
         super().__init__(f"invalid {source}:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+class DurationRangeError(ValueError):
+    """A well-formed duration that is not finite or longer than ``MAX_DURATION_S``."""
+
+
 def parse_duration(value: Any) -> float:
-    """``10s``, ``5m``, ``1.5h``, ``250ms`` or a bare number of seconds -> seconds."""
+    """``10s``, ``5m``, ``1.5h``, ``250ms`` or a bare number of seconds -> seconds.
+
+    ``ValueError`` for anything else; ``DurationRangeError`` for ``.inf``, ``.nan`` or more than a year."""
     if isinstance(value, bool):
         raise ValueError(value)
-    if isinstance(value, (int, float)):
+    seconds: float | None = None
+    if isinstance(value, int):
         if value < 0:
             raise ValueError(value)
-        return float(value)
-    if isinstance(value, str):
+        if value > MAX_DURATION_S:  # before float(): a 400-digit integer does not fit one
+            raise DurationRangeError(value)
+        seconds = float(value)
+    elif isinstance(value, float):
+        if value < 0:
+            raise ValueError(value)
+        seconds = value
+    elif isinstance(value, str):
         match = _DURATION_RE.match(value)
         if match:
-            return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    raise ValueError(value)
+            seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds is None:
+        raise ValueError(value)
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise DurationRangeError(value)
+    return seconds
 
 
 def format_duration(seconds: float) -> str:
@@ -77,6 +100,9 @@ Checker = Callable[[Any], T]
 def duration(value: Any) -> float:
     try:
         return parse_duration(value)
+    except DurationRangeError:
+        raise TypeError(f"expected a finite duration of at most {format_duration(MAX_DURATION_S)}, "
+                        f"got {show(value)}") from None
     except ValueError:
         raise TypeError(f"expected a duration like 10s, got {show(value)}") from None
 
@@ -85,6 +111,15 @@ def positive_duration(value: Any) -> float:
     seconds = duration(value)
     if seconds <= 0:
         raise TypeError(f"expected a duration above zero like 10s, got {show(value)}")
+    return seconds
+
+
+def interval(value: Any) -> float:
+    """How often a scheduled job runs: between ``MIN_INTERVAL_S`` and ``MAX_INTERVAL_S``."""
+    seconds = duration(value)
+    if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
+        raise TypeError(f"expected an interval between {format_duration(MIN_INTERVAL_S)} and "
+                        f"{format_duration(MAX_INTERVAL_S)}, got {show(value)}")
     return seconds
 
 

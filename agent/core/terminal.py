@@ -218,8 +218,10 @@ class Progress:
 
     def update(self, text: str) -> None:
         """What is going on now (``reading 8 chips``); shown at the next turn of the spinner."""
+        from agent.core.printable import printable
+
         with self._lock:
-            self._text = text
+            self._text = printable(text)  # often a file name: it must not move the cursor
         if self.enabled and self._thread is None:
             self._draw()
 

@@ -39,8 +39,11 @@ def _state_dir(config: Config) -> Path:
     return path
 
 
-def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple) -> list[InternalJob]:
-    """The config's tool-less jobs; ``chips`` is the agent's chip list (for pod attribution)."""
+def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple,
+                  kept: dict[str, Any] | None = None) -> list[InternalJob]:
+    """The config's tool-less jobs; ``chips`` is the agent's chip list (for pod attribution). ``kept`` carries
+    the collectors whose counters must survive a reload from one call to the next (the agent's own dict)."""
+    kept = {} if kept is None else kept
     jobs: list[InternalJob] = []
     collectors = config.collectors
     if collectors.host.enabled:
@@ -51,17 +54,26 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
         from collectors.hccl.tail import DEFAULT_GLOBS
 
         logs = collectors.hccl_logs
-        scanner = HcclLogCollector(
-            paths=list(logs.paths),
-            # The CANN layout under each path, plus the operator's job-log globs.
-            globs=[*DEFAULT_GLOBS, *logs.globs],
-            kernel_log=logs.kernel_log,
-            # Always the real path: an unusable one is reported as the scanner's problem.
-            state_file=_state_dir(config) / "hccl_logs.json",
-            first_start_window_s=logs.first_start_window,
-            byte_budget=logs.byte_budget,
-            incident_window_s=logs.incident_window,
-        )
+        state_file = _state_dir(config) / "hccl_logs.json"
+        settings = (logs.paths, logs.globs, logs.kernel_log, state_file, logs.first_start_window, logs.byte_budget,
+                    logs.incident_window)
+        before: tuple[Any, HcclLogCollector] | None = kept.get("hccl_logs")
+        if before is not None and before[0] == settings:
+            scanner = before[1]  # a reload that leaves the scanner's settings alone keeps it, counts and all
+        else:
+            scanner = HcclLogCollector(
+                paths=list(logs.paths),
+                # The CANN layout under each path, plus the operator's job-log globs.
+                globs=[*DEFAULT_GLOBS, *logs.globs],
+                kernel_log=logs.kernel_log,
+                # Always the real path: an unusable one is reported as the scanner's problem.
+                state_file=state_file,
+                first_start_window_s=logs.first_start_window,
+                byte_budget=logs.byte_budget,
+                incident_window_s=logs.incident_window,
+                replaces=None if before is None else before[1],
+            )
+            kept["hccl_logs"] = (settings, scanner)
         # Counters never expire: an error counted once stays counted.
         window = log_window_s(config)
         jobs.append(InternalJob("hccl_logs", logs.interval, scanner.collect, max_age_s=None,
@@ -92,7 +104,8 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
     def chips() -> Sequence[ChipRef]:
         return built[0].chips() if built else ()
 
-    agent = Agent(config, tool_env=tool_env, jobs_factory=lambda config: internal_jobs(config, chips))
+    kept: dict[str, Any] = {}  # collectors a reload keeps (their counters never go down)
+    agent = Agent(config, tool_env=tool_env, jobs_factory=lambda config: internal_jobs(config, chips, kept))
     built.append(agent)
     return AgentBundle(agent, demo)
 

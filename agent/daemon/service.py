@@ -417,8 +417,26 @@ class Agent:
             misfire_grace_time=int(max(60, interval_s)), next_run_time=None if cron else _at(first),
         )
 
-    def reload(self, config: Config) -> None:
-        """Apply a new config without dropping a scrape: the HTTP server keeps serving throughout."""
+    def reload(self, config: Config) -> bool:
+        """Apply a new config without dropping a scrape: the HTTP server keeps serving throughout.
+
+        A config that cannot be applied, for whatever reason, is logged and the running one put back:
+        False then, and ``npuwatch_config_last_reload_successful`` says 0."""
+        old_config, old_internal = self.config, list(self._internal)
+        try:
+            self._apply(config)
+        except Exception:
+            log.exception("SIGHUP: the new config could not be applied; keeping the running one")
+            self._internal = old_internal
+            try:
+                self._apply(old_config)
+            except Exception:  # the running config was applied once already: this is not expected
+                log.exception("SIGHUP: re-applying the running config failed too")
+            self.reload_status.record(False)
+            return False
+        return True
+
+    def _apply(self, config: Config) -> None:
         if (config.web.listen_address, config.web.port) != (
             self.config.web.listen_address, self.config.web.port
         ):
@@ -450,7 +468,8 @@ class Agent:
         self._stopping = True
         self.runner.stop()
         if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
+            if self._scheduler.running:  # not yet, when start() failed before starting it
+                self._scheduler.shutdown(wait=False)
             self._scheduler = None
         killed = self.probe_controller.kill_running()
         if killed:

@@ -22,7 +22,8 @@ def ldconfig_output(timeout_s: float = 5.0) -> str:
         return ""
 
 
-def locate_library(configured: str | None = None, *, timeout_s: float = 5.0, fs: FileSystem | None = None) -> Found:
+def locate_library(configured: str | None = None, *, allow_writable: bool = False, timeout_s: float = 5.0,
+                   fs: FileSystem | None = None) -> Found:
     """The vetted library (``LibraryNotFound`` when there is none that may be loaded)."""
-    return find_library(configured, ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
+    return find_library(configured, allow_writable=allow_writable, ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
                         ldconfig=lambda: ldconfig_output(timeout_s), fs=fs)

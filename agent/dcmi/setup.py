@@ -33,7 +33,7 @@ def open_backend(config: Config, env: Mapping[str, str] | None = None, *,
     if dcmi.enabled is False:
         return None
     try:
-        found = locate_library(dcmi.library)
+        found = locate_library(dcmi.library, allow_writable=dcmi.allow_writable_library)
     except LibraryNotFound as exc:  # its message lists every candidate refused
         level = logging.WARNING if dcmi.enabled is True else logging.INFO
         log.log(level, "DCMI: %s; the chips are read through npu-smi", exc)

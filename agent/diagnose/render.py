@@ -16,6 +16,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from agent.core.printable import printable
 from agent.core.terminal import Style
 from agent.diagnose.report import Report
 from agent.health.results import CheckResult
@@ -36,8 +37,12 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
 
 def verdict_lines(word: str, summary: str, *, also: Sequence[str] = (), action: str = "",
                   runbook: str | None = None, style: Style | None = None, width: int = WIDTH) -> list[str]:
-    """The verdict block: ``WORD: summary``, then ``also`` (one cause a line), ``next`` and ``runbook``."""
+    """The verdict block: ``WORD: summary``, then ``also`` (one cause a line), ``next`` and ``runbook``.
+
+    Every text but ``word`` may hold what a log or a tool printed: its control characters are escaped."""
     style = style or Style(False)
+    summary, action = printable(summary), printable(action)
+    also, runbook = [printable(item) for item in also], (printable(runbook) if runbook else runbook)
     head = _wrap(f"{word}: {summary}", width, "", "  ")
     head[0] = style.severity(word, strong=True) + head[0][len(word):]
     lines = head
@@ -64,7 +69,9 @@ def render_text(report: Report, style: Style | None = None, width: int = WIDTH) 
     A hint already given under an earlier check is not repeated: ``hint: as for npu_health``."""
     style = style or Style(False)
     header = ("CHECK", "STATUS", "DEVICE", "EVIDENCE")
-    rows = [(check.name, check.status, _device_cell(check), check.evidence) for check in report.checks]
+    # Evidence quotes tools and logs (a peer address, a log line): escaped before it is laid out and coloured.
+    rows = [(printable(check.name), check.status, printable(_device_cell(check)), printable(check.evidence))
+            for check in report.checks]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     indent = " " * (sum(widths) + 6)
     lines = [style.bold("  ".join(cell.ljust(w) for cell, w in zip(header, widths)) + "  " + header[3])]
@@ -77,7 +84,7 @@ def render_text(report: Report, style: Style | None = None, width: int = WIDTH) 
         lines.extend(indent + line for line in evidence_lines[1:])
         if check.status != PASS and check.hint:
             said = hinted.setdefault(check.hint, name)
-            hint = check.hint if said == name else f"as for {said}"
+            hint = printable(check.hint) if said == name else f"as for {said}"
             lines.extend(_wrap(f"hint: {hint}", width, indent, indent + "      "))
     lines.append("")
     lines.extend(_verdict_block(report.verdict, style, width))

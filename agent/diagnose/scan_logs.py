@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from agent.core.humanize import duration, plural, size
+from agent.core.printable import printable, printable_lines
 from agent.core.terminal import Progress, Style, use_color
 from agent.diagnose.advice import category_action, category_runbook
 from agent.diagnose.render import verdict_lines
@@ -205,7 +206,9 @@ def _place(event: Event) -> str:
 
 def _format_event(event: Event) -> str:
     when = stamp(event.timestamp) if event.timestamp is not None else "(no timestamp)"
-    return f"{when}  {event.code} [{event.category}]  {_place(event)}\n    {event.text}"
+    # Two lines of ours: each field is escaped on its own, so a newline in a file name makes no third.
+    return f"{when}  {printable(event.code)} [{event.category}]  {printable(_place(event))}\n    " \
+           f"{printable(event.text)}"
 
 
 def _summary_lines(report: ScanReport) -> list[str]:
@@ -237,7 +240,7 @@ def _places_text(places: Sequence[str]) -> str:
     for place in places:
         path, _, line = place.rpartition(":")
         lines.setdefault(path, []).append(line)
-    return ", ".join(f"{path}:{','.join(numbers)}" for path, numbers in lines.items())
+    return ", ".join(f"{printable(path)}:{','.join(numbers)}" for path, numbers in lines.items())
 
 
 def _hint_lines(report: ScanReport) -> list[str]:
@@ -245,13 +248,13 @@ def _hint_lines(report: ScanReport) -> list[str]:
         return []
     shown = report.hints.most_common(SHOWN_HINTS)
     kind_width = max(len(kind) for (kind, _), _ in shown) + 2
-    value_width = max(len(value) for (_, value), _ in shown) + 2
+    value_width = max(len(printable(value)) for (_, value), _ in shown) + 2
     out = ["culprit hints (what the logs blame, and where):"]
     for key, n in shown:
         places = report.hint_places.get(key, [])
         more = n - len(places)
         where = _places_text(places) + (f" and {more} more" if more > 0 and places else "")
-        out.append(f"  {key[0]:<{kind_width}}{key[1]:<{value_width}}x{n:<4} {where}".rstrip())
+        out.append(f"  {key[0]:<{kind_width}}{printable(key[1]):<{value_width}}x{n:<4} {where}".rstrip())
     if len(report.hints) > SHOWN_HINTS:
         out.append(f"  ({len(report.hints) - SHOWN_HINTS} more in --json)")
     return out
@@ -314,7 +317,8 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
 
 def render_text(report: ScanReport, style: Style | None = None, paths: Sequence[str] = ()) -> str:
     """What was scanned, the first error, counts, culprit hints with their places, then the verdict."""
-    out = _summary_lines(report) + _hint_lines(report)
+    # Log text, file names and what the logs blame are data: no control character of theirs reaches the terminal.
+    out = [printable_lines(line) for line in _summary_lines(report) + _hint_lines(report)]
     judged = verdict(report, paths)
     out.append("")
     out.extend(verdict_lines(judged.word, judged.summary, action=judged.action, runbook=judged.runbook, style=style))
@@ -332,7 +336,7 @@ def main(paths: list[str], as_json: bool, out: IO[str] | None = None, err: IO[st
     with Progress("scan-logs", errors) as progress:
         report = scan_paths(paths, progress)
     for error in report.errors:
-        errors.write(f"npuwatch scan-logs: cannot read {error}\n")
+        errors.write(f"npuwatch scan-logs: cannot read {printable(error)}\n")
     errors.flush()
     judged = verdict(report, paths)
     if as_json:

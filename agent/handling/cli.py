@@ -21,6 +21,7 @@ __all__ = ["add_arguments", "main"]
 
 EXIT_OK = 0
 EXIT_NOTHING = 1  # clear: the chip held no manual separation
+EXIT_NOT_WRITTEN = 3  # clear: the history file could not be written, so the hold stays
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,8 +85,13 @@ def _clear(history: FaultHistory, npu: int, chip: int | None) -> int:
             chips[key] = replace(state, seen=seen, held={})
         return chips
 
-    history.update(change)
     where = f"NPU {npu}" + (f" chip {chip}" if chip is not None else "")
+    try:
+        history.update(change, must_save=True)
+    except OSError as exc:
+        print(f"error: {where} not cleared: cannot write {history.path}: {exc.strerror or exc}; the agent keeps "
+              "the ManuallySeparateNPU until a clear is written", file=sys.stderr)
+        return EXIT_NOT_WRITTEN
     if not cleared:
         print(f"{where} holds no ManuallySeparateNPU in {history.path}", file=sys.stderr)
         return EXIT_NOTHING

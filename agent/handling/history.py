@@ -2,7 +2,11 @@
 
 The agent reads and rewrites it under an ``fcntl`` lock at every health poll, so ``npuwatch faults clear``
 (another process) can change it while the agent runs. A file that cannot be read or written is
-warned about once and the history is kept in memory.
+warned about once and the history is kept in memory: while a write fails (a full or read-only state
+directory) the memory holds what the file lacks, so it is the history the next poll builds on, not the
+stale file; only a file another process has rewritten since (``faults clear``) is read again. Each
+write goes to a temporary file that is fsynced before it is renamed into place, and the directory
+after, so a power loss leaves the old file or the new one, never an empty one.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ def _decode(data: Any) -> ChipHistory:
     )
 
 
+Signature = tuple[int, int, int, int]  # (device, inode, size, mtime in ns): has another process rewritten the file?
+
+
 class FaultHistory:
     """The chips' histories in ``path`` (None: in memory only)."""
 
@@ -77,23 +84,50 @@ class FaultHistory:
         self._memory: Chips = {}
         self._lock = threading.Lock()
         self._warned = False
+        self._unsaved = False  # the memory holds changes a write failed to put in the file
+        self._seen: Signature | None = None  # the file as this process last read or wrote it
+
+    @property
+    def unsaved(self) -> bool:
+        """True while the last change could not be written (the history is in memory only)."""
+        return self._unsaved
 
     def read(self) -> Chips:
-        """Every chip's history as the file holds it now."""
+        """Every chip's history as the file holds it now (as the memory holds it while writes fail)."""
+        if self._unsaved and self._signature() == self._seen:
+            return dict(self._memory)
         if self.path is not None and not self.path.exists():
             return {}  # nothing recorded yet (and no lock file to leave behind)
         with self._lock, self._locked():
             return self._read()
 
-    def update(self, change: Callable[[Chips], Chips]) -> Chips:
-        """Apply ``change`` to the histories and write the result; returns it."""
+    def update(self, change: Callable[[Chips], Chips], *, must_save: bool = False) -> Chips:
+        """Apply ``change`` to the histories and write the result; returns it. ``must_save``: raise the
+        ``OSError`` of a write that fails (the change then stays in memory only)."""
         with self._lock, self._locked():
-            before = self._read()
+            if self._unsaved and self._signature() == self._seen:
+                before = dict(self._memory)  # the file is stale: the memory has what it lacks
+            else:
+                if self._unsaved:
+                    log.warning("fault history %s was rewritten by another process while it could not be "
+                                "written here; its content is used", self.path)
+                before = self._read()
             after = {key: history for key, history in change(dict(before)).items() if not history.empty()}
-            if after != before:
-                self._write(after)
             self._memory = after
+            if after != before or self._unsaved:
+                failed = self._write(after)
+                if failed is not None and must_save:
+                    raise failed
             return after
+
+    def _signature(self) -> Signature | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -115,9 +149,11 @@ class FaultHistory:
     def _read(self) -> Chips:
         if self.path is None:
             return dict(self._memory)
+        seen = self._signature()
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
+            self._seen, self._unsaved = None, False
             return {}
         except (OSError, ValueError) as exc:
             self._warn(f"unreadable ({exc})")
@@ -125,34 +161,54 @@ class FaultHistory:
         try:
             if data.get("version") != _VERSION:
                 return {}
-            return {str(key): _decode(chip) for key, chip in data["chips"].items()}
+            chips = {str(key): _decode(chip) for key, chip in data["chips"].items()}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self._warn(f"malformed ({exc})")
             return dict(self._memory)
+        self._seen, self._unsaved = seen, False
+        return chips
 
-    def _write(self, chips: Chips) -> None:
+    def _write(self, chips: Chips) -> OSError | None:
+        """Write ``chips`` durably; the error of a write that failed (warned about once), else None."""
         if self.path is None:
-            return
+            return None
         data = {"version": _VERSION, "chips": {key: _encode(history) for key, history in sorted(chips.items())}}
         try:
-            fd, temp = tempfile.mkstemp(prefix=".fault_history.", suffix=".tmp", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(data, handle, indent=1)
-                os.replace(temp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+            _write_durably(self.path, json.dumps(data, indent=1))
         except OSError as exc:
+            self._unsaved = True
             self._warn(f"not written ({exc})")
-            return
+            return exc
+        self._unsaved, self._seen = False, self._signature()
+        if self._warned:
+            log.info("fault history %s written again", self.path)
         self._warned = False
+        return None
 
     def _warn(self, what: str) -> None:
         if not self._warned:
             log.warning("fault history %s %s; escalation history is kept in memory only", self.path, what)
             self._warned = True
+
+
+def _write_durably(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a fsynced temporary file renamed into place, then the directory fsynced."""
+    fd, temp = tempfile.mkstemp(prefix=".fault_history.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def held_separations(path: str | os.PathLike[str]) -> dict[str, dict[str, float]]:

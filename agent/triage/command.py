@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from agent.core.config_values import parse_duration
+from agent.core.printable import printable
 from agent.triage.engine import analyze
 from agent.triage.evidence import Evidence, Window
 from agent.triage.faults import fault_kind, rank_faults
@@ -71,7 +72,8 @@ class _Progress:
             return
         size = sum(c.bytes for c in evidence.nodes.values())
         nodes = ", ".join(sorted(evidence.nodes)) or "nothing readable"
-        self.stream.write(f"\r[{self.done}/{self.total}] {path}: {nodes}, {size / 1e6:.1f} MB\x1b[K")
+        self.stream.write(f"\r[{self.done}/{self.total}] {printable(path)}: {printable(nodes)}, {size / 1e6:.1f} MB"
+                          "\x1b[K")
         if self.done == self.total:
             self.stream.write("\n")
         self.stream.flush()
@@ -92,7 +94,7 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
     try:
         window = window_from_args(args)
     except ValueError as exc:
-        errors.write(f"npuwatch triage: {exc}\n")
+        errors.write(f"npuwatch triage: {printable(exc)}\n")
         return EXIT_BAD_OPTION
     prometheus = getattr(args, "prometheus", None)
     if not args.paths and not prometheus:
@@ -109,7 +111,7 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
             sources = online.sources_from_args(args)
             window = online.closed_window(window, time.time())
         except ValueError as exc:
-            errors.write(f"npuwatch triage: {exc}\n")
+            errors.write(f"npuwatch triage: {printable(exc)}\n")
             return EXIT_BAD_OPTION
         evidence.extend(online.read_fleet(sources, window))
     if getattr(args, "rank_table", None):

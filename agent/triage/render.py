@@ -26,6 +26,7 @@ import json
 import textwrap
 from typing import IO
 
+from agent.core.printable import printable, printable_lines
 from agent.triage.flight import rank_ranges
 from agent.triage.report import Incident, TriageReport
 from agent.triage.timefmt import span, stamp
@@ -46,14 +47,15 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 
 
 def _incident(number: int, incident: Incident) -> list[str]:
-    lines = [f"incident {number}: {incident.title or incident.comm}"]
-    when = span(incident.start, incident.end) + (f" ({incident.op})" if incident.op else "")
+    # Names, codes and evidence come from the bundles' logs and manifests: each is escaped where it is placed.
+    lines = [f"incident {number}: {printable(incident.title or incident.comm)}"]
+    when = span(incident.start, incident.end) + (f" ({printable(incident.op)})" if incident.op else "")
     lines.append(f"  when      {when}")
     if incident.codes:
-        lines.append(f"  codes     {', '.join(incident.codes)}")
+        lines.append(f"  codes     {printable(', '.join(incident.codes))}")
     size = f" of {incident.rank_size}" if incident.rank_size else ""
     if incident.reporting_ranks:
-        nodes = f" ({', '.join(incident.nodes)})" if incident.nodes else ""
+        nodes = f" ({printable(', '.join(incident.nodes))})" if incident.nodes else ""
         verb = "reported" if incident.codes else "waiting"
         lines.extend(_wrap(f"{len(incident.reporting_ranks)}{size} ranks: {rank_ranges(incident.reporting_ranks)}"
                            f"{nodes}", "  ", f"{verb:<10}"))
@@ -65,9 +67,9 @@ def _incident(number: int, incident: Incident) -> list[str]:
     if incident.culprits:
         lines.append("  culprits")
         for rank, culprit in enumerate(incident.culprits[:SHOWN_CULPRITS], start=1):
-            lines.append(f"    {rank}. {culprit.where}  {culprit.cause}  score {culprit.score:g}")
+            lines.append(f"    {rank}. {printable(culprit.where)}  {printable(culprit.cause)}  score {culprit.score:g}")
             for item in culprit.evidence:
-                steps = item.split(" -> ")
+                steps = printable(item).split(" -> ")
                 lines.extend(_wrap(steps[0], "       ", "" if len(steps) > 1 else "- "))
                 for step in steps[1:]:
                     lines.extend(_wrap(step, "       ", "-> "))
@@ -77,12 +79,13 @@ def _incident(number: int, incident: Incident) -> list[str]:
     else:
         lines.append("  culprits  none found: no log, dump or tool reading points at a rank")
     for note in incident.notes:
-        lines.extend(_wrap(note, "  ", "note      "))
+        lines.extend(_wrap(printable(note), "  ", "note      "))
     return lines
 
 
 def render_text(report: TriageReport) -> str:
-    nodes = ", ".join(report.nodes[:8]) + (f", ... ({len(report.nodes)} in all)" if len(report.nodes) > 8 else "")
+    nodes = ", ".join(printable(node) for node in report.nodes[:8]) + (
+        f", ... ({len(report.nodes)} in all)" if len(report.nodes) > 8 else "")
     window = report.window
     if window.everything:
         scope = "everything in the inputs"
@@ -102,13 +105,13 @@ def render_text(report: TriageReport) -> str:
         lines.append("")
         lines.append("could not read")
         for problem in report.problems[:20]:
-            lines.extend(_wrap(problem, "  ", "- "))
+            lines.extend(_wrap(printable(problem), "  ", "- "))
         if len(report.problems) > 20:
             lines.append(f"  ({len(report.problems) - 20} more in --json)")
     lines.append("")
-    lines.extend(textwrap.wrap(f"verdict: {report.verdict}", WIDTH, subsequent_indent="  ",
+    lines.extend(textwrap.wrap(f"verdict: {printable(report.verdict)}", WIDTH, subsequent_indent="  ",
                                break_on_hyphens=False, break_long_words=False))
-    return "\n".join(lines) + "\n"
+    return printable_lines("\n".join(lines)) + "\n"  # and whatever else a bundle put in a line
 
 
 def render_json(report: TriageReport, stream: IO[str]) -> None:

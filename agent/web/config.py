@@ -24,6 +24,7 @@ message instead of serving something weaker than configured: TLS below 1.2,
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -162,7 +163,7 @@ def _unsupported(reason: str) -> Callable[[Any], Any]:
 def _go_duration(value: Any) -> float:
     if isinstance(value, str) and value and _GO_DURATION_RE.sub("", value) == "":
         seconds = sum(float(n) * _GO_DURATION_UNITS[u] for n, u in _GO_DURATION_RE.findall(value))
-        if seconds > 0:
+        if 0 < seconds < math.inf:
             return seconds
     raise TypeError(f"expected a duration above zero like 100ms or 1s, got {_show(value)}")
 

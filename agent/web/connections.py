@@ -3,14 +3,26 @@
 A connection is *waiting* from accept (TLS handshake, request head) and between kept-alive
 requests, *queued* while it has a request but its client has no free turn, and *busy* while its
 request is answered. Waiting and queued connections cost a thread and nothing else, so they
-may be closed to make room; busy ones are never interrupted. The rules (``ServerLimits``):
+may be closed to make room; so may a busy one whose answer has not moved for ``stall_s`` (its
+client is not reading: a slow reader would otherwise hold the slot until the write timeout). A busy
+connection whose answer is being computed or read is never interrupted. The rules (``ServerLimits``):
 
 - per client, at most ``per_client`` waiting or queued connections: a new one closes the
   client's longest-waiting one, so idle or trickling connections from one address never pile up
   and several scrapers behind one address simply take turns;
 - per client, at most ``per_client`` busy connections: a further request queues for a turn;
-- overall, at most ``total`` connections: a new one closes the longest-waiting connection of the
-  client with the most, and is refused only when every connection is busy.
+- overall, at most ``total`` connections: a new one closes a waiting or stalled connection of the
+  client with the most (the one idle or stalled longest), and is refused only when every connection
+  is busy and moving. So no address, nor many addresses together, can keep a scraper at another
+  address out by holding connections it does not use.
+
+Whether a busy connection's client takes its answer is seen, at each new connection, from the bytes of
+it the client has acknowledged (``TCP_INFO``'s ``tcpi_bytes_acked``): 16 KiB more than when it last
+moved is progress, so a client that reads a few bytes now and then to look alive is still stalled. A
+deep send buffer hides a slow but steady reader from ``send`` (it returns only when half the buffer
+has drained), the acknowledgements do not. A connection looked at for the first time gets the
+benefit of the doubt, so only one seen twice ``stall_s`` apart without progress counts as stalled;
+where the kernel does not tell (not Linux, or before 4.2), no busy connection is ever closed.
 
 All decisions are made under one lock in O(open connections), at most a few dozen.
 """
@@ -20,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -29,12 +42,13 @@ log = logging.getLogger(__name__)
 __all__ = ["ConnectionTable", "Slot"]
 
 WAITING, QUEUED, BUSY = "waiting", "queued", "busy"
+MIN_PROGRESS_BYTES = 16 << 10  # what a busy connection's client must take within stall_s to count as reading
 
 
 class Slot:
     """One open connection in the table."""
 
-    __slots__ = ("client", "evicted", "since", "sock", "state")
+    __slots__ = ("acked", "client", "evicted", "moved", "since", "sock", "state", "writing")
 
     def __init__(self, client: str, sock: socket.socket, now: float) -> None:
         self.client = client
@@ -42,12 +56,17 @@ class Slot:
         self.state = WAITING
         self.since = now
         self.evicted = False
+        self.writing = False  # an answer is being sent
+        self.moved = now  # when its client last took bytes of the answer
+        self.acked: int | None = None  # bytes its client had acknowledged at the last look
 
 
 class ConnectionTable:
-    def __init__(self, total: int, per_client: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, total: int, per_client: int, clock: Callable[[], float] = time.monotonic,
+                 stall_s: float = 1.0) -> None:
         self.total = total
         self.per_client = per_client
+        self.stall_s = stall_s
         self._clock = clock
         self._cond = threading.Condition()
         self._by_client: dict[str, list[Slot]] = {}
@@ -60,8 +79,12 @@ class ConnectionTable:
             waiting = [slot for slot in mine if slot.state != BUSY]
             if len(waiting) >= self.per_client:
                 self._evict(min(waiting, key=lambda slot: slot.since), "its client opened another")
+            now = self._clock()
+            for slots in self._by_client.values():
+                for other in slots:
+                    self._look(other, now)
             if self._open() >= self.total:
-                victim = self._longest_waiting_of_biggest_client()
+                victim = self._idlest_of_biggest_client()
                 if victim is None:
                     return None
                 self._evict(victim, "the server is full")
@@ -95,6 +118,15 @@ class ConnectionTable:
                 return None
             slot.state = BUSY
             return True
+
+    def sending(self, slot: Slot, active: bool) -> None:
+        """An answer starts (True) or stops (False) being sent on ``slot``."""
+        slot.writing = active
+        slot.moved = self._clock()
+
+    def moved(self, slot: Slot) -> None:
+        """The client took more bytes of the answer."""
+        slot.moved = self._clock()
 
     def end_request(self, slot: Slot) -> None:
         with self._cond:
@@ -140,13 +172,36 @@ class ConnectionTable:
         slot.state = WAITING
         slot.since = self._clock()
 
-    def _longest_waiting_of_biggest_client(self) -> Slot | None:
-        ranked = sorted(self._by_client, key=lambda client: len(self._live(client)), reverse=True)
-        for client in ranked:
-            waiting = [slot for slot in self._live(client) if slot.state != BUSY]
-            if waiting:
-                return min(waiting, key=lambda slot: slot.since)
+    def _look(self, slot: Slot, now: float) -> None:
+        """Note progress of a busy connection's answer from the bytes its client has acknowledged."""
+        if slot.evicted or slot.state != BUSY or not slot.writing:
+            slot.acked = None
+            return
+        acked = _acknowledged(slot.sock)
+        if acked is None or slot.acked is None or acked - slot.acked >= MIN_PROGRESS_BYTES:
+            slot.moved = now
+            slot.acked = acked
+
+    def _idle_for(self, slot: Slot, now: float) -> float | None:
+        """How long ``slot`` has been of no use (None: it may not be closed to make room)."""
+        if slot.state != BUSY:
+            return now - slot.since
+        if slot.writing and now - slot.moved >= self.stall_s:
+            return now - slot.moved
         return None
+
+    def _idlest_of_biggest_client(self) -> Slot | None:
+        """The waiting or stalled connection to close: of the client holding the most, the idlest."""
+        now = self._clock()
+        best: tuple[int, float] | None = None
+        victim = None
+        for client in self._by_client:
+            live = self._live(client)
+            for slot in live:
+                idle = self._idle_for(slot, now)
+                if idle is not None and (best is None or (len(live), idle) > best):
+                    best, victim = (len(live), idle), slot
+        return victim
 
     def _evict(self, slot: Slot, why: str) -> None:
         slot.evicted = True
@@ -155,3 +210,19 @@ class ConnectionTable:
             # The base method, also on a TLS socket: wakes the thread blocked in recv or handshake.
             socket.socket.shutdown(slot.sock, socket.SHUT_RDWR)
         self._cond.notify_all()
+
+
+
+_TCP_INFO_BYTES_ACKED = 120  # offset of tcpi_bytes_acked (u64) in Linux's struct tcp_info
+
+
+def _acknowledged(sock: socket.socket) -> int | None:
+    """Bytes the peer has acknowledged on this TCP connection (None: the kernel does not say)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_INFO", 11), 256)
+    except (OSError, ValueError):
+        return None
+    if len(info) < _TCP_INFO_BYTES_ACKED + 8:
+        return None
+    acked: int = struct.unpack_from("Q", info, _TCP_INFO_BYTES_ACKED)[0]
+    return acked

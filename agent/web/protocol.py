@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
@@ -72,6 +73,28 @@ class Refusal:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` field value takes gzip (RFC 9110 §12.5.3): ``gzip`` or ``x-gzip`` with a
+    weight above 0, else ``*`` with a weight above 0; ``gzip;q=0`` refuses it whatever ``*`` says."""
+    weights: dict[str, float] = {}
+    for item in (accept_encoding or "").split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value.strip())
+                except ValueError:
+                    weight = 0.0  # a weight that is not a number is not taken as consent
+        if coding:
+            weights[coding.lower()] = weight
+    for coding in ("gzip", "x-gzip"):
+        if coding in weights:
+            return weights[coding] > 0
+    return weights.get("*", 0.0) > 0
+
+
 def status_text(status: HTTPStatus) -> bytes:
     return f"{status.value} {status.phrase}\n".encode()
 
@@ -102,8 +125,13 @@ def _path_of(target: bytes) -> str | None:
 class Connection:
     """One client connection: ``next_request()`` until it returns None, answering each."""
 
-    def __init__(self, sock: socket.socket, limits: ServerLimits, first_deadline: float) -> None:
+    def __init__(self, sock: socket.socket, limits: ServerLimits, first_deadline: float,
+                 sending: Callable[[bool], None] | None = None, moved: Callable[[], None] | None = None) -> None:
+        """``sending`` hears an answer start and stop being written, ``moved`` each time the client took
+        more of it (so a connection whose client stopped reading can be told from a slow answer)."""
         self._sock = sock
+        self._sending = sending or (lambda _active: None)
+        self._moved = moved or (lambda: None)
         self._limits = limits
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         self._deadline = first_deadline  # the first request's head, TLS handshake included
@@ -207,11 +235,11 @@ class Connection:
                                                    reason=HTTPStatus(status).phrase.encode()))
                 payload = self._h11.send(h11.Data(data=body)) if body and not head_only else b""
                 self._h11.send(h11.EndOfMessage())
-                # One write: each blocking call hands the GIL over, and getting it back costs up to
+                # One buffer: each blocking call hands the GIL over, and getting it back costs up to
                 # a switch interval (5 ms) while a collector thread is busy in Python.
-                self._sock.sendall((head or b"") + (payload or b""))
+                self._send((head or b"") + (payload or b""))
             else:  # the request never parsed: no h11 state to follow, so write it out and close
-                self._sock.sendall(_raw_response(status, body, fields))
+                self._send(_raw_response(status, body, fields))
                 return False
         except (OSError, h11.LocalProtocolError):
             return False
@@ -224,6 +252,23 @@ class Connection:
             self._idle = True
             self._deadline = time.monotonic() + self._limits.idle_timeout_s
         return True
+
+    def _send(self, data: bytes) -> None:
+        """All of ``data`` within the write timeout, telling ``moved`` of each part the client took."""
+        deadline = time.monotonic() + self._limits.write_timeout_s
+        view = memoryview(data)
+        self._sending(True)
+        try:
+            while view:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("the client did not take the answer within the write timeout")
+                self._sock.settimeout(remaining)
+                sent = self._sock.send(view)
+                view = view[sent:]
+                self._moved()
+        finally:
+            self._sending(False)
 
     def refuse(self, refusal: Refusal, headers: list[tuple[str, str]]) -> None:
         """Answer with an error, then close gently: input left unread would turn the close into a

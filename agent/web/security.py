@@ -29,6 +29,8 @@ class ServerLimits:
     ``head_timeout_s`` bounds the whole time to send a request head (and, on a new connection, the
     TLS handshake before it), not each read, so a client trickling one byte at a time is dropped;
     ``idle_timeout_s`` is how long a kept-alive connection may wait for the next request to begin.
+    An answer must be taken within ``write_timeout_s``; while the server is full, a busy connection whose
+    client has taken no byte of its answer for ``stall_s`` is closed to make room, like a waiting one.
     """
 
     max_connections: int = 32  # config: web.max_connections
@@ -37,6 +39,7 @@ class ServerLimits:
     head_timeout_s: float = 3.0
     idle_timeout_s: float = 20.0  # longer than a 15 s scrape interval, so the connection is reused
     write_timeout_s: float = 10.0
+    stall_s: float = 1.0  # a busy connection whose client took no byte of its answer this long may be closed
     turn_wait_s: float = 1.0
     rate_per_s: float = 20.0  # requests, and new connections, per client address; 429 past it
     burst: int = 40

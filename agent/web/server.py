@@ -34,7 +34,7 @@ from agent.core.config import ConfigError
 from agent.web.auth import Auth, BasicAuth, BcryptVerifier, CredentialCache
 from agent.web.config import WebConfig, load_web_config
 from agent.web.connections import ConnectionTable, Slot
-from agent.web.protocol import Connection, Refusal, Request, canned_response, status_text
+from agent.web.protocol import Connection, Refusal, Request, accepts_gzip, canned_response, status_text
 from agent.web.security import RateLimiter, ServerLimits
 from agent.web.settings import WebSettings, files_stamp, watched_files, weakening
 from agent.web.tls import peer_san_allowed
@@ -97,7 +97,8 @@ class AgentHTTPServer(socketserver.TCPServer):
         self._reload_interval_s = reload_interval_s
         self._stopped = threading.Event()
         limits = self.limits
-        self.table = ConnectionTable(limits.max_connections, limits.max_connections_per_client)
+        self.table = ConnectionTable(limits.max_connections, limits.max_connections_per_client,
+                                     stall_s=limits.stall_s)
         self.client_rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_tracked_clients)
         # Connections get twice the request allowance, so a client over its rate normally reads a 429.
         self.connect_rate = RateLimiter(2 * limits.rate_per_s, 2 * limits.burst, limits.max_tracked_clients)
@@ -242,7 +243,10 @@ class AgentHTTPServer(socketserver.TCPServer):
                 connection = self._secure(sock, settings, deadline)
                 if not self.table.replace_socket(slot, connection):
                     return
-            self._exchange(Connection(connection, self.limits, deadline), client, slot)
+            conn = Connection(connection, self.limits, deadline,
+                              sending=lambda active: self.table.sending(slot, active),
+                              moved=lambda: self.table.moved(slot))
+            self._exchange(conn, client, slot)
         except _Dropped as why:
             log.debug("http %s: connection dropped: %s", client, why)
         except OSError:
@@ -303,7 +307,7 @@ class AgentHTTPServer(socketserver.TCPServer):
         if path == "/metrics":
             accept = request.header("accept") or ""
             exposition = self.cache.render(openmetrics="application/openmetrics-text" in accept,
-                                           gzipped="gzip" in (request.header("accept-encoding") or ""))
+                                           gzipped=accepts_gzip(request.header("accept-encoding")))
             extra = [("Content-Encoding", "gzip")] if exposition.gzipped else []
             return 200, exposition.body, exposition.content_type, extra
         if path == "/healthz":

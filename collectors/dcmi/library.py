@@ -10,8 +10,11 @@ unprivileged user can replace is a way to run code as root. The rules are npu-ex
   that neither group nor others may write, and the same holds for every directory above it; a
   refused candidate is reported in one line naming the path and why, and the search goes on.
 
-A path configured by hand (``collectors.dcmi.library``) is used as given, without a search: its
-owner and mode only earn a warning, since the operator chose it. The file-system checks go through
+A path configured by hand (``collectors.dcmi.library``) is used as given, without a search: an owner
+other than root or a group-writable file or directory only earns a warning, since the operator chose
+it. But a path any user could replace (the file, or a directory above it, writable by others; a
+directory with the sticky bit, such as ``/tmp``, lets no one replace what another user owns in it) is
+refused unless ``collectors.dcmi.allow_writable_library`` is true. The file-system checks go through
 ``FileSystem``, so the tests state ownership and modes instead of needing to be a non-root user.
 ``ldconfig -p`` is run by the caller (``agent.dcmi.locate``, through the tool runner) and passed in
 as a function, which keeps this module free of processes.
@@ -160,6 +163,7 @@ def candidates(ld_library_path: str | None, ldconfig_output: str) -> list[str]:
 def find_library(
     configured: str | None = None,
     *,
+    allow_writable: bool = False,
     ld_library_path: str | None = None,
     ldconfig: Callable[[], str] = lambda: "",
     fs: FileSystem | None = None,
@@ -168,10 +172,11 @@ def find_library(
 
     ``ldconfig`` returns ``ldconfig -p`` output (it is called only when no configured path is given;
     "" when ldconfig is missing or fails); ``ld_library_path`` is the value of ``LD_LIBRARY_PATH``.
+    ``allow_writable``: load a configured path even when any user could replace it.
     """
     fs = fs or OsFileSystem()
     if configured:
-        return _configured(configured, fs)
+        return _configured(configured, fs, allow_writable)
     refused: list[str] = []
     for path in candidates(ld_library_path, ldconfig()):
         real, reason = vet(path, fs)
@@ -183,11 +188,30 @@ def find_library(
                           refused)
 
 
-def _configured(path: str, fs: FileSystem) -> Found:
+def _replaceable(real: str, facts: FileFacts, fs: FileSystem) -> str | None:
+    """Why any user could put another library at ``real`` (None: only its owners could)."""
+    if facts.mode & stat.S_IWOTH:
+        return f"{real} is writable by any user (mode {stat.S_IMODE(facts.mode):04o})"
+    directory = os.path.dirname(real)
+    while True:
+        dir_facts = fs.facts(directory)
+        if dir_facts is not None and dir_facts.mode & stat.S_IWOTH and not dir_facts.mode & stat.S_ISVTX:
+            return f"{directory} is writable by any user (mode {stat.S_IMODE(dir_facts.mode):04o})"
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def _configured(path: str, fs: FileSystem, allow_writable: bool) -> Found:
     real = fs.real_path(path)
     facts = fs.facts(real)
     if facts is None or not facts.is_file:
         raise LibraryNotFound(f"{path}: configured as collectors.dcmi.library, but no such file")
+    danger = _replaceable(real, facts, fs)
+    if danger is not None and not allow_writable:
+        raise LibraryNotFound(f"{path}: refused as collectors.dcmi.library: {danger}, so anyone could run code in "
+                              "the agent (set collectors.dcmi.allow_writable_library: true to load it anyway)")
     _, reason = vet(path, fs)
     warnings = () if reason is None else (f"{reason} (used anyway: configured as collectors.dcmi.library)",)
     return Found(path=real, configured=True, warnings=warnings)

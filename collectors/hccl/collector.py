@@ -26,7 +26,9 @@ carries no time counts at the time it was read.
 
 Faults keep the counters: when the state file cannot be written (read-only, disk full) counting goes
 on in memory, and when every watched log location vanishes the counts stay exported. Either is logged
-once (a warning when it starts, info when it ends) and is the collector's ``problem`` meanwhile.
+once (a warning when it starts, info when it ends) and is the collector's ``problem`` meanwhile. A reload
+(SIGHUP) keeps the collector when its settings are unchanged, and otherwise hands its counts and offsets in
+memory to the new one, so a reload during such a fault never sets a counter back to the stale file's.
 """
 
 from __future__ import annotations
@@ -127,12 +129,16 @@ class HcclLogCollector:
         dedup_window_s: float = DEFAULT_WINDOW_S,
         ring_size: int = RING_SIZE,
         incident_window_s: float = DEFAULT_INCIDENT_WINDOW_S,
+        replaces: HcclLogCollector | None = None,
     ) -> None:
+        """``replaces``: the collector of the config before a reload; its counts and offsets in memory are
+        taken over, not the state file's, which is stale while it cannot be written (counters never go down)."""
         self.clock = clock
         self.dedup_window_s = dedup_window_s
-        self.tailer = LogTailer(paths, globs, kernel_log, state_file,
-                                first_start_window_s=first_start_window_s, byte_budget=byte_budget,
-                                clock=clock)
+        carried = None if replaces is None else replaces.tailer.snapshot()
+        self.tailer: LogTailer = LogTailer(paths, globs, kernel_log, state_file,
+                                           first_start_window_s=first_start_window_s, byte_budget=byte_budget,
+                                           clock=clock, carried=carried)
         self._streams: dict[str, StreamClassifier] = {}
         self._comm_parsers: dict[str, CommFactParser] = {}
         self.incidents = IncidentWindow(incident_window_s)

@@ -236,7 +236,10 @@ class LogTailer:
         idle_flush_s: float = 300.0,
         forget_after_s: float = 7 * 86400.0,
         max_walk_entries: int = MAX_ENTRIES,
+        carried: dict[str, Any] | None = None,
     ) -> None:
+        """``carried``: the ``snapshot()`` of the tailer this one replaces (a reload), used instead of the state
+        file, which is stale when it could not be written."""
         self.paths = [Path(p) for p in (paths if paths is not None else [default_log_root()])]
         self.globs = tuple(globs if globs is not None else DEFAULT_GLOBS)
         self.kernel_log = Path(kernel_log) if kernel_log is not None else None
@@ -253,7 +256,7 @@ class LogTailer:
         self.files_seen = 0
         self.budget_exhausted = False
         self._store = StateFile(state_file)
-        state = self._store.load()
+        state = self._store.load() if carried is None else carried
         self.first_start = state is None
         self._tracked: dict[str, _Tracked] = {}
         self.bytes_read_total = 0
@@ -292,15 +295,20 @@ class LogTailer:
         """Keys ("dev:ino") of the files whose offsets are kept."""
         return set(self._tracked)
 
-    def commit(self) -> bool:
-        """Persist offsets and ``extra`` atomically; False (and ``state_error``) on failure."""
+    def snapshot(self) -> dict[str, Any]:
+        """Offsets and ``extra`` as the state file holds them (a copy: nothing in it is shared)."""
         data = {
             "version": STATE_VERSION,
             "bytes_read_total": self.bytes_read_total,
-            "files": {key: tracked.to_json() for key, tracked in self._tracked.items()},
+            "files": {key: tracked.to_json() for key, tracked in list(self._tracked.items())},
             "extra": self.extra,
         }
-        return self._store.save(data)
+        copied: dict[str, Any] = json.loads(json.dumps(data))
+        return copied
+
+    def commit(self) -> bool:
+        """Persist offsets and ``extra`` atomically; False (and ``state_error``) on failure."""
+        return self._store.save(self.snapshot())
 
     # ------------------------------------------------------------ discovery
 

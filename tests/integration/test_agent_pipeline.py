@@ -454,3 +454,46 @@ def test_a_recovery_and_a_chip_count_change_are_logged_once(tmp_path: Path, capl
             "chip count changed: npu-smi lists 4 chips, 3 before"
     finally:
         bundle.agent.stop()
+
+
+def test_a_reload_that_fails_for_any_reason_keeps_the_running_config(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    import dataclasses
+
+    config = build_config(fast_config({"state_dir": str(tmp_path)}))
+    agent = build_agent(config).agent
+    agent.start(serve_http=False)
+    try:
+        assert agent._scheduler is not None
+        before = {job.id: job.trigger.interval for job in agent._scheduler.get_jobs() if job.id.startswith("group:")}
+        # Past validation (as a config built in code could be): the scheduler refuses this interval.
+        npu_smi = dataclasses.replace(config.collectors.npu_smi, interval=float("inf"))
+        broken = dataclasses.replace(config, labels={"node": "after"},
+                                     collectors=dataclasses.replace(config.collectors, npu_smi=npu_smi))
+        with caplog.at_level(logging.ERROR, logger="agent.daemon.service"):
+            assert agent.reload(broken) is False
+        assert "the new config could not be applied; keeping the running one" in caplog.text
+        assert agent.config is config
+        assert {job.id: job.trigger.interval for job in agent._scheduler.get_jobs()
+                if job.id.startswith("group:")} == before
+        body = agent.cache.render().body.decode()
+        assert "npuwatch_config_last_reload_successful 0" in body
+        assert 'node="after"' not in body
+    finally:
+        agent.stop()
+
+
+def test_stop_after_a_start_that_failed_half_way_raises_nothing_and_closes_the_port(tmp_path: Path) -> None:
+    import dataclasses
+    import socket
+
+    config = build_config(fast_config({"state_dir": str(tmp_path), "web": {"listen_address": "127.0.0.1"}}))
+    # Past validation: the scheduler refuses this interval after the HTTP server is up.
+    npu_smi = dataclasses.replace(config.collectors.npu_smi, interval=float("inf"))
+    agent = build_agent(dataclasses.replace(
+        config, collectors=dataclasses.replace(config.collectors, npu_smi=npu_smi))).agent
+    with pytest.raises((OverflowError, ValueError)):
+        agent.start()
+    agent.stop()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", config.web.port))  # the port was given back

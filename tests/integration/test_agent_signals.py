@@ -36,6 +36,33 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(daemon: Daemon) -> None:
     assert 'node="before"' in daemon.metrics()
 
 
+def test_sighup_with_an_interval_the_scheduler_cannot_take_keeps_the_agent(daemon: Daemon) -> None:
+    daemon.config_path.write_text("collectors:\n  npu_smi:\n    interval: .inf\n  host:\n    interval: 1.0e-7\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    statuses = _scrape_during(daemon, 1.5)
+    assert set(statuses) == {200}
+    assert daemon.proc.poll() is None
+    assert wait_for(lambda: "keeping the running config" in daemon.log_text(), timeout=5), daemon.log_text()
+    assert "collectors.npu_smi.interval: expected a finite duration of at most 365d, got inf" in daemon.log_text()
+    assert "collectors.host.interval: expected an interval between 1s and 30d, got 1e-07" in daemon.log_text()
+    assert 'node="before"' in daemon.metrics()
+
+
+def test_sighup_with_an_escalation_file_holding_infinity_keeps_the_agent(daemon: Daemon) -> None:
+    escalation = daemon.config_path.parent / "faultCustomization.json"
+    escalation.write_text('{"FaultFrequency": [{"EventId": ["80C98000"], "TimeWindow": Infinity, "Times": 2, '
+                          '"FaultHandling": "ManuallySeparateNPU"}]}')
+    daemon.config_path.write_text(yaml.safe_dump({**BASE_CONFIG, "labels": {"node": "after"},
+                                                  "faults": {"escalation_file": str(escalation)}}))
+    daemon.proc.send_signal(signal.SIGHUP)
+    statuses = _scrape_during(daemon, 1.5)
+    assert set(statuses) == {200}
+    assert wait_for(lambda: 'node="after"' in daemon.metrics(), timeout=10), daemon.log_text()
+    assert daemon.proc.poll() is None
+    assert f"fault escalation not loaded ({escalation}: Infinity is not a number JSON allows); using the packaged " \
+           "fault_escalation.json" in daemon.log_text()
+
+
 def _reload_gauges(daemon: Daemon) -> tuple[float, float]:
     values = {}
     for line in daemon.metrics().splitlines():

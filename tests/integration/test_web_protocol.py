@@ -95,3 +95,26 @@ def test_http_0_9_is_refused_at_once(serve: StartServer) -> None:
     answer = raw_exchange(server.port, b"GET /metrics\r\n")  # all an HTTP/0.9 client sends
     assert status_of(answer) == 400 and BODY not in answer
     assert time.monotonic() - started < 1.0  # not after the head timeout
+
+
+@pytest.mark.parametrize(("accept_encoding", "gzipped"), [
+    (b"gzip", True), (b"gzip, deflate", True), (b"gzip;q=0.5", True), (b"*", True),
+    (b"gzip;q=0", False), (b"gzip; q=0.000", False), (b"*;q=1, gzip;q=0", False), (b"identity", False),
+    (b"deflate, *;q=0", False),
+])
+def test_gzip_is_sent_only_to_a_client_that_takes_it(serve: StartServer, accept_encoding: bytes,
+                                                      gzipped: bool) -> None:
+    from agent.core.exporter import Exposition
+    from tests.support.web_harness import FakeCache
+
+    asked: list[bool] = []
+
+    class Recording(FakeCache):
+        def render(self, openmetrics: bool = False, gzipped: bool = False) -> Exposition:
+            asked.append(gzipped)
+            return super().render(openmetrics, gzipped)
+
+    server = serve(cache=Recording())
+    answer = raw_exchange(server.port, OK_HEAD + b"Accept-Encoding: " + accept_encoding + b"\r\n\r\n")
+    assert status_of(answer) == 200
+    assert asked == [gzipped]

@@ -169,3 +169,68 @@ def test_deep_nesting_is_refused(tmp_path: Path) -> None:
 
 
 # --- once ---------------------------------------------------------------------------------------------
+
+
+# --- durations and intervals a scheduler or a timer cannot take --------------------------------------
+
+_INTERVAL_KEYS = ["collectors.npu_smi.interval", "collectors.npu_smi.usages_interval",
+                  "collectors.npu_smi.health_interval", "collectors.npu_smi.inventory_interval",
+                  "collectors.hccn_tool.interval", "collectors.host.interval", "textfile.interval",
+                  "collectors.hccl_logs.interval", "collectors.dcmi.verify_interval", "probes.gemm.interval",
+                  "check.schedule.long.interval", "kubernetes.interval"]
+
+
+def _nested(dotted: str, value: object) -> dict:
+    raw: dict = {}
+    level = raw
+    *parents, leaf = dotted.split(".")
+    for name in parents:
+        level = level.setdefault(name, {})
+    level[leaf] = value
+    return raw
+
+
+@pytest.mark.parametrize("key", _INTERVAL_KEYS)
+@pytest.mark.parametrize(("text", "why"), [
+    (".inf", "expected a finite duration of at most 365d, got inf"),
+    ("-.inf", "expected a duration like 10s, got -inf"),
+    (".nan", "expected a finite duration of at most 365d, got nan"),
+    ("1.0e+300", "expected a finite duration of at most 365d, got 1e+300"),
+    ('"99999999999999999999d"', 'expected a finite duration of at most 365d, got "99999999999999999999d"'),
+    (str(2**63), f"expected a finite duration of at most 365d, got {2**63}"),
+    ("1" * 400, "expected a finite duration of at most 365d, got " + "1" * 57 + "..."),
+    ("1.0e-7", "expected an interval between 1s and 30d, got 1e-07"),
+    ("500ms", 'expected an interval between 1s and 30d, got "500ms"'),
+    ("31d", 'expected an interval between 1s and 30d, got "31d"'),
+])
+def test_an_interval_the_scheduler_cannot_run_is_refused_with_its_key(tmp_path: Path, key: str, text: str,
+                                                                      why: str) -> None:
+    path = tmp_path / "c.yaml"
+    *parents, leaf = key.split(".")
+    path.write_text("".join(f"{'  ' * depth}{name}:\n" for depth, name in enumerate(parents))
+                    + f"{'  ' * len(parents)}{leaf}: {text}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.problems == [f"{key}: {why}"]
+
+
+@pytest.mark.parametrize("key", _INTERVAL_KEYS)
+def test_intervals_at_the_bounds_are_accepted_and_the_scheduler_takes_them(key: str) -> None:
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    for seconds in (1, 30 * 86400):
+        config = build_config(_nested(key, seconds))
+        value = config
+        for name in key.split("."):
+            value = getattr(value, name)
+        IntervalTrigger(seconds=value)
+
+
+@pytest.mark.parametrize("key", ["collectors.npu_smi.timeout", "collectors.hccl_logs.first_start_window",
+                                 "probes.gemm.jitter", "probes.deadline", "check.flap_window"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e300, 10**400, "366d"])
+def test_other_durations_are_finite_and_at_most_a_year(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=rf"^invalid config:\n  - {key}: expected a finite duration of at most "
+                                          r"365d, got "):
+        build_config(_nested(key, value))
+    build_config(_nested(key, "365d"))

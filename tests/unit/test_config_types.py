@@ -178,7 +178,7 @@ def test_a_check_level_is_found_by_its_name() -> None:
     ({"web": {"portt": 1}}, ["web.portt: unknown setting (known here: config_file, enabled, listen_address, "
                              "max_connections, max_connections_per_client, port)"]),
     ({"check": {"schedule": {"quick": {"interval": 0}}}},
-     ["check.schedule.quick.interval: expected a duration above zero like 10s, got 0"]),
+     ["check.schedule.quick.interval: expected an interval between 1s and 30d, got 0"]),
     ({"collectors": {"hccl_logs": {"paths": "/var/log"}}},
      ['collectors.hccl_logs.paths: expected a list of strings, got "/var/log"']),
 ])

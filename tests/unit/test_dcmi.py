@@ -154,6 +154,49 @@ def test_a_configured_path_is_used_as_given_with_a_warning_and_no_search() -> No
         find_library("/nowhere/libdcmi.so", fs=fs)
 
 
+@pytest.mark.parametrize(("path", "fs_tree", "why"), [
+    ("/opt/drop/libdcmi.so", tree("/opt/drop/libdcmi.so", dir_modes={"/opt/drop": stat.S_IFDIR | 0o777}),
+     "/opt/drop is writable by any user (mode 0777)"),
+    ("/opt/lib/libdcmi.so", tree("/opt/lib/libdcmi.so", dir_modes={"/opt": stat.S_IFDIR | 0o757}),
+     "/opt is writable by any user (mode 0757)"),
+    ("/opt/lib/libdcmi.so", tree("/opt/lib/libdcmi.so", mode=stat.S_IFREG | 0o666),
+     "/opt/lib/libdcmi.so is writable by any user (mode 0666)"),
+    ("/tmp/libdcmi.so", tree("/tmp/libdcmi.so", mode=stat.S_IFREG | 0o646,
+                             dir_modes={"/tmp": stat.S_IFDIR | 0o1777}),
+     "/tmp/libdcmi.so is writable by any user (mode 0646)"),
+])
+def test_a_configured_library_any_user_could_replace_is_refused_unless_allowed(path: str, fs_tree: dict,
+                                                                               why: str) -> None:
+    fs = StatedFs(fs_tree)
+    with pytest.raises(LibraryNotFound) as raised:
+        find_library(path, fs=fs)
+    assert str(raised.value) == (f"{path}: refused as collectors.dcmi.library: {why}, so anyone could run code in "
+                                 "the agent (set collectors.dcmi.allow_writable_library: true to load it anyway)")
+    found = find_library(path, allow_writable=True, fs=fs)
+    assert found.path == path and found.warnings and found.warnings[0].endswith(
+        "(used anyway: configured as collectors.dcmi.library)")
+
+
+def test_the_agent_refuses_a_configured_library_in_a_world_writable_directory(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from agent.core.config import build_config
+    from agent.dcmi.setup import open_backend
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    library = drop / "libdcmi.so"
+    library.write_bytes(b"not loaded")
+    drop.chmod(0o777)
+    config = build_config({"collectors": {"dcmi": {"enabled": True, "library": str(library),
+                                                   "lock_file": str(tmp_path / "dcmi.lock")}}})
+    with caplog.at_level(logging.WARNING, logger="agent.dcmi.setup"):
+        assert open_backend(config) is None
+    assert f"{drop} is writable by any user (mode 0777)" in caplog.text
+    assert "the chips are read through npu-smi" in caplog.text
+
+
 # --- errors and readings
 
 

@@ -4,6 +4,10 @@ their release and clearing, the state file across restarts, and the samples the 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ from collectors.fault_levels import DurationRule, FaultTable, FrequencyRule, def
 
 TWICE_A_DAY = "80E01801"  # RestartBusiness; twice in 24 h -> ManuallySeparateNPU
 LINK_DOWN = "81078603"  # NotHandleFault; 20 s -> PreSeparateNPU; 5 times in 24 h -> ManuallySeparateNPU (48 h release)
+HBM_ECC = "80C98000"  # RestartRequest; twice in 24 h -> ManuallySeparateNPU
 CHIP = ChipRef(3, 0)
 
 
@@ -118,6 +123,91 @@ def test_an_unwritable_state_directory_keeps_the_history_in_memory(tmp_path: Pat
     levels(CHIP, "Warning", [TWICE_A_DAY])
     levels(CHIP, "Warning", [])
     assert levels(CHIP, "Warning", [TWICE_A_DAY]).chip == "ManuallySeparateNPU"
+
+
+def _full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_space(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_space)
+
+
+def test_while_the_state_file_cannot_be_written_the_memory_and_not_the_stale_file_is_the_history(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "fault_history.json"
+    now = [0.0]
+    levels = FaultLevels(default_table(), FaultHistory(path), lambda: now[0])
+    other = ChipRef(5, 0)
+    levels(other, "Warning", [TWICE_A_DAY])  # the file exists, holding another chip's history
+    stale = path.read_text(encoding="utf-8")
+    _full_disk(monkeypatch)
+    for now[0], codes in ((100.0, [HBM_ECC]), (160.0, []), (220.0, [HBM_ECC])):
+        judged = levels(CHIP, "Warning", codes)
+    assert judged.chip == "ManuallySeparateNPU"
+    for now[0] in (300.0, 315.0, 330.0):
+        judged = levels(other, "Warning", [LINK_DOWN])
+    assert judged.codes == {LINK_DOWN: "PreSeparateNPU"}
+    assert path.read_text(encoding="utf-8") == stale
+    assert levels.history.unsaved and "3:0" in levels.history.read()
+    monkeypatch.undo()  # space again: the next poll writes what the memory held
+    now[0] = 400.0
+    levels(CHIP, "Warning", [])
+    assert not levels.history.unsaved
+    assert set(FaultHistory(path).read()["3:0"].held) == {HBM_ECC}
+
+
+def test_a_clear_written_by_another_process_while_the_agent_cannot_write_is_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "fault_history.json"
+    now = [0.0]
+    levels = FaultLevels(default_table(), FaultHistory(path), lambda: now[0])
+    for now[0], codes in ((0.0, [HBM_ECC]), (60.0, []), (120.0, [HBM_ECC])):
+        levels(CHIP, "Warning", codes)
+    with monkeypatch.context() as patch:
+        _full_disk(patch)
+        now[0] = 180.0
+        assert levels(CHIP, "Warning", [LINK_DOWN]).chip == "ManuallySeparateNPU"
+        assert levels.history.unsaved
+    clear = argparse.Namespace(faults_command="clear", npu=3, chip=None, json=False)
+    assert faults_cli.main(clear, argparse.Namespace(state_dir=str(tmp_path))) == faults_cli.EXIT_OK
+    now[0] = 240.0
+    assert levels(CHIP, "OK", []).chip is None
+
+
+def test_a_clear_that_cannot_be_written_says_so_and_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "fault_history.json"
+    FaultHistory(path).update(lambda chips: {**chips, "5:0": ChipHistory({}, {}, {HBM_ECC: Held(0.0)})})
+    _full_disk(monkeypatch)
+    clear = argparse.Namespace(faults_command="clear", npu=5, chip=None, json=False)
+    assert faults_cli.main(clear, argparse.Namespace(state_dir=str(tmp_path))) == faults_cli.EXIT_NOT_WRITTEN
+    out, err = capsys.readouterr()
+    assert "cleared" not in out
+    assert err == (f"error: NPU 5 not cleared: cannot write {path}: No space left on device; the agent keeps the "
+                   "ManuallySeparateNPU until a clear is written\n")
+    monkeypatch.undo()
+    assert set(FaultHistory(path).read()["5:0"].held) == {HBM_ECC}
+
+
+def test_the_state_file_is_fsynced_before_it_is_renamed_and_its_directory_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    fsync, replace = os.fsync, os.replace
+
+    def recorded_fsync(fd: int) -> None:
+        calls.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        fsync(fd)
+
+    def recorded_replace(source: str, target: Path) -> None:
+        calls.append("rename")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "replace", recorded_replace)
+    FaultHistory(tmp_path / "fault_history.json").update(
+        lambda chips: {**chips, "3:0": ChipHistory({}, {}, {TWICE_A_DAY: Held(0.0)})})
+    assert calls == ["fsync file", "rename", "fsync dir"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fault_history.")] == []
 
 
 @pytest.mark.parametrize(("health", "codes", "expected", "decides"), [

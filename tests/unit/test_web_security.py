@@ -172,3 +172,14 @@ def test_rate_limiter_forgets_least_recent_clients() -> None:
     assert limiter.allow("a") and limiter.allow("b") and limiter.allow("c")
     assert not limiter.allow("c")
     assert limiter.allow("a")  # "a" was dropped when "c" came, so it starts with a full bucket
+
+
+@pytest.mark.parametrize(("header", "taken"), [
+    (None, False), ("", False), ("gzip", True), ("GZIP", True), ("x-gzip", True), ("br, gzip;q=0.1", True),
+    ("gzip;q=0", False), ("gzip ; q=0.0", False), ("gzip;q=0, *", False), ("*", True), ("*;q=0", False),
+    ("identity", False), ("gzip;q=abc", False), ("deflate, br", False),
+])
+def test_accept_encoding_weights_are_honoured(header: str | None, taken: bool) -> None:
+    from agent.web.protocol import accepts_gzip
+
+    assert accepts_gzip(header) is taken
