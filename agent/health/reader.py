@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.core.backend import Fallback, RecordReader
-from agent.core.tool_runner import ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
+from agent.core.tool_runner import ToolCannotRun, ToolFailed, ToolMissing, ToolTimeout, resolve_tool, run_tool
 from agent.health.readings import Reading
 from collectors.base import ChipRef, NoData, ParseError, Source
 
@@ -209,6 +209,10 @@ class ToolReader:
                     return Reading(error=given_up, at=time.monotonic())
                 result = run_tool([path, *args], timeout, env=self._env)
             return Reading(value=parse(result.stdout), at=time.monotonic())
+        except ToolCannotRun as exc:  # there, but exec refuses it: say why, not "not found"
+            error = str(exc)
+            self._mark(tool, f"{tool} cannot be executed ({exc})")
+            return Reading(error=error, at=time.monotonic())
         except ToolMissing:
             error = f"{tool}: not found (set collectors.{_key(tool)}.path)"
             with self._lock:
