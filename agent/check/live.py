@@ -27,10 +27,11 @@ from agent.check.settings import CheckSettings
 from agent.core.config import Config
 from agent.handling.escalation import ChipHistory
 from agent.handling.history import chip_key
+from agent.health import faults
 from agent.health.checks import ROCE_CHECKS, judge
 from agent.health.quick import read_quick
 from agent.health.readings import LogScan, QuickReadings
-from agent.health.results import CheckResult
+from agent.health.results import CheckResult, Result, fold
 from agent.health.store_reader import StoreReader, TwoRounds
 from agent.health.verdict import Verdict, lead
 from agent.health.verdict_metrics import finding_keys, verdict_samples
@@ -161,6 +162,9 @@ class LiveJudge:
         readings.agent = self._agent_reading()
         checks = [check_agent(readings, judging) if name == "agent" else judge(name, readings, judging, roce=roce)
                   for name in names]
+        probes = self._probe_check()
+        if probes is not None:
+            checks.append(probes)
         verdict = lead(checks, chip_list_error=None if readings.node.table.ok else readings.node.table.error)
         now = self._clock()
         with self._lock:
@@ -169,6 +173,28 @@ class LiveJudge:
         judgement = NodeJudgement(tuple(checks), verdict, readings, now, dict(since))
         self.latest = judgement
         return judgement
+
+    def _probe_check(self) -> CheckResult | None:
+        """The agent's last GEMM probe of each chip held to the probe limits (None: no probe result yet)."""
+        snap = self._store.get("probes")
+        if snap is None or "probes" in self._settings.skip:
+            return None
+        seen: dict[tuple[str, str, str], dict[str, float]] = {}
+        for sample in snap.samples:
+            if sample.metric in ("npu_probe_gemm_correct", "npu_probe_gemm_efficiency_ratio"):
+                labels = dict(sample.labels)
+                key = (labels.get("npu", ""), labels.get("chip", "0"), labels.get("dtype", "?"))
+                seen.setdefault(key, {})[sample.metric] = sample.value
+        results: list[Result] = []
+        for (npu, chip, dtype), values in sorted(seen.items()):
+            if not npu.isdigit() or "npu_probe_gemm_correct" not in values:
+                continue
+            results.append(faults.gemm_probe(
+                values["npu_probe_gemm_correct"] == 1.0, values.get("npu_probe_gemm_efficiency_ratio"), dtype,
+                fail_below=float(self._config.probes.gemm.min_efficiency),
+                warn_below=float(self._settings.thresholds.warn_ratio),
+                npu=int(npu), chip=int(chip) if chip.isdigit() else 0).where(f"NPU {npu}"))
+        return fold("probes", results, f"GEMM probes within their limits on {len(results)} chips") if results else None
 
     def samples(self) -> list[Sample]:
         judgement = self.evaluate()

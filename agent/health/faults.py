@@ -40,6 +40,7 @@ __all__ = [
     "epoch",
     "error_counters",
     "flapping",
+    "gemm_probe",
     "handling_level",
     "hbm_ecc",
     "hccn_command",
@@ -350,6 +351,23 @@ def repeat_offender(history: ChipHistory | None, now: float, *, times: int | Non
     evidence = (f"the agent's fault history: {len(faulted)} faults in the last {duration(window)}, the first "
                 f"{duration(now - faulted[0])} ago")
     return _fault("repeat_offender", evidence, value=len(faulted), at=faulted[-1], **where)
+
+
+def gemm_probe(correct: bool, efficiency: float | None, dtype: str, *, fail_below: float, warn_below: float,
+               **where: Any) -> Result:
+    """The agent's last GEMM probe of a chip: a wrong product or a rate under ``fail_below`` of its peak fails
+    (``probe_failed``), under ``warn_below`` warns (``probe_slow``): the probe limits' reference shares."""
+    fields: dict[str, Any] = {"value": efficiency, "unit": "ratio", "measure": f"gemm:{dtype}", **where}
+    if not correct:
+        return _fault("probe_failed", f"the GEMM probe's {dtype} product was wrong", **fields)
+    if efficiency is None:
+        return Result(PASS, f"GEMM probe {dtype} correct (no peak to compare with)", **fields)
+    rate = f"GEMM probe {dtype} at {efficiency:.0%} of peak"
+    if efficiency < fail_below:
+        return _fault("probe_failed", f"{rate}, under {fail_below:.0%}", threshold=fail_below, **fields)
+    if efficiency < warn_below:
+        return _fault("probe_slow", f"{rate}, under {warn_below:.0%}", threshold=warn_below, **fields)
+    return Result(PASS, rate, threshold=fail_below, **fields)
 
 
 def hbm_ecc(record: EccRecord, *, max_pages: int | None = None, basis: str | None = None, **where: Any) -> Result:

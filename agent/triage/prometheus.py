@@ -63,12 +63,11 @@ from agent.core.http_client import (
 )
 from agent.health.log_categories import LOG_CATEGORIES, fault_of
 from agent.triage.evidence import Address, Blame, Evidence, LocalFault, RankFailure, RankSeen, Window
-from agent.triage.series import PROBE_SLOW_RATIO, faults_from_samples
+from agent.triage.series import FAULT_METRIC, faults_from_samples
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
 
 __all__ = [
     "DEFAULT_WINDOW_S",
-    "FAULT_QUERIES",
     "PASSWORD_ENV",
     "PrometheusClient",
     "PrometheusError",
@@ -85,20 +84,6 @@ DEFAULT_WINDOW_S = 3600.0
 RANGE_POINTS = 720
 MAX_SERIES = 200_000  # per query: a Prometheus answer larger than this is refused, not parsed
 SYNTHETIC_CODE = ("task_exec_timeout", "exec_timeout")  # a rank timeout whose node counted no code
-
-# Series whose samples ``agent.triage.series.faults_from_samples`` may turn into faults, each
-# pre-filtered on the server to the samples that can (so a healthy fleet returns nothing).
-FAULT_QUERIES: tuple[tuple[str, str], ...] = (
-    ("npu_roce_link_up", "{sel} == 0"),
-    ("npu_optical_signal_lost", "{sel} == 1"),
-    ("npu_roce_net_health_state", '{sel_state_not_success} == 1'),
-    ("npu_health_state", '{sel_state_not_ok} == 1'),
-    ("npu_fault_handling", "{sel} == 1"),
-    ("npu_hbm_ecc_current_errors", '{sel_double} > 0'),
-    ("npu_probe_gemm_correct", "{sel} == 0"),
-    ("npu_probe_gemm_efficiency_ratio", "{sel} < " + repr(PROBE_SLOW_RATIO)),
-)
-
 
 class PrometheusError(Exception):
     """Prometheus could not be asked or did not answer usefully (the report is then unreadable)."""
@@ -265,8 +250,12 @@ def read_evidence(client: PrometheusClient, window: Window) -> Evidence:
         if labels.get("address"):
             evidence.addresses.append(Address(labels["address"], _node(labels), _int(labels.get("npu")),
                                               source=f"hccn_tool -ip of {_node(labels)}"))
-    evidence.faults.extend(_faults(reader))
-    evidence.faults.extend(_log_faults(reader))
+    found = _faults(reader)
+    exported = {(fault.node, fault.npu, fault.kind) for fault in found}
+    evidence.faults.extend(found)
+    # a log fault the node's agent already exports as a finding is that finding
+    evidence.faults.extend(fault for fault in _log_faults(reader)
+                           if (fault.node, fault.npu, fault.kind) not in exported)
     evidence.problems.extend(f"{source}: {warning}" for warning in client.warnings)
     return evidence
 
@@ -349,32 +338,26 @@ def _blames(reader: _Reader, evidence: Evidence) -> None:
 
 
 def _faults(reader: _Reader) -> list[LocalFault]:
-    """Faults the range shows, from the first step that shows each (a link's own change record when
-    it is older) to the last (``until`` unset while it still shows at the end)."""
-    changed = {(_node(labels), _int(labels.get("npu"))): value for labels, value in
-               reader.over("last_over_time", "npu_roce_link_last_change_timestamp_seconds")}
+    """The findings the nodes' agents exported in the range (``npu_fault_since_timestamp_seconds``), each from
+    when its agent found it (or the first step that shows it) to the last step (``until`` unset while it still
+    shows at the end)."""
     step = _step(reader.start, reader.end)
     first = reader.end - math.floor((reader.end - reader.start) / step) * step
     # (node, npu, kind) -> [fault as the newest step shows it, first bad time, last bad time]
     spans: dict[tuple[str, int | None, str], list[Any]] = {}
-    for metric, condition in FAULT_QUERIES:
-        expr = condition.format(
-            sel=reader.sel(metric), sel_state_not_success=reader.sel(metric, 'state!="success"'),
-            sel_state_not_ok=reader.sel(metric, 'state!="ok"'), sel_double=reader.sel(metric, 'bit="double"'))
-        for labels, points in reader.client.query_range(expr, first, reader.end, step):
-            node = _node(labels)
-            for at, value in points:
-                for fault in faults_from_samples(node, [(metric, labels, value)], seen_at=at):
-                    key = (fault.node, fault.npu, fault.kind)
-                    if key not in spans:
-                        spans[key] = [fault, at, at]
-                    else:
-                        spans[key][0], spans[key][2] = fault, max(spans[key][2], at)
-                        spans[key][1] = min(spans[key][1], at)
+    for labels, points in reader.client.query_range(reader.sel(FAULT_METRIC), first, reader.end, step):
+        node = _node(labels)
+        for at, value in points:
+            for fault in faults_from_samples(node, [(FAULT_METRIC, labels, value)], seen_at=at):
+                key = (fault.node, fault.npu, fault.kind)
+                if key not in spans:
+                    spans[key] = [fault, at, at]
+                else:
+                    spans[key][0], spans[key][2] = fault, max(spans[key][2], at)
+                    spans[key][1] = min(spans[key][1], at)
     faults = []
     for fault, first_seen, last in spans.values():
-        change = changed.get((fault.node, fault.npu)) if fault.kind == "link_down" else None
-        began = change if change is not None and change <= first_seen else first_seen
+        began = fault.at if fault.at is not None and fault.at <= first_seen else first_seen
         still_on = last >= reader.end - step
         faults.append(LocalFault(fault.node, fault.npu, fault.kind, fault.detail, at=began, seen_at=last,
                                  until=None if still_on else last, source="Prometheus range query"))

@@ -86,23 +86,24 @@ def test_chips_optics_ecc_and_addresses() -> None:
     assert {(a.ip, a.npu) for a in addresses} == {("29.1.6.16", 6), ("29.1.6.99", 6), ("29.1.7.17", 7)}
 
 
-def test_metric_series_as_faults() -> None:
-    exposition = (
-        '# TYPE npu_roce_link_up gauge\nnpu_roce_link_up{npu="1",chip="0"} 0\nnpu_roce_link_up{npu="2",chip="0"} 1\n'
-        '# TYPE npu_roce_link_last_change_timestamp_seconds gauge\n'
-        f'npu_roce_link_last_change_timestamp_seconds{{npu="1",chip="0"}} {T - 60}\n'
-        '# TYPE npu_optical_signal_lost gauge\nnpu_optical_signal_lost{npu="3",chip="0"} 1\n'
-        '# TYPE npu_roce_net_health_state gauge\nnpu_roce_net_health_state{npu="4",chip="0",state="init"} 1\n'
+def test_the_agents_findings_are_the_local_faults_and_no_reading_is_judged() -> None:
+    raw = (
+        '# TYPE npu_roce_link_up gauge\nnpu_roce_link_up{npu="1",chip="0"} 0\n'
         '# TYPE npu_health_state gauge\nnpu_health_state{npu="5",chip="0",state="alarm"} 1\n'
-        'npu_health_state{npu="6",chip="0",state="ok"} 1\n'
-        '# TYPE npu_fault_handling gauge\nnpu_fault_handling{npu="2",chip="0",handling="PreSeparateNPU"} 1\n'
-        'npu_fault_handling{npu="6",chip="0",handling="NotHandleFault"} 1\n'
-        '# TYPE npu_hbm_ecc_current_errors gauge\nnpu_hbm_ecc_current_errors{npu="7",chip="0",bit="double"} 1\n'
         '# TYPE npu_probe_gemm_efficiency_ratio gauge\n'
-        'npu_probe_gemm_efficiency_ratio{npu="0",chip="0",dtype="fp16"} 0.5\n')
+        'npu_probe_gemm_efficiency_ratio{npu="0",chip="0",dtype="fp16"} 0.75\n')
+    assert faults_from_samples("n", parse_exposition(raw), T) == []  # readings without the agent's judgement
+    exposition = raw + (
+        '# TYPE npu_fault_since_timestamp_seconds gauge\n'
+        f'npu_fault_since_timestamp_seconds{{npu="1",chip="0",kind="link_down",status="fail"}} {T - 60}\n'
+        f'npu_fault_since_timestamp_seconds{{npu="5",chip="0",kind="chip_fault_drain",status="warn"}} {T - 5}\n'
+        f'npu_fault_since_timestamp_seconds{{npu="0",chip="0",kind="probe_failed",status="fail"}} {T - 9}\n'
+        f'npu_fault_since_timestamp_seconds{{npu="",chip="",kind="chip_missing",status="fail"}} {T - 7}\n'
+        f'npu_fault_since_timestamp_seconds{{npu="",chip="",kind="agent",status="fail"}} {T - 7}\n')
     faults = faults_from_samples("n", parse_exposition(exposition), T)
-    assert {(f.npu, f.kind) for f in faults} == {(1, "link_down"), (3, "optics_dark"), (4, "net_health_init"),
-                                                  (5, "chip_unhealthy"), (7, "hbm_dbe"), (0, "probe_slow"),
-                                                  (2, "chip_fault_drain")}
+    # the agent's kinds as it judged them: 0.75 of peak is probe_failed (the probe limits), a chip at a handling
+    # level is that level, not also "unhealthy"; a finding without a fault kind (a collector down) is no fault
+    assert {(f.npu, f.kind) for f in faults} == {(1, "link_down"), (5, "chip_fault_drain"), (0, "probe_failed"),
+                                                  (None, "chip_missing")}
     assert next(f for f in faults if f.kind == "link_down").at == T - 60
     assert parse_exposition("not { an exposition") == []

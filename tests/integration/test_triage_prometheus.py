@@ -131,10 +131,11 @@ COUNTED = [(node("node-a", code="EI0002", category="exec_timeout"), 1),
 def fleet_answer(endpoint: str, form: dict[str, str]) -> tuple[int, Any]:
     query = form["query"]
     if endpoint == "query_range":
-        if query.startswith("npu_roce_link_up{"):
+        if query.startswith("npu_fault_since_timestamp_seconds{"):  # the agents' findings: node-b's link down
             step = float(form["step"])
-            points = [[float(form["end"]) - k * step, "0"] for k in range(3)][::-1]
-            return ok([{"metric": {"__name__": "npu_roce_link_up", **node("node-b", npu="1", chip="0")},
+            points = [[float(form["end"]) - k * step, str(T_HANG - 70)] for k in range(3)][::-1]
+            finding = node("node-b", npu="1", chip="0", kind="link_down", status="fail")
+            return ok([{"metric": {"__name__": "npu_fault_since_timestamp_seconds", **finding},
                         "values": points}], "matrix")
         return ok([], "matrix")
     if query.startswith("increase("):
@@ -169,7 +170,7 @@ def test_the_fleet_series_become_the_evidence_records() -> None:
                                                                         ("29.2.1.11", "node-b", 1)]
     [fault] = evidence.faults
     assert (fault.node, fault.npu, fault.kind, fault.until) == ("node-b", 1, "link_down", None)
-    assert fault.at == T_HANG - 70  # its own change record, older than the first step that showed it
+    assert fault.at == T_HANG - 70  # when its agent found it, older than the first step that showed it
     assert evidence.problems == []
 
 

@@ -57,3 +57,16 @@ def test_a_chip_held_while_it_reads_ok_with_no_code_for_the_tables_time_warns() 
     assert faults.held_while_healthy("OK", [], ChipHistory(cleared={RESET: 100.0}), 1e9, npu=1, chip=0) is None
     no_recovery = ChipHistory(held={RESET: Held(0.0)})
     assert faults.held_while_healthy("OK", [], no_recovery, 1e9, npu=1, chip=0) is None
+
+
+def test_the_agents_gemm_probe_is_held_to_the_probe_limits() -> None:
+    from agent.health.probe_limits import REFERENCE_FAIL, REFERENCE_WARN
+
+    def kind(correct: bool, efficiency: float | None) -> str | None:
+        return faults.gemm_probe(correct, efficiency, "fp16", fail_below=REFERENCE_FAIL.value,
+                                 warn_below=REFERENCE_WARN.value, npu=0, chip=0).kind
+
+    assert kind(True, 0.75) == "probe_failed"  # under 0.8 of peak fails, as probe_limits says
+    assert kind(True, 0.85) == "probe_slow"
+    assert kind(True, 0.95) is None and kind(True, None) is None
+    assert kind(False, 0.99) == "probe_failed"

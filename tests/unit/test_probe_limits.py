@@ -22,7 +22,6 @@ from agent.health.probe_limits import FLEET_MIN_NODES, PROBE_LIMITS, REFERENCE_F
 from agent.health.status import FAIL, WARN
 from agent.health.thresholds import fault_kind
 from agent.probes.records import ProbeSettings
-from agent.triage.series import PROBE_SLOW_RATIO
 from tests.support.rule_files import RULE_FILES, rules
 
 _SELECTOR = r'\{(?:[^{}"]|"[^"]*")*\}'  # a label selector; a quoted regex may hold braces: size_bytes=~"[0-9]{7,}"
@@ -193,4 +192,3 @@ def test_the_settings_defaults_are_the_limits() -> None:
     for held in (thresholds, from_config.thresholds):
         assert (held.fail_ratio, held.warn_ratio, held.fleet_fail_ratio, held.fleet_warn_ratio,
                 held.fleet_min_nodes) == expected
-    assert REFERENCE_FAIL.value == PROBE_SLOW_RATIO
