@@ -6,7 +6,9 @@ Which files: each directory in ``paths`` combined with each relative pattern in 
 pattern in ``globs`` (an operator's job logs) is confined to its fixed leading directories; the
 optional ``kernel_log`` file is read too. A file whose real path leaves its root (a symlink
 pointing elsewhere) is skipped, and so is anything that is not a regular file. Files are only
-ever opened read-only; a missing directory just yields nothing.
+ever opened read-only and never block (``tail_io``): a path swapped for a FIFO, a device or
+another file between its stat and its open is refused and reported in ``read_errors`` for that
+poll; a missing directory just yields nothing.
 
 How: a file is identified by (st_dev, st_ino), so a renamed file keeps its offset and a new file at
 the same path (rotation) starts at 0; a file shorter than its offset was truncated and restarts at
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import json
 import os
 import stat
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors.hccl.tail_io import HEAD_BYTES, digest, open_regular, read_at
 from collectors.log_walk import MAX_ENTRIES, WalkResult, walk_matches
 
 __all__ = [
@@ -59,7 +61,6 @@ DEFAULT_GLOBS: tuple[str, ...] = ("debug/plog/*.log", "run/plog/*.log", "debug/d
 DEFAULT_BYTE_BUDGET = 64 * MIB
 DEFAULT_MAX_LINE = 64 * KIB
 DEFAULT_CHUNK = 1 * MIB
-HEAD_BYTES = 256
 MAX_TRACKED_FILES = 10_000
 STATE_VERSION = 1
 
@@ -378,8 +379,12 @@ class LogTailer:
                 continue
             key = f"{info.st_dev}:{info.st_ino}"
             present.add(key)
-            tracked = self._track(key, path, real, info, now)
-            if tracked is None:
+            try:
+                tracked = self._track(key, path, real, info, now)
+            except FileNotFoundError:  # gone since its stat: nothing left to read
+                continue
+            except OSError as exc:  # swapped for a FIFO, a device, another file: never blocks
+                self.read_errors.append(f"{path}: {exc}")
                 continue
             if info.st_size > tracked.offset or tracked.restarted:
                 pending.append(_Pending(key, real, tracked, info.st_size, info.st_mtime))
@@ -405,7 +410,8 @@ class LogTailer:
         # More unread data than budget left: the rest waits for the next cycle.
         self.budget_exhausted = any(p.size - p.tracked.offset > max(budget, 0) for p in pending)
 
-    def _track(self, key: str, path: str, real: str, info: os.stat_result, now: float) -> _Tracked | None:
+    def _track(self, key: str, path: str, real: str, info: os.stat_result, now: float) -> _Tracked:
+        """The tracked state of the file ``key``; OSError when it cannot be opened as that regular file."""
         tracked = self._tracked.get(key)
         if tracked is not None:
             tracked.path, tracked.seen_at = path, now
@@ -414,14 +420,14 @@ class LogTailer:
             grown = info.st_size > tracked.offset
             suspect = grown or tracked.missing
             tracked.missing = False
-            if info.st_size < tracked.offset or (suspect and not self._same_head(real, tracked)):
+            if info.st_size < tracked.offset or (suspect and not self._same_head(real, key, tracked)):
                 tracked.offset, tracked.skip_long, tracked.restarted = 0, False, True
                 tracked.meta = {}
-                tracked.head, tracked.head_len = self._head(real)
+                tracked.head, tracked.head_len = self._head(real, key)
             elif grown and tracked.head_len < HEAD_BYTES <= info.st_size:
-                tracked.head, tracked.head_len = self._head(real)
+                tracked.head, tracked.head_len = self._head(real, key)
             return tracked
-        head, head_len = self._head(real)
+        head, head_len = self._head(real, key)
         recent = now - info.st_mtime <= self.first_start_window_s
         offset = 0 if recent else info.st_size
         tracked = _Tracked(path, offset, head, head_len, now)
@@ -439,54 +445,56 @@ class LogTailer:
             for key in oldest[: len(self._tracked) - MAX_TRACKED_FILES]:
                 del self._tracked[key]
 
-    def _head(self, real: str) -> tuple[str, int]:
+    @staticmethod
+    def _head(real: str, key: str) -> tuple[str, int]:
+        fd = open_regular(real, key)
         try:
-            with open(real, "rb") as handle:
-                data = handle.read(HEAD_BYTES)
-        except OSError:
-            return "", 0
-        return hashlib.sha1(data, usedforsecurity=False).hexdigest(), len(data)
+            data = read_at(fd, HEAD_BYTES, 0)
+        finally:
+            os.close(fd)
+        return digest(data), len(data)
 
-    def _same_head(self, real: str, tracked: _Tracked) -> bool:
+    @staticmethod
+    def _same_head(real: str, key: str, tracked: _Tracked) -> bool:
         if tracked.head_len == 0:
             return True
+        fd = open_regular(real, key)
         try:
-            with open(real, "rb") as handle:
-                data = handle.read(tracked.head_len)
-        except OSError:
-            return True
-        return hashlib.sha1(data, usedforsecurity=False).hexdigest() == tracked.head
+            data = read_at(fd, tracked.head_len, 0)
+        finally:
+            os.close(fd)
+        return digest(data) == tracked.head
 
     def _read(self, item: _Pending, limit: int, now: float) -> Iterable[tuple[Chunk | None, int]]:
         """(chunk or None, bytes consumed) steps, reading at most ``limit`` bytes."""
         key, tracked, size, mtime = item.key, item.tracked, item.size, item.mtime
         try:
-            handle = open(item.real, "rb")  # noqa: SIM115 - a generator: closed by the with below
+            fd = open_regular(item.real, key)
         except OSError as exc:
             self.read_errors.append(f"{tracked.path}: {exc}")
             return
         try:
-            with handle:
-                offset = tracked.offset
-                left = limit
-                while left > 0 and offset < size:
-                    handle.seek(offset)
-                    data = handle.read(min(self.chunk_bytes, left, size - offset))
-                    if not data:
-                        break
-                    consumed, lines = self._take(tracked, data, at_eof=offset + len(data) >= size,
-                                                 idle=now - mtime >= self.idle_flush_s)
-                    if consumed == 0:
-                        break
-                    chunk = None
-                    if lines:
-                        chunk = Chunk(key, tracked.path, lines, mtime, tracked.restarted)
-                        tracked.restarted = False
-                    yield chunk, consumed
-                    offset += consumed
-                    left -= consumed
+            offset = tracked.offset
+            left = limit
+            while left > 0 and offset < size:
+                data = read_at(fd, min(self.chunk_bytes, left, size - offset), offset)
+                if not data:
+                    break
+                consumed, lines = self._take(tracked, data, at_eof=offset + len(data) >= size,
+                                             idle=now - mtime >= self.idle_flush_s)
+                if consumed == 0:
+                    break
+                chunk = None
+                if lines:
+                    chunk = Chunk(key, tracked.path, lines, mtime, tracked.restarted)
+                    tracked.restarted = False
+                yield chunk, consumed
+                offset += consumed
+                left -= consumed
         except OSError as exc:
             self.read_errors.append(f"{tracked.path}: {exc}")
+        finally:
+            os.close(fd)
 
     def _take(self, tracked: _Tracked, data: bytes, *, at_eof: bool, idle: bool) -> tuple[int, list[str]]:
         """How many bytes of ``data`` to consume and the lines they hold."""
