@@ -218,6 +218,7 @@ class Agent:
             if self.config.collectors.npu_smi.per_process_metrics
             else None,
             fault_levels=self.fault_levels,
+            inventory_chips=max(int(self.config.expected_chips), source_registry.mapped_chips(self.store)),
         )
 
     # --- collection
