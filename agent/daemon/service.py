@@ -102,6 +102,7 @@ class Agent:
         self._tool_env = tool_env
         self._jobs_factory = jobs_factory
         self._internal = list(jobs_factory(config))
+        self._textfile: TextfileWriter | None = None
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
             "npu-smi": ThreadPoolExecutor(config.collectors.npu_smi.max_parallel, thread_name_prefix="npu-smi"),
@@ -153,9 +154,12 @@ class Agent:
         if config.probes.enabled:
             # Probe counters never expire; the gauges carry their own last-success timestamps.
             self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
+        previous, self._textfile = self._textfile, None
         if config.textfile.enabled:
-            writer = TextfileWriter(config.textfile.directory, lambda: self.cache.render().body)
-            self._internal.append(InternalJob("textfile", config.textfile.interval, writer.write))
+            self._textfile = TextfileWriter(config.textfile.directory, lambda: self.cache.render().body)
+            self._internal.append(InternalJob("textfile", config.textfile.interval, self._textfile.write))
+        if previous is not None and (self._textfile is None or previous.path != self._textfile.path):
+            previous.close()  # a file no one writes any more must not be served
         collectors = config.collectors
         self.runner = SourceRunner(
             self.store,
@@ -277,7 +281,10 @@ class Agent:
             self.store.put_no_data(job.name, str(exc), started_wall, time.monotonic() - started)
             return
         except Exception as exc:
-            log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            if getattr(exc, "logged", False):  # the job has said so itself, once
+                log.debug("%s failed: %s", job.name, exc)
+            else:
+                log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
             return
         self.store.put_success(job.name, samples, None, started_wall, time.monotonic() - started)
@@ -440,6 +447,8 @@ class Agent:
             self.dcmi.client.close()  # no helper left behind
         if self.fault_events is not None:
             self.fault_events.close()
+        if self._textfile is not None:
+            self._textfile.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 
