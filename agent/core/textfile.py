@@ -61,6 +61,9 @@ class TextfileWriter:
                 return []  # the agent is stopping: the file stays empty
             try:
                 self._write(self._render())
+                if self._closed:  # stopped while this write was stuck: leave nothing behind
+                    self._clear()
+                    return []
             except Exception as exc:
                 cleared = self._clear()
                 message = f"cannot write {self.path}: {exc}; {cleared}"
@@ -74,10 +77,18 @@ class TextfileWriter:
         return []
 
     def close(self) -> None:
-        """The agent stops: empty the file (see the module docstring for why not remove it); no write after."""
-        with self._lock:
+        """The agent stops: empty the file (see the module docstring for why not remove it); no write after.
+
+        A write stuck in the kernel (a hung disk) must not hold the shutdown: after a short wait the file is
+        emptied anyway, and that write empties it again when it returns.
+        """
+        acquired = self._lock.acquire(timeout=2.0)
+        try:
             self._closed = True
             outcome = self._clear()
+        finally:
+            if acquired:
+                self._lock.release()
         log.info("textfile %s: %s", self.path, outcome)
 
     def _write(self, body: bytes) -> None:

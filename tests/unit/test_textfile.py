@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,26 @@ def test_a_write_that_fails_midway_removes_its_temp_file(tmp_path: Path, monkeyp
         TextfileWriter(tmp_path, lambda: b"second 2\n").write()
     assert (tmp_path / "npuwatch.prom").read_text() == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["npuwatch.prom"]  # the temp file is gone
+
+
+def test_stop_does_not_wait_for_a_write_stuck_on_the_disk(tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck() -> bytes:
+        entered.set()
+        release.wait(10)
+        return b"late 1\n"
+
+    writer = TextfileWriter(tmp_path, lambda: b"first 1\n")
+    writer.write()
+    writer._render = stuck  # type: ignore[method-assign]
+    thread = threading.Thread(target=writer.write)
+    thread.start()
+    assert entered.wait(5)
+    started = time.monotonic()
+    writer.close()
+    assert time.monotonic() - started < 5
+    assert (tmp_path / "npuwatch.prom").read_text() == ""
+    release.set()
+    thread.join(5)
+    assert (tmp_path / "npuwatch.prom").read_text() == ""  # the late write left nothing behind
