@@ -396,8 +396,11 @@ class LogTailer:
                 continue
             found.append((path, real, info, f"{info.st_dev}:{info.st_ino}"))
         # What was read of each file before this poll moves anything: a new file may be a copy of one.
-        marks = [replace(t) for t in self._tracked.values() if t.offset > 0] \
-            if any(key not in self._tracked for *_, key in found) else []
+        marks: dict[tuple[int, str], list[_Tracked]] = {}  # by head: a new file is compared with few
+        if any(key not in self._tracked for *_, key in found):
+            for tracked_file in sorted(self._tracked.values(), key=lambda t: -t.offset):
+                if tracked_file.offset > 0 and tracked_file.head_len:
+                    marks.setdefault((tracked_file.head_len, tracked_file.head), []).append(replace(tracked_file))
         for path, real, info, key in found:
             present.add(key)
             try:
@@ -433,7 +436,7 @@ class LogTailer:
         self.budget_exhausted = any(p.size - p.tracked.offset > max(budget, 0) for p in pending)
 
     def _track(self, key: str, path: str, real: str, info: os.stat_result, now: float, *,
-               marks: list[_Tracked]) -> _Tracked:
+               marks: dict[tuple[int, str], list[_Tracked]]) -> _Tracked:
         """The tracked state of the file ``key``; OSError when it cannot be opened as that regular file."""
         tracked = self._tracked.get(key)
         if tracked is not None:
@@ -471,13 +474,14 @@ class LogTailer:
         return tracked
 
     @staticmethod
-    def _copied_from(fd: int, path: str, head: bytes, size: int, marks: list[_Tracked]) -> _Tracked | None:
+    def _copied_from(fd: int, path: str, head: bytes, size: int,
+                     marks: dict[tuple[int, str], list[_Tracked]]) -> _Tracked | None:
         """The followed file this new one is a copy of: it holds the same bytes up to where that one was
         read (its head and the bytes just before its offset), at another path; None when there is none."""
-        for mark in sorted(marks, key=lambda m: -m.offset):
-            if mark.path == path or mark.offset > size or not mark.head_len or len(head) < mark.head_len:
-                continue
-            if digest(head[:mark.head_len]) != mark.head:
+        lengths = sorted({length for length, _ in marks if length <= len(head)}, reverse=True)
+        candidates = [mark for length in lengths for mark in marks.get((length, digest(head[:length])), ())]
+        for mark in sorted(candidates, key=lambda m: -m.offset):
+            if mark.path == path or mark.offset > size:
                 continue
             if mark.tail_len:
                 if digest(read_at(fd, mark.tail_len, mark.offset - mark.tail_len)) == mark.tail:
