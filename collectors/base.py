@@ -95,12 +95,15 @@ class CollectContext:
     per-process metrics are enabled. ``fault_levels`` judges a chip's active
     error codes (chip, health word, codes) with the agent's history of them
     (``agent.handling.levels.FaultLevels``); None: the packaged table alone, without history.
+    ``inventory_chips`` is how many chips the node is known to have (``npu-smi info -m``,
+    ``expected_chips``); 0: unknown.
     """
 
     inventory: Mapping[tuple[int, int], Mapping[str, str]] = field(default_factory=dict)
     per_process_metrics: bool = False
     process_owner: Callable[[int], tuple[str, str]] | None = None
     fault_levels: Callable[[ChipRef, str | None, Sequence[str]], ChipLevels] | None = None
+    inventory_chips: int = 0
 
 
 @dataclass(frozen=True)

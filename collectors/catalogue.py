@@ -234,7 +234,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_collector_errors_total", "counter", "Collector failures by reason.",
                ("collector", "reason"), "agent"),
     MetricSpec("npuwatch_parse_rejections_total", "counter",
-               "Lines or values of tool output refused as impossible or malformed (the rest of the output is kept).",
+               "Lines or values of tool output refused as impossible or malformed (the rest of the output is kept), "
+               "and whole outputs refused (a parse error: nothing of that output is kept).",
                ("collector",), "agent"),
     # --- the DCMI helper (docs/dcmi.md; present only while DCMI is in use)
     MetricSpec("npuwatch_collector_backend_readings", "gauge",

@@ -43,6 +43,12 @@ Hostile or broken output (``collectors.bounds`` holds the limits):
   become hundreds of thousands of series).
 - Parsing is linear in the output size: lines are length-capped before any
   pattern runs and no step rescans earlier rows.
+- A table cut short (npu-smi exits 0 after printing part of it) is told by its
+  shape: npu-smi closes every box with a ``+---+`` line and its process box names
+  every NPU of the chip box. ``InfoTable.cut`` says why; ``parse(whole=True)`` (the
+  agent's Source) refuses it, and the Source also refuses a table without the
+  process box its npu-smi printed before, and one with fewer chips than the node's
+  inventory that no whole process box vouches for (``check_inventory``).
 """
 
 from __future__ import annotations
@@ -84,7 +90,10 @@ _VERSION_RE = re.compile(r"[\x21-\x7e]{1,32}")  # printable ASCII: it ends up in
 def _handle_line(state: ParseState, line_no: int, line: str) -> None:
     stripped = line.strip()
     if not stripped.startswith("|"):
+        if stripped.startswith("+"):
+            state.open_row = None  # a separator closes the rows above it
         return  # separators, blank lines, prompts, stray text
+    state.open_row = line_no
     where = Line(line_no, stripped)
     problem = None
     if len(stripped) > LIMITS["line_chars"]:
@@ -108,6 +117,9 @@ def _handle_line(state: ParseState, line_no: int, line: str) -> None:
     elif "process id" in lowered or _NO_PROCESSES_RE.search(text):
         state.in_processes = state.process_section = True
         flush_pending(state)
+        idle = _NO_PROCESSES_RE.search(text)
+        if idle is not None:
+            state.process_npus.add(int(idle.group(1)))
     elif "health" in lowered and "name" in lowered:
         state.in_processes = False
         state.npu_columns = column_keys(cells[-1], NPU_LINE_DEFAULT)
@@ -117,18 +129,36 @@ def _handle_line(state: ParseState, line_no: int, line: str) -> None:
         first = cells[0].lower() if len(cells) >= 3 else ""
         state.second_id = "phy" if "phy" in first else "device" if "device" in first else "none"
     elif state.in_processes:
+        first = cells[0].split() if cells else []
+        if first and first[0].isdigit():
+            state.process_npus.add(int(first[0]))
         handle_process_row(state, cells, where)
     else:
         handle_device_row(state, cells, where)
 
 
-def parse(text: str, max_chips: int = DEFAULT_MAX_CHIPS) -> InfoTable:
+def _cut(state: ParseState) -> str | None:
+    """Why the table is not whole: npu-smi closes every box with a +---+ line, and its process box
+    names every NPU of the chip box (a process row or "No running processes found")."""
+    if state.open_row is not None:
+        return f"the table ends inside a box (line {state.open_row} is not closed by a +---+ line)"
+    if state.process_section:
+        unnamed = sorted({chip.npu for chip in state.chips.values()} - state.process_npus)
+        if unnamed:
+            listed = ", ".join(str(npu) for npu in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
+            return f"the process box ends before NPU {listed} of the chip box"
+    return None
+
+
+def parse(text: str, max_chips: int = DEFAULT_MAX_CHIPS, *, whole: bool = False) -> InfoTable:
     """Parse ``npu-smi info`` output, in time linear in its size.
 
     Rows that break the layout and values outside ``collectors.bounds.BOUNDS`` are
     dropped and listed in ``InfoTable.rejected``. Raises ``ToolError`` when npu-smi
     printed an error/usage text instead of the table, and ``ParseError`` when no chip
-    row is left or when the table lists more than ``max_chips`` chips.
+    row is left or when the table lists more than ``max_chips`` chips. A table cut short
+    (``InfoTable.cut``) is parsed as far as it goes, or refused with ``ParseError`` when
+    ``whole`` (the agent's collector: a cut table would drop chips and processes).
     """
     state = ParseState(max_chips=max_chips)
     for line_no, line in enumerate(text.splitlines(), start=1):
@@ -139,12 +169,16 @@ def parse(text: str, max_chips: int = DEFAULT_MAX_CHIPS) -> InfoTable:
     if state.first_over_cap is not None:
         over = state.first_over_cap
         raise ParseError(f"{len(state.chips)} chips, more than max_chips={max_chips}", over.number, over.text)
+    cut = _cut(state)
+    if cut is not None and whole:
+        raise ParseError(f"npu-smi info output cut short: {cut}; {len(state.chips)} chips read, none exported")
     return InfoTable(
         version=state.version,
         chips=tuple(state.chips.values()),
         processes=tuple(state.processes),
         process_section=state.process_section,
         rejected=state.rejects.freeze(),
+        cut=cut,
     )
 
 
@@ -268,22 +302,42 @@ def chip_refs(table: InfoTable, mapping: Iterable[MappingRow] | None = None) -> 
     return refs
 
 
+def check_inventory(table: InfoTable, known: int) -> None:
+    """Refuse a table with fewer chips than the node is known to have, unless the table proves itself
+    whole: closed, with a process box naming every NPU it lists (then a chip is gone: NPUChipMissing).
+    A table cut at a chip-row boundary (and its process box with it) would otherwise pass for a node
+    that lost chips, and its busy NPUs would look idle."""
+    if known and len(table.chips) < known and not (table.process_section and table.cut is None):
+        raise ParseError(f"npu-smi info lists {len(table.chips)} chips where the node has {known} (npu-smi info "
+                         f"-m, expected_chips) and no process box shows the table whole: taken as cut short")
+
+
 def _source_samples(records: Sequence[Any], chip: ChipRef | None, ctx: CollectContext) -> list[Sample]:
     out: list[Sample] = []
     for table in records:
+        check_inventory(table, ctx.inventory_chips)
         out.extend(samples(table, chip, ctx))
     return out
 
 
 def make_source(max_chips: int = DEFAULT_MAX_CHIPS) -> Source:
-    """The ``npu-smi info`` Source refusing tables of more than ``max_chips`` chips.
+    """The ``npu-smi info`` Source refusing tables of more than ``max_chips`` chips, tables cut short,
+    tables without the process box this npu-smi printed before, and tables with fewer chips than the
+    node's inventory (``check_inventory``).
 
     ``parse()`` returns one InfoTable; the Source contract wants a sequence of
     records, so the agent stores a 1-tuple and samples() is applied to its element.
     """
+    printed_processes: list[bool] = []  # this npu-smi prints a process box (22.0.3.1 did not)
 
     def parse_records(text: str) -> tuple[InfoTable]:
-        return (parse(text, max_chips),)
+        table = parse(text, max_chips, whole=True)
+        if table.process_section:
+            printed_processes[:] = [True]
+        elif printed_processes:
+            raise ParseError("npu-smi info output cut short: no process box, which this npu-smi printed before; "
+                             f"{len(table.chips)} chips read, none exported")
+        return (table,)
 
     return Source(
         name="npu_smi_info",

@@ -48,7 +48,9 @@ class NpuProcess:
 class InfoTable:
     """The parsed table. ``process_section`` tells "no processes" apart from "not printed".
 
-    ``rejected`` lists the rows and values the parser refused (see ``collectors.npu_smi_info``).
+    ``rejected`` lists the rows and values the parser refused (see ``collectors.npu_smi_info``);
+    ``cut`` says why the table is not whole (a box left open at the end, a process box that skips
+    NPUs of the chip box), None when it is.
     """
 
     version: str | None
@@ -56,3 +58,4 @@ class InfoTable:
     processes: tuple[NpuProcess, ...]
     process_section: bool
     rejected: tuple[Rejection, ...] = ()
+    cut: str | None = None

@@ -63,6 +63,8 @@ class ParseState:
     next_free_chip: dict[int, int] = field(default_factory=dict)  # npu -> lowest chip index not taken
     first_over_cap: Line | None = None
     processes: list[NpuProcess] = field(default_factory=list)
+    open_row: int | None = None  # line number of the last box row no +---+ line has closed yet
+    process_npus: set[int] = field(default_factory=set)  # NPUs the process box speaks of, rows refused or not
 
 
 def handle_device_row(state: ParseState, cells: list[str], where: Line) -> None:

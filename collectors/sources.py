@@ -128,6 +128,14 @@ def inventory(store: RecordStore) -> dict[tuple[int, int], dict[str, str]]:
     return facts
 
 
+def mapped_chips(store: RecordStore) -> int:
+    """How many chips (not MCUs) the last ``npu-smi info -m`` listed; 0 when it has not answered."""
+    from collectors import npu_smi_mapping
+
+    mapping = store.records("npu_smi_mapping")
+    return len(npu_smi_mapping.inventory(mapping)) if mapping else 0
+
+
 def process_owner(pid: int) -> tuple[str, str]:
     """(process name, user) of a host pid; empty strings when it is gone or in another namespace."""
     try:

@@ -188,6 +188,10 @@ class SourceRunner:
             self._store.count_rejections(source.name, len(refused))
             self._log_once(f"{source.name}:rejected", f"{source.name}: {len(refused)} line(s) or value(s) refused "
                                                        f"as impossible, first: {refused[0]}")
+        # A whole output refused (cut short, unparsable, too many series) is a rejection too.
+        refused_outputs = sum(failure.reason == "parse" for failure in failures)
+        if refused_outputs:
+            self._store.count_rejections(source.name, refused_outputs)
         real_failures = [f for f in failures if f.reason != "no_data"]
         if not records and failures and not real_failures:
             self._store.put_no_data(source.name, failures[0].message, started_wall, duration)

@@ -106,6 +106,7 @@ class Agent:
         self._jobs_factory = jobs_factory
         self._factory_jobs = list(jobs_factory(config))
         self._internal: list[InternalJob] = []
+        self._textfile: TextfileWriter | None = None
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
             "npu-smi": ThreadPoolExecutor(config.collectors.npu_smi.max_parallel, thread_name_prefix="npu-smi"),
@@ -162,9 +163,12 @@ class Agent:
         if config.probes.enabled:
             # Probe counters never expire; the gauges carry their own last-success timestamps.
             self._internal.append(InternalJob("probes", 15.0, self.probe_metrics.samples, max_age_s=None))
+        previous, self._textfile = self._textfile, None
         if config.textfile.enabled:
-            writer = TextfileWriter(config.textfile.directory, lambda: self.cache.render().body)
-            self._internal.append(InternalJob("textfile", config.textfile.interval, writer.write))
+            self._textfile = TextfileWriter(config.textfile.directory, lambda: self.cache.render().body)
+            self._internal.append(InternalJob("textfile", config.textfile.interval, self._textfile.write))
+        if previous is not None and (self._textfile is None or previous.path != self._textfile.path):
+            previous.close()  # a file no one writes any more must not be served
         collectors = config.collectors
         self.runner = SourceRunner(
             self.store,
@@ -240,6 +244,7 @@ class Agent:
             if self.config.collectors.npu_smi.per_process_metrics
             else None,
             fault_levels=self.fault_levels,
+            inventory_chips=max(int(self.config.expected_chips), source_registry.mapped_chips(self.store)),
         )
 
     # --- collection
@@ -299,7 +304,10 @@ class Agent:
             self.store.put_no_data(job.name, str(exc), started_wall, time.monotonic() - started)
             return
         except Exception as exc:
-            log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            if getattr(exc, "logged", False):  # the job has said so itself, once
+                log.debug("%s failed: %s", job.name, exc)
+            else:
+                log.warning("%s failed: %s", job.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             self.store.put_failure(job.name, "exit", str(exc), started_wall, time.monotonic() - started)
             return
         records = job.records() if job.records is not None else None
@@ -485,6 +493,8 @@ class Agent:
             self.dcmi.client.close()  # no helper left behind
         if self.fault_events is not None:
             self.fault_events.close()
+        if self._textfile is not None:
+            self._textfile.close()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 

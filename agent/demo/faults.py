@@ -231,6 +231,9 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
                                                            "TimeWindow 30) and reload; 5 min"),
     "NPUWatchConfigReloadFailed": AlertTrigger(None, note="run the demo with `--config FILE`, break the file "
                                                           "(`interval: fast`) and `kill -HUP` the agent; 10 min"),
+    "NPUWatchTextfileStale": AlertTrigger(None, note="textfile mode (`textfile.enabled: true`, a directory a "
+                                                     "node_exporter reads): stop the agent, which empties "
+                                                     "npuwatch.prom, or fill the disk under it; 15 min"),
     "HCCLTimeout": AlertTrigger("hccl_timeout", note="fires on the next evaluation, resolves ~15 min later "
                                                      "(5 min of increase, then held 10 min)"),
     "HCCLRoCECQEError": AlertTrigger("roce_cqe", note="fires on the next evaluation, resolves ~15 min later "

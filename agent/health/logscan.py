@@ -18,6 +18,7 @@ from agent.health.readings import LogScan
 from collectors.hccl.classify import Event, StreamClassifier
 from collectors.hccl.hints import Hint
 from collectors.hccl.tail import DEFAULT_GLOBS, LogTailer, split_complete_lines
+from collectors.hccl.tail_io import open_regular
 
 __all__ = ["DEFAULT_FILE_BYTES", "FileReader", "RecentLogs", "classify_file", "recent_logs", "scan_logs", "tail"]
 
@@ -111,7 +112,7 @@ def scan_logs(paths: Sequence[str], globs: Sequence[str], kernel_log: str | None
 
 def tail(path: str, limit: int) -> bytes:
     """The last ``limit`` bytes of a file, from a line start (a fragment at the cut is dropped)."""
-    with open(path, "rb") as handle:
+    with os.fdopen(open_regular(path), "rb") as handle:  # a path swapped for a FIFO must not hang the check
         size = handle.seek(0, os.SEEK_END)
         start = max(0, size - limit)
         handle.seek(start)

@@ -6,19 +6,24 @@ Which files: each directory in ``paths`` combined with each relative pattern in 
 pattern in ``globs`` (an operator's job logs) is confined to its fixed leading directories; the
 optional ``kernel_log`` file is read too. A file whose real path leaves its root (a symlink
 pointing elsewhere) is skipped, and so is anything that is not a regular file. Files are only
-ever opened read-only; a missing directory just yields nothing.
+ever opened read-only and never block (``tail_io``): a path swapped for a FIFO, a device or
+another file between its stat and its open is refused and reported in ``read_errors`` for that
+poll; a missing directory just yields nothing.
 
 How: a file is identified by (st_dev, st_ino), so a renamed file keeps its offset and a new file at
-the same path (rotation) starts at 0; a file shorter than its offset was truncated and restarts at
-0; a fingerprint of its first bytes catches inode reuse (checked when a file has grown, and
-when a file that had gone missing is back: a deleted file's inode reused by a new file of the same
-size would otherwise look unchanged). A file seen for the first time starts at 0
-when modified within ``first_start_window_s`` (default 1 h), else at its end. Only complete lines
-are returned (a partial last line waits, unless the file has been idle for ``idle_flush_s``); a
-line longer than ``max_line_bytes`` (64 KiB) is cut and the rest skipped, so memory stays bounded
-by the chunk size whatever the file size. ``byte_budget`` (64 MiB) caps what one ``poll()`` reads:
-each file with new data first gets an equal share, then the leftover goes in order; the rest is
-read next cycle.
+the same path (rotation) starts at 0; a file smaller than its offset or than at the last poll was
+truncated and restarts at 0; fingerprints of its first bytes and of the bytes just before its
+offset catch inode reuse and a file truncated and rewritten in place between two polls, even with
+the same first bytes (checked when a file has grown, and when a file that had gone missing is back:
+a deleted file's inode reused by a new file of the same size would otherwise look unchanged). A new
+file at another path holding the same bytes as a followed file up to its offset is a copy of it
+(logrotate's ``copytruncate`` to a name the globs match) and continues from that offset. A file
+seen for the first time starts at 0 when modified within ``first_start_window_s`` (default 1 h),
+else at its end. Only complete lines are returned (a partial last line waits, unless the file has
+been idle for ``idle_flush_s``); a line longer than ``max_line_bytes`` (64 KiB) is cut and the rest
+skipped, so memory stays bounded by the chunk size whatever the file size. ``byte_budget`` (64 MiB)
+caps what one ``poll()`` reads: each file with new data first gets an equal share, then the
+leftover goes in order; the rest is read next cycle.
 
 State (offsets, plus whatever the caller keeps in ``extra`` and ``file_meta``) is written by
 ``commit()`` as JSON through a temporary file and ``os.replace``, so a crash never leaves a torn
@@ -29,18 +34,19 @@ written (read-only, disk full) ``state_error`` says why and the tailer carries o
 from __future__ import annotations
 
 import contextlib
+import copy
 import glob
-import hashlib
 import json
 import os
 import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from collectors.hccl.tail_io import HEAD_BYTES, digest, open_regular, read_at
 from collectors.log_walk import MAX_ENTRIES, WalkResult, walk_matches
 
 __all__ = [
@@ -59,7 +65,6 @@ DEFAULT_GLOBS: tuple[str, ...] = ("debug/plog/*.log", "run/plog/*.log", "debug/d
 DEFAULT_BYTE_BUDGET = 64 * MIB
 DEFAULT_MAX_LINE = 64 * KIB
 DEFAULT_CHUNK = 1 * MIB
-HEAD_BYTES = 256
 MAX_TRACKED_FILES = 10_000
 STATE_VERSION = 1
 
@@ -141,16 +146,28 @@ class _Tracked:
     restarted: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
     missing: bool = False  # not found by the last poll (in memory only)
+    tail: str = ""  # fingerprint of the tail_len bytes just before offset
+    tail_len: int = 0
+    size: int = 0  # the file's size at the last poll
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "offset": self.offset, "head": self.head, "head_len": self.head_len,
-                "seen_at": self.seen_at, "skip_long": self.skip_long, "meta": self.meta}
+                "seen_at": self.seen_at, "skip_long": self.skip_long, "meta": self.meta,
+                "tail": self.tail, "tail_len": self.tail_len, "size": self.size}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> _Tracked:
         return cls(str(data["path"]), int(data["offset"]), str(data.get("head", "")),
                    int(data.get("head_len", 0)), float(data.get("seen_at", 0.0)),
-                   bool(data.get("skip_long", False)), False, dict(data.get("meta") or {}))
+                   bool(data.get("skip_long", False)), False, dict(data.get("meta") or {}), False,
+                   str(data.get("tail", "")), int(data.get("tail_len", 0)), int(data.get("size", 0)))
+
+    def set_tail(self, window: bytes) -> None:
+        self.tail, self.tail_len = digest(window), len(window)
+
+    def restart(self) -> None:
+        self.offset, self.skip_long, self.restarted, self.meta = 0, False, True, {}
+        self.tail, self.tail_len = "", 0
 
 
 class StateFile:
@@ -378,16 +395,28 @@ class LogTailer:
         present: set[str] = set()
         files = self.discover()
         self.files_seen = len(files)
+        found: list[tuple[str, str, os.stat_result, str]] = []
         for path, real in files:
             try:
                 info = os.stat(real)
             except OSError as exc:
                 self.read_errors.append(f"{path}: {exc}")
                 continue
-            key = f"{info.st_dev}:{info.st_ino}"
+            found.append((path, real, info, f"{info.st_dev}:{info.st_ino}"))
+        # What was read of each file before this poll moves anything: a new file may be a copy of one.
+        marks: dict[tuple[int, str], list[_Tracked]] = {}  # by head: a new file is compared with few
+        if any(key not in self._tracked for *_, key in found):
+            for tracked_file in sorted(self._tracked.values(), key=lambda t: -t.offset):
+                if tracked_file.offset > 0 and tracked_file.head_len:
+                    marks.setdefault((tracked_file.head_len, tracked_file.head), []).append(replace(tracked_file))
+        for path, real, info, key in found:
             present.add(key)
-            tracked = self._track(key, path, real, info, now)
-            if tracked is None:
+            try:
+                tracked = self._track(key, path, real, info, now, marks=marks)
+            except FileNotFoundError:  # gone since its stat: nothing left to read
+                continue
+            except OSError as exc:  # swapped for a FIFO, a device, another file: never blocks
+                self.read_errors.append(f"{path}: {exc}")
                 continue
             if info.st_size > tracked.offset or tracked.restarted:
                 pending.append(_Pending(key, real, tracked, info.st_size, info.st_mtime))
@@ -403,40 +432,71 @@ class LogTailer:
                 if budget <= 0:
                     break
                 used = 0
-                for chunk, consumed in self._read(item, limit_of(budget), now):
+                for chunk, consumed, window in self._read(item, limit_of(budget), now):
                     if chunk is not None:
                         yield chunk
                     item.tracked.offset += consumed
+                    item.tracked.set_tail(window)
                     self.bytes_read_total += consumed
                     used += consumed
                 budget -= used
         # More unread data than budget left: the rest waits for the next cycle.
         self.budget_exhausted = any(p.size - p.tracked.offset > max(budget, 0) for p in pending)
 
-    def _track(self, key: str, path: str, real: str, info: os.stat_result, now: float) -> _Tracked | None:
+    def _track(self, key: str, path: str, real: str, info: os.stat_result, now: float, *,
+               marks: dict[tuple[int, str], list[_Tracked]]) -> _Tracked:
+        """The tracked state of the file ``key``; OSError when it cannot be opened as that regular file."""
         tracked = self._tracked.get(key)
         if tracked is not None:
             tracked.path, tracked.seen_at = path, now
-            # The fingerprint is only checked when there is something to read or the file was
-            # gone (no I/O otherwise).
+            # The fingerprints are only checked when there is something to read or the file was
+            # gone (no I/O otherwise). A file smaller than at the last poll was truncated.
             grown = info.st_size > tracked.offset
             suspect = grown or tracked.missing
             tracked.missing = False
-            if info.st_size < tracked.offset or (suspect and not self._same_head(real, tracked)):
-                tracked.offset, tracked.skip_long, tracked.restarted = 0, False, True
-                tracked.meta = {}
-                tracked.head, tracked.head_len = self._head(real)
+            shrunk = info.st_size < max(tracked.offset, tracked.size)
+            if shrunk or (suspect and not self._unchanged(real, key, tracked)):
+                tracked.restart()
+                tracked.head, tracked.head_len = self._head(real, key)
             elif grown and tracked.head_len < HEAD_BYTES <= info.st_size:
-                tracked.head, tracked.head_len = self._head(real)
+                tracked.head, tracked.head_len = self._head(real, key)
+            tracked.size = info.st_size
             return tracked
-        head, head_len = self._head(real)
-        recent = now - info.st_mtime <= self.first_start_window_s
-        offset = 0 if recent else info.st_size
-        tracked = _Tracked(path, offset, head, head_len, now)
+        fd = open_regular(real, key)
+        try:
+            head = read_at(fd, HEAD_BYTES, 0)
+            origin = self._copied_from(fd, path, head, info.st_size, marks)
+            recent = now - info.st_mtime <= self.first_start_window_s
+            tracked = _Tracked(path, 0 if recent else info.st_size, digest(head), len(head), now, size=info.st_size)
+            if origin is not None:  # a copy (copytruncate): what was read of the original is not read again
+                tracked.offset, tracked.skip_long, tracked.meta = origin.offset, origin.skip_long, \
+                    copy.deepcopy(origin.meta)
+                tracked.tail, tracked.tail_len = origin.tail, origin.tail_len
+            elif tracked.offset:
+                tracked.set_tail(read_at(fd, min(HEAD_BYTES, tracked.offset), max(0, tracked.offset - HEAD_BYTES)))
+        finally:
+            os.close(fd)
         # A new file at a path we already followed is a rotation: a fresh stream.
-        tracked.restarted = any(t.path == path for t in self._tracked.values())
+        tracked.restarted = origin is None and any(t.path == path for t in self._tracked.values())
         self._tracked[key] = tracked
         return tracked
+
+    @staticmethod
+    def _copied_from(fd: int, path: str, head: bytes, size: int,
+                     marks: dict[tuple[int, str], list[_Tracked]]) -> _Tracked | None:
+        """The followed file this new one is a copy of: it holds the same bytes up to where that one was
+        read (its head and the bytes just before its offset), at another path; None when there is none."""
+        lengths = sorted({length for length, _ in marks if length <= len(head)}, reverse=True)
+        candidates = [mark for length in lengths for mark in marks.get((length, digest(head[:length])), ())]
+        for mark in sorted(candidates, key=lambda m: -m.offset):
+            if mark.path == path or mark.offset > size:
+                continue
+            if mark.tail_len:
+                if digest(read_at(fd, mark.tail_len, mark.offset - mark.tail_len)) == mark.tail:
+                    return mark
+            elif mark.offset <= mark.head_len:  # all that was read is in the head
+                return mark
+        return None
 
     def _forget(self, present: set[str], now: float) -> None:
         for key in [k for k, t in self._tracked.items()
@@ -447,54 +507,63 @@ class LogTailer:
             for key in oldest[: len(self._tracked) - MAX_TRACKED_FILES]:
                 del self._tracked[key]
 
-    def _head(self, real: str) -> tuple[str, int]:
+    @staticmethod
+    def _head(real: str, key: str) -> tuple[str, int]:
+        fd = open_regular(real, key)
         try:
-            with open(real, "rb") as handle:
-                data = handle.read(HEAD_BYTES)
-        except OSError:
-            return "", 0
-        return hashlib.sha1(data, usedforsecurity=False).hexdigest(), len(data)
+            data = read_at(fd, HEAD_BYTES, 0)
+        finally:
+            os.close(fd)
+        return digest(data), len(data)
 
-    def _same_head(self, real: str, tracked: _Tracked) -> bool:
-        if tracked.head_len == 0:
+    @staticmethod
+    def _unchanged(real: str, key: str, tracked: _Tracked) -> bool:
+        """Whether the file still holds what was read: the same head and the same bytes just before the
+        offset (a file truncated and rewritten with the same first bytes differs there)."""
+        if tracked.head_len == 0 and tracked.tail_len == 0:
             return True
+        fd = open_regular(real, key)
         try:
-            with open(real, "rb") as handle:
-                data = handle.read(tracked.head_len)
-        except OSError:
-            return True
-        return hashlib.sha1(data, usedforsecurity=False).hexdigest() == tracked.head
+            if tracked.head_len and digest(read_at(fd, tracked.head_len, 0)) != tracked.head:
+                return False
+            start = tracked.offset - tracked.tail_len
+            return not tracked.tail_len or digest(read_at(fd, tracked.tail_len, start)) == tracked.tail
+        finally:
+            os.close(fd)
 
-    def _read(self, item: _Pending, limit: int, now: float) -> Iterable[tuple[Chunk | None, int]]:
-        """(chunk or None, bytes consumed) steps, reading at most ``limit`` bytes."""
+    def _read(self, item: _Pending, limit: int, now: float) -> Iterable[tuple[Chunk | None, int, bytes]]:
+        """(chunk or None, bytes consumed, the last HEAD_BYTES bytes up to there) steps, reading at most
+        ``limit`` bytes."""
         key, tracked, size, mtime = item.key, item.tracked, item.size, item.mtime
         try:
-            handle = open(item.real, "rb")  # noqa: SIM115 - a generator: closed by the with below
+            fd = open_regular(item.real, key)
         except OSError as exc:
             self.read_errors.append(f"{tracked.path}: {exc}")
             return
         try:
-            with handle:
-                offset = tracked.offset
-                left = limit
-                while left > 0 and offset < size:
-                    handle.seek(offset)
-                    data = handle.read(min(self.chunk_bytes, left, size - offset))
-                    if not data:
-                        break
-                    consumed, lines = self._take(tracked, data, at_eof=offset + len(data) >= size,
-                                                 idle=now - mtime >= self.idle_flush_s)
-                    if consumed == 0:
-                        break
-                    chunk = None
-                    if lines:
-                        chunk = Chunk(key, tracked.path, lines, mtime, tracked.restarted)
-                        tracked.restarted = False
-                    yield chunk, consumed
-                    offset += consumed
-                    left -= consumed
+            offset = tracked.offset
+            window = read_at(fd, min(HEAD_BYTES, offset), max(0, offset - HEAD_BYTES))
+            left = limit
+            while left > 0 and offset < size:
+                data = read_at(fd, min(self.chunk_bytes, left, size - offset), offset)
+                if not data:
+                    break
+                consumed, lines = self._take(tracked, data, at_eof=offset + len(data) >= size,
+                                             idle=now - mtime >= self.idle_flush_s)
+                if consumed == 0:
+                    break
+                chunk = None
+                if lines:
+                    chunk = Chunk(key, tracked.path, lines, mtime, tracked.restarted)
+                    tracked.restarted = False
+                window = (window + data[:consumed])[-HEAD_BYTES:]
+                yield chunk, consumed, window
+                offset += consumed
+                left -= consumed
         except OSError as exc:
             self.read_errors.append(f"{tracked.path}: {exc}")
+        finally:
+            os.close(fd)
 
     def _take(self, tracked: _Tracked, data: bytes, *, at_eof: bool, idle: bool) -> tuple[int, list[str]]:
         """How many bytes of ``data`` to consume and the lines they hold."""

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from agent.core.config_schema import Config
 from tests.support.paths import REPO
 
 UNIT = REPO / "systemd" / "npuwatch.service"
@@ -48,4 +49,7 @@ def test_unit_keeps_the_devices_npu_smi_needs_and_the_contract_paths() -> None:
                  "ExecStart=/opt/npuwatch/bin/npuwatch run --config /etc/npuwatch/config.yaml"):
         assert line in text, line
     assert re.search(r"^CapabilityBoundingSet=\s*$", text, re.M)
+    # ProtectSystem=strict: the default textfile directory must be writable, or textfile mode never works.
+    default_dir = Config().textfile.directory
+    assert re.search(rf"^ReadWritePaths=-?{re.escape(default_dir)}\s*$", text, re.M), default_dir
     assert re.search(r"^MemoryMax=", text, re.M) and re.search(r"^CPUQuota=", text, re.M)

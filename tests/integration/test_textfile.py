@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from tests.support.agent_harness import demo_bundle
 
@@ -36,3 +39,29 @@ def test_read_only_directory_is_an_error_on_the_collector_not_a_crash(tmp_path: 
     assert snap is not None and not snap.ok and snap.errors["exit"] == 1
     assert bundle.agent.store.get("npu_smi_info").ok  # type: ignore[union-attr]
     bundle.agent.stop()
+
+
+def test_a_full_disk_empties_the_file_and_the_agent_says_so_in_its_own_metrics(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "textfile"
+    out.mkdir()
+    bundle = demo_bundle(tmp_path, {"textfile": {"enabled": True, "directory": str(out)}})
+    try:
+        bundle.agent.collect_once()
+        bundle.agent.collect_once()
+        assert "npu_temperature_celsius{" in (out / "npuwatch.prom").read_text()
+
+        def no_space(*_args: object, **_kwargs: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(tempfile, "mkstemp", no_space)
+        bundle.agent.collect_once()
+        assert (out / "npuwatch.prom").read_text() == ""  # nothing stale for node_exporter to serve
+        body = bundle.agent.cache.render().body.decode()
+        assert 'npuwatch_collector_up{collector="textfile"} 0.0' in body
+        monkeypatch.undo()
+        bundle.agent.collect_once()
+        assert "npu_temperature_celsius{" in (out / "npuwatch.prom").read_text()
+    finally:
+        bundle.agent.stop()
+    assert (out / "npuwatch.prom").read_text() == ""  # a stopped agent leaves no values behind

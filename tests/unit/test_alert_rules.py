@@ -38,7 +38,7 @@ REQUIRED_ALERTS = frozenset({
 RUNBOOK_SECTIONS = ("## Meaning", "## Confirm", "## Act", "## Escalate")
 
 # Series that are not npuwatch's own but that rules may use.
-EXTERNAL_METRICS = frozenset({"up", "ALERTS"})
+EXTERNAL_METRICS = frozenset({"up", "ALERTS", "node_textfile_mtime_seconds"})  # the last: node_exporter's
 
 PROMQL_WORDS = frozenset({
     # operators and modifiers

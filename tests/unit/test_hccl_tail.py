@@ -514,11 +514,12 @@ def test_tracked_from_json_defaults() -> None:
     tracked = hccl_tail._Tracked.from_json({"path": "/p", "offset": "7"})
     assert (tracked.path, tracked.offset, tracked.head, tracked.head_len, tracked.seen_at) == ("/p", 7, "", 0, 0.0)
     assert (tracked.skip_long, tracked.restarted, tracked.meta, tracked.missing) == (False, False, {}, False)
-    full = hccl_tail._Tracked("/p", 3, "h", 1, 2.5, True, True, {"k": 1})
+    assert (tracked.tail, tracked.tail_len, tracked.size) == ("", 0, 0)
+    full = hccl_tail._Tracked("/p", 3, "h", 1, 2.5, True, True, {"k": 1}, False, "t", 2, 9)
     assert full.to_json() == {"path": "/p", "offset": 3, "head": "h", "head_len": 1, "seen_at": 2.5,
-                              "skip_long": True, "meta": {"k": 1}}
+                              "skip_long": True, "meta": {"k": 1}, "tail": "t", "tail_len": 2, "size": 9}
     assert hccl_tail._Tracked.from_json(full.to_json()) == hccl_tail._Tracked("/p", 3, "h", 1, 2.5, True, False,
-                                                                               {"k": 1})
+                                                                               {"k": 1}, False, "t", 2, 9)
 
 
 # --------------------------------------------------------------------------- LogTailer edges

@@ -4,8 +4,11 @@ byte budget, tails from a line start; check's reader and diagnose's (triage's lo
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from agent.diagnose.logs import scan_recent_logs
 from agent.health.logscan import classify_file, scan_logs, tail
@@ -78,6 +81,34 @@ def test_a_tail_starts_at_a_line_start(tmp_path: Path) -> None:
     assert tail(str(path), 100) == b"first line\nsecond line\nthird"
     assert tail(str(path), 16) == b"third"  # "line\nthird" began mid-line: the fragment goes
     assert tail(str(path), 3) == b""
+
+
+def test_a_log_swapped_for_a_fifo_is_an_error_of_the_scan_not_a_hang(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """check's log scan lists the files, then opens them: a FIFO put there in between is refused at once."""
+    path = plog(tmp_path, "plog-1.log", timeout_block(NOW - 60), NOW - 60)
+    real_stat = os.stat
+    swapped: list[bool] = []
+
+    def racing_stat(target: object, *args: object, **kwargs: object) -> os.stat_result:
+        info = real_stat(target, *args, **kwargs)  # type: ignore[arg-type]
+        if not swapped and os.fspath(target) == str(path):  # type: ignore[arg-type]
+            swapped.append(True)
+            path.unlink()
+            os.mkfifo(path)
+        return info
+
+    monkeypatch.setattr(os, "stat", racing_stat)
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(scan(tmp_path, 3600)), daemon=True)
+    worker.start()
+    worker.join(5)
+    monkeypatch.undo()
+    if worker.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # unblock the hung open
+        worker.join(5)
+        raise AssertionError("the log scan blocked on a FIFO")
+    assert swapped and any("FIFO" in error for error in done[0].errors), done  # type: ignore[attr-defined]
 
 
 def test_the_per_file_limit_keeps_the_newest_lines(tmp_path: Path) -> None:
