@@ -129,9 +129,9 @@ def _handle_line(state: ParseState, line_no: int, line: str) -> None:
         first = cells[0].lower() if len(cells) >= 3 else ""
         state.second_id = "phy" if "phy" in first else "device" if "device" in first else "none"
     elif state.in_processes:
-        first = cells[0].split() if cells else []
-        if first and first[0].isdigit():
-            state.process_npus.add(int(first[0]))
+        words = cells[0].split() if cells else []
+        if words and words[0].isdigit():
+            state.process_npus.add(int(words[0]))
         handle_process_row(state, cells, where)
     else:
         handle_device_row(state, cells, where)

@@ -21,6 +21,7 @@ a socket fails (``StartsSomething``): such a test belongs in tests/integration.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -56,6 +57,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = tier_of(Path(str(item.path)))
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_as_it_was() -> Iterator[None]:
+    """A command run in-process (``setup_logging``) points the root logger at the test's captured stderr; the next
+    test must not log into that closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True, scope="module")
