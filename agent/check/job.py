@@ -65,8 +65,9 @@ class CheckSchedule:
     """Which levels are due and their latest reports; ``collect`` is the internal job's body."""
 
     def __init__(self, config: Config, clock: Callable[[], float] = time.time, runner: Runner = run_level,
-                 state: ScheduleState | None = None) -> None:
+                 state: ScheduleState | None = None, quick: Callable[[], LevelReport] | None = None) -> None:
         self._config = config
+        self._quick = quick  # the agent's own judgement: the quick level without running a tool
         self._clock = clock
         self._runner = runner
         self._state = state if state is not None else ScheduleState()
@@ -127,6 +128,12 @@ class CheckSchedule:
 
     def _run(self, level: str, now: float) -> None:
         options = RunOptions(level=level)
+        if level == "quick" and self._quick is not None:
+            report = self._quick()
+            with self._lock:
+                self._latest[level] = report
+            self._reschedule(level, self._clock())
+            return
         try:
             report = self._runner(self._config, options)
         except BaselineError as exc:
@@ -145,11 +152,12 @@ class CheckSchedule:
                 report.message())
 
 
-def check_job(config: Config) -> InternalJob | None:
-    """The internal job for ``agent.daemon.assemble.internal_jobs``; None when no level is scheduled."""
+def check_job(config: Config, quick: Callable[[], LevelReport] | None = None) -> InternalJob | None:
+    """The internal job for ``agent.daemon.assemble.internal_jobs``; None when no level is scheduled. ``quick``: the
+    agent's own judgement (``agent.check.live``), which the quick level reports instead of reading the tools again."""
     from agent.core.jobs import InternalJob
 
-    schedule = CheckSchedule(config, state=agent_state(config))
+    schedule = CheckSchedule(config, state=agent_state(config), quick=quick)
     if not schedule.levels:
         return None
     # Results never expire: a level run weekly stays exported for the week (its timestamp ages).

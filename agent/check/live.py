@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.check.checks_agent import check_agent
-from agent.check.levels import select
+from agent.check.levels import BUDGET_S, select
 from agent.check.local_agent import AgentReading
+from agent.check.report import LevelReport
 from agent.check.settings import CheckSettings
 from agent.core.config import Config
 from agent.handling.escalation import ChipHistory
@@ -195,6 +196,18 @@ class LiveJudge:
                 warn_below=float(self._settings.thresholds.warn_ratio),
                 npu=int(npu), chip=int(chip) if chip.isdigit() else 0).where(f"NPU {npu}"))
         return fold("probes", results, f"GEMM probes within their limits on {len(results)} chips") if results else None
+
+    def level_report(self) -> LevelReport:
+        """This round's judgement as ``check``'s quick level reports it (``check.schedule.quick``)."""
+        started = time.monotonic()
+        judgement = self.evaluate()
+        table = judgement.readings.node.table
+        models = sorted({status.name for status in table.value.chips if status.name}) if table.ok else []
+        return LevelReport(level="quick", checks=list(judgement.checks), started_at=judgement.at,
+                           duration_s=time.monotonic() - started, budget_s=BUDGET_S["quick"],
+                           node=judgement.readings.node.node, model=models[0] if models else None,
+                           chips=len(judgement.readings.node.chips), read_s=0.0,
+                           chip_list_error=None if table.ok else table.error)
 
     def samples(self) -> list[Sample]:
         judgement = self.evaluate()

@@ -324,7 +324,8 @@ class LevelSchedule(ConfigSection):
 class CheckScheduleSection(ConfigSection):
     quick: LevelSchedule = section(
         LevelSchedule, defaults={"interval": 300.0, "first_run": 60.0},
-        docs={"enabled": "the agent runs the quick level and exports `npu_check_*`"})
+        docs={"enabled": "the agent exports its own judgement of the round as the quick level (`npu_check_*`), no "
+                         "tool run again"})
     medium: LevelSchedule = section(LevelSchedule)
     long: LevelSchedule = section(LevelSchedule, defaults={"interval": 7 * 86400.0, "first_run": 1800.0},
                                   docs={"enabled": _BUSY_LEVEL_DOC.format(level="long")})

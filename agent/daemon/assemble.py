@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.check.live import log_scan_of
+from agent.check.report import LevelReport
 from agent.core.config import Config, apply_overrides
 from agent.core.jobs import InternalJob
 from agent.daemon.service import Agent
@@ -40,9 +41,12 @@ def _state_dir(config: Config) -> Path:
 
 
 def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple,
-                  kept: dict[str, Any] | None = None) -> list[InternalJob]:
+                  kept: dict[str, Any] | None = None, quick: Callable[[], LevelReport] | None = None
+                  ) -> list[InternalJob]:
     """The config's tool-less jobs; ``chips`` is the agent's chip list (for pod attribution). ``kept`` carries
-    the collectors whose counters must survive a reload from one call to the next (the agent's own dict)."""
+    the collectors whose counters must survive a reload from one call to the next (the agent's own dict);
+    ``quick`` is the agent's own judgement, which the scheduled quick level reports instead of reading the
+    tools again."""
     kept = {} if kept is None else kept
     jobs: list[InternalJob] = []
     collectors = config.collectors
@@ -80,7 +84,7 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
                                 problem=lambda: scanner.problem, records=lambda: log_scan_of(scanner, window)))
     from agent.check.job import check_job
 
-    scheduled_checks = check_job(config)  # check.schedule: the levels `npuwatch check` runs, on a timer
+    scheduled_checks = check_job(config, quick)  # check.schedule: the levels `npuwatch check` runs, on a timer
     if scheduled_checks is not None:
         jobs.append(scheduled_checks)
     pods = attribution_job(config, chips)
@@ -104,8 +108,12 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
     def chips() -> Sequence[ChipRef]:
         return built[0].chips() if built else ()
 
+    def quick() -> LevelReport:
+        return built[0].judge.level_report()
+
     kept: dict[str, Any] = {}  # collectors a reload keeps (their counters never go down)
-    agent = Agent(config, tool_env=tool_env, jobs_factory=lambda config: internal_jobs(config, chips, kept))
+    agent = Agent(config, tool_env=tool_env,
+                  jobs_factory=lambda config: internal_jobs(config, chips, kept, quick))
     built.append(agent)
     return AgentBundle(agent, demo)
 

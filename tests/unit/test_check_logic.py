@@ -442,3 +442,20 @@ def test_a_device_check_leaves_the_later_checks_their_least_time() -> None:
     held = MIN_SECONDS["allreduce"] + MIN_SECONDS["sustained_gemm"]
     assert 900.0 - 5.0 - held - 1.0 < seen["dmi_diag"] <= 900.0 - 5.0 - held
     assert seen["sustained_gemm"] > seen["dmi_diag"]  # the last check gets what is left
+
+
+def test_the_agents_quick_level_is_its_own_judgement_with_no_tool_run() -> None:
+    """check.schedule.quick in the agent reports the agent's judgement of the round; the medium level still runs."""
+    clock, runner = [0.0], FakeRunner()
+    judged = _report(FAIL)
+    levels_config = {"quick": {"enabled": True, "first_run": "0s", "interval": "5m"},
+                     "medium": {"enabled": True, "first_run": "1m", "interval": "1h"}}
+    schedule = CheckSchedule(build_config({"check": {"schedule": levels_config}}), clock=lambda: clock[0],
+                             runner=runner, quick=lambda: judged)
+    samples = schedule.collect()
+    assert runner.runs == []  # no tool run for the quick level
+    assert any(s.metric == "npu_check_verdict" and dict(s.labels) == {"level": "quick", "verdict": "fail"}
+               and s.value == 1.0 for s in samples)
+    clock[0] = 60.0
+    schedule.collect()
+    assert runner.runs == ["medium"]
