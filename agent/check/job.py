@@ -25,7 +25,7 @@ from agent.check.metrics import report_samples
 from agent.check.report import LevelReport
 from agent.check.runner import RunOptions, run_level
 from agent.core.config import Config
-from collectors.base import Sample
+from collectors.base import NoData, Sample
 
 if TYPE_CHECKING:
     from agent.core.jobs import InternalJob
@@ -129,7 +129,11 @@ class CheckSchedule:
     def _run(self, level: str, now: float) -> None:
         options = RunOptions(level=level)
         if level == "quick" and self._quick is not None:
-            report = self._quick()
+            try:
+                report = self._quick()
+            except NoData as exc:  # the agent's first round is not in yet: the next tick tries again
+                log.info("check quick not run yet: %s", exc)
+                return
             with self._lock:
                 self._latest[level] = report
             self._reschedule(level, self._clock())

@@ -36,7 +36,7 @@ from agent.health.results import CheckResult, Result, fold
 from agent.health.store_reader import StoreReader, TwoRounds
 from agent.health.verdict import Verdict, lead
 from agent.health.verdict_metrics import finding_keys, verdict_samples
-from collectors.base import Sample
+from collectors.base import NoData, Sample
 from collectors.sources import RecordStore
 
 __all__ = ["JOB_NAME", "LiveJudge", "LogSource", "NodeJudgement", "log_scan_of", "verdict_interval"]
@@ -144,6 +144,7 @@ class LiveJudge:
         return list(every()) if callable(every) else []
 
     def evaluate(self) -> NodeJudgement:
+        """This round's judgement; ``NoData`` until every collector it reads has run once (at start)."""
         settings = self._settings
         judging = settings.judging
         names = self.names()
@@ -161,6 +162,11 @@ class LiveJudge:
                               for ref, history in readings.node.histories.items() if history.held}
         readings.node.history_note = "with the agent's fault history"
         readings.agent = self._agent_reading()
+        for source, read in (("npu_smi_health", readings.node.health), ("npu_smi_ecc", readings.node.ecc)):
+            if self._store.get(source) is None:  # disabled here: not a call that failed
+                read.clear()
+        if reader.waiting:  # judging now would call a collector that has not run yet a failed tool
+            raise NoData(f"waiting for the first run of {', '.join(sorted(reader.waiting))}")
         checks = [check_agent(readings, judging) if name == "agent" else judge(name, readings, judging, roce=roce)
                   for name in names]
         probes = self._probe_check()

@@ -82,6 +82,7 @@ class StoreReader:
         self._reads: dict[_KEY, int] = {}
         self._lock = threading.Lock()
         self._offset = clock() - time.monotonic()  # once: the readings' differences are the runs' own
+        self.waiting: set[str] = set()  # sources asked about that have not run once yet
 
     @property
     def parallelism(self) -> int:
@@ -103,6 +104,10 @@ class StoreReader:
         if snap is None:
             return Reading(error=f"{source.name}: not collected (disabled in the config)", at=self._at(None))
         at = self._at(snap.started_at)
+        if snap.started_at is None and snap.last_success is None:
+            with self._lock:
+                self.waiting.add(source.name)
+            return Reading(error=f"{source.name}: not collected yet", at=at)
         failed = not snap.ok and snap.error_reason is not None
         # A run that failed for some chips only stored the others' records (its success came after it started).
         partly = failed and snap.last_success is not None and snap.started_at is not None \

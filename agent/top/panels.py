@@ -34,8 +34,9 @@ def _lead(view: NodeView, width: int) -> list[Line]:
         return wrap("ok: the agent finds no fault", width, "ok")
     where = f" on NPU {view.lead_npu}" if view.lead_npu is not None else ""
     text = f"{SEVERITY_WORDS[view.status]}: {_label(view.cause)}{where}" if view.cause else SEVERITY_WORDS[view.status]
-    others = {f.kind for row in view.rows for f in row.faults.values()} | set(view.node_faults)
-    others.discard(view.cause or "")
+    # the other causes at the verdict's severity, as check's verdict names them ("also ...")
+    found = [f for row in view.rows for f in row.faults.values()] + list(view.node_faults.values())
+    others = {f.kind for f in found if f.status == view.status} - {view.cause or ""}
     more = f" (+{len(others)} more)" if others else ""
     style = {"fail": "bad", "warn": "warn"}.get(view.status, "dim")
     return wrap(text + more, width, style, 2)
