@@ -17,10 +17,10 @@ series (over the window, at its end)                         record
 ``npu_hccl_peer_blamed_timestamp_seconds{comm,how,rank,       ``Blame``
 address}``
 ``npu_roce_ip_info{npu,address}``                            ``Address`` (device IP -> node, NPU)
-``npu_roce_link_up == 0``, ``npu_health_state``... (range)    ``LocalFault`` via
-                                                             ``agent.triage.series``, dated by
-                                                             the first step it shows, ended at
-                                                             the last when it is over
+``npu_fault_since_timestamp_seconds{kind}`` (range)          ``LocalFault`` via
+                                                             ``agent.triage.series`` (the node's
+                                                             own judgement), dated by its value,
+                                                             ended at the last step when over
 ``up``                                                       the nodes read; ``up == 0`` at the
                                                              end is a problem of the report
 ===========================================================  ====================================
