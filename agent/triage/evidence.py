@@ -12,8 +12,8 @@ Builders:
   ``agent.triage.snapshots`` (hccn_tool / npu-smi outputs, hccn.conf, rank tables),
   ``agent.triage.inputs`` (flight-recorder dumps, bundle manifests);
 - Prometheus series: ``agent.triage.series`` turns each node's exported findings
-  (``npu_fault_since_timestamp_seconds``) into ``LocalFault`` records. Log-derived series map onto the other records the same way, filling what
-  the labels give and leaving the rest ``None``: an error counter's increase ->
+  (``npu_fault_since_timestamp_seconds``) into ``LocalFault`` records. Log-derived series map onto the
+  other records the same way, filling what the labels give and leaving the rest ``None``: an error counter's increase ->
   ``RankFailure(node, at=when it rose, code, category, comm=..., rank=...)`` (no ``comm``: the
   engine joins it to its node's ranks at that time); a blamed peer -> ``Blame(node, at, how,
   comm, rank=..., ip=...)``; a device address -> ``Address(ip, node, npu)``; a rank's placement
