@@ -16,10 +16,20 @@ from dashboards.panels import (
     sel,
     stat,
     state_timeline,
-    steps,
     table,
     timeseries,
 )
+from dashboards.thresholds import (
+    BUSY_CHIP,
+    HBM_FILL,
+    HEALTHY,
+    INFO,
+    PROBE_PASS_RATE,
+    ZERO_IS_GOOD,
+    chip_temperature,
+    gemm_efficiency,
+)
+from dashboards.verdict import nodes_by_status, problem_nodes_table
 
 __all__ = ["UID", "build"]
 
@@ -27,9 +37,14 @@ UID = "npuwatch-fleet-overview"
 
 CHIP_LEGEND = "{{node}} npu{{npu}}/{{chip}}"
 HEALTH_MAPPING = {"1": ("OK", "green"), "0": ("Unhealthy", "red")}
-HEALTHY = steps("red", (1, "green"))
-ZERO_IS_GOOD = steps("green", (1, "red"))
-INFO = steps("blue")
+
+
+def _verdict_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    return (
+        dash.with_row(dashboard_b.Row("Verdict"))
+        .with_panel(nodes_by_status())
+        .with_panel(problem_nodes_table())
+    )
 
 
 def _fleet_health_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
@@ -38,7 +53,7 @@ def _fleet_health_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         dash.with_row(dashboard_b.Row("Fleet health"))
         .with_panel(stat(
             "Chips healthy", "Chips whose npu-smi health is OK.",
-            unit="short", thresholds=steps("blue"), width=4,
+            unit="short", thresholds=INFO, width=4,
             queries=[Query(f"count({healthy} == 1) or vector(0)")]))
         .with_panel(stat(
             "Chips unhealthy", "Chips whose npu-smi health is anything but OK.",
@@ -90,7 +105,7 @@ def _chips_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         .with_panel(heatmap_per_series(
             "AI Core utilization per node and chip",
             "One row per chip; filter $node for a large fleet.",
-            unit="percentunit", thresholds=steps("blue", (0.9, "green")), width=24, height=10,
+            unit="percentunit", thresholds=BUSY_CHIP, width=24, height=10,
             queries=[Query(f"avg by (node, npu, chip) ({util})", CHIP_LEGEND)]))
         .with_panel(table(
             "Chips now",
@@ -102,8 +117,8 @@ def _chips_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             columns=[
                 Column("Health", "short", HEALTHY, HEALTH_MAPPING),
                 Column("AI Core", "percentunit"),
-                Column("HBM used", "percentunit", steps("green", (0.9, "yellow"), (0.97, "red"))),
-                Column("Temperature", "celsius", steps("green", (80, "yellow"), (95, "red"))),
+                Column("HBM used", "percentunit", HBM_FILL),
+                Column("Temperature", "celsius", chip_temperature()),
                 Column("Power", "watt"),
             ]))
     )
@@ -114,15 +129,15 @@ def _distributions_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         dash.with_row(dashboard_b.Row("Distributions"))
         .with_panel(heatmap_distribution(
             "HBM use", "How many chips sit at each HBM fill level.",
-            unit="percentunit", thresholds=steps("green", (0.9, "yellow"), (0.97, "red")),
+            unit="percentunit", thresholds=HBM_FILL,
             queries=[Query(f"{sel('npu_hbm_used_bytes')} / {sel('npu_hbm_total_bytes')}")]))
         .with_panel(heatmap_distribution(
             "Power", "How many chips draw each power level.",
-            unit="watt", thresholds=steps("green", (350, "yellow"), (400, "red")),
+            unit="watt", thresholds=INFO,
             queries=[Query(sel("npu_power_watts"))]))
         .with_panel(heatmap_distribution(
             "Temperature", "How many chips run at each temperature.",
-            unit="celsius", thresholds=steps("green", (80, "yellow"), (95, "red")),
+            unit="celsius", thresholds=chip_temperature(),
             queries=[Query(sel("npu_temperature_celsius"))]))
     )
 
@@ -155,14 +170,14 @@ def _probes_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         dash.with_row(dashboard_b.Row("Probes"))
         .with_panel(stat(
             "Probe pass rate", "Passing runs over runs that were not skipped, per probe, in the range.",
-            unit="percentunit", thresholds=steps("red", (0.9, "yellow"), (0.99, "green")),
+            unit="percentunit", thresholds=PROBE_PASS_RATE,
             width=6, height=8, queries=[Query(pass_rate, "{{probe}}")]))
         .with_panel(table(
             "Slowest chips (GEMM efficiency)", "The 10 chips furthest below their model's GEMM peak.",
-            unit="percentunit", thresholds=steps("red", (0.7, "yellow"), (0.85, "green")),
+            unit="percentunit", thresholds=gemm_efficiency(),
             width=9, height=8, sort_by="Efficiency", sort_desc=False, link_to_node=True,
             queries=[Query(f"bottomk(10, {sel('npu_probe_gemm_efficiency_ratio')})")],
-            columns=[Column("Efficiency", "percentunit", steps("red", (0.7, "yellow"), (0.85, "green")))]))
+            columns=[Column("Efficiency", "percentunit", gemm_efficiency())]))
         .with_panel(table(
             "Slowest nodes (all-reduce bus bandwidth)",
             "The 10 nodes with the lowest intra-node all-reduce bus bandwidth (best message size).",
@@ -184,7 +199,7 @@ def _agent_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             queries=[Query(f"{up} == 0"),
                      Query(f"(time() - {last}) and on(node, collector) ({up} == 0)")],
             columns=[Column("Up", "short", HEALTHY, {"1": ("up", "green"), "0": ("failing", "red")}),
-                     Column("Since last success", "s", steps("yellow", (600, "red")))]))
+                     Column("Since last success", "s")]))
         .with_panel(table(
             "Collector errors by reason", "Failures per collector and reason over the time range.",
             unit="short", thresholds=ZERO_IS_GOOD, width=12, sort_by="Errors", link_to_node=True,
@@ -201,6 +216,7 @@ def build() -> dashboard_b.Dashboard:
         .with_variable(datasource_variable())
         .with_variable(label_variable("node", "Node", f"label_values(npu_chips{{{JOB}}}, node)"))
     )
-    for add_row in (_fleet_health_row, _chips_row, _distributions_row, _hccl_row, _probes_row, _agent_row):
+    for add_row in (_verdict_row, _fleet_health_row, _chips_row, _distributions_row, _hccl_row, _probes_row,
+                    _agent_row):
         dash = add_row(dash)
     return dash

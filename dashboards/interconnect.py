@@ -16,9 +16,17 @@ from dashboards.panels import (
     sel,
     stat,
     state_timeline,
-    steps,
     table,
     timeseries,
+)
+from dashboards.thresholds import (
+    HEALTHY,
+    INFO,
+    ZERO_IS_GOOD,
+    hccl_error_age,
+    link_downs,
+    optical_rx_power,
+    optical_temperature,
 )
 
 __all__ = ["UID", "build"]
@@ -27,9 +35,6 @@ UID = "npuwatch-interconnect-hccl"
 
 PORT = "{{node}} npu{{npu}}"
 LANE = "{{node}} npu{{npu}} lane{{lane}}"
-HEALTHY = steps("red", (1, "green"))
-ZERO_IS_GOOD = steps("green", (1, "red"))
-INFO = steps("blue")
 
 
 def port(metric: str, *matchers: str) -> str:
@@ -51,9 +56,11 @@ def _links_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         .with_panel(stat("Optics losing signal", "Optical modules flagging LOS or LoL.", unit="short",
                          thresholds=ZERO_IS_GOOD, width=6,
                          queries=[Query(f"count({port('npu_optical_signal_lost')} == 1) or vector(0)")]))
-        .with_panel(stat("Link flaps in range", "Link-up transitions counted by the driver in the range.",
-                         unit="short", thresholds=steps("green", (1, "yellow"), (10, "red")), width=6,
-                         queries=[Query(f"sum({flaps_in_range}) or vector(0)")]))
+        .with_panel(stat("Most flaps on one port", "The most link-up transitions the driver counted on one port "
+                         "in the range (the agent counts link-downs in its flap window: Verdict on the node "
+                         "detail).",
+                         unit="short", thresholds=link_downs(), width=6,
+                         queries=[Query(f"max({flaps_in_range}) or vector(0)")]))
         .with_panel(state_timeline(
             "RoCE link state", "Link state per port.", unit="short", thresholds=HEALTHY, width=12,
             height=10, mapping={"1": ("UP", "green"), "0": ("DOWN", "red")},
@@ -66,7 +73,7 @@ def _links_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             queries=[Query(port("npu_roce_net_healthy"), PORT)]))
         .with_panel(timeseries(
             "Link flaps", "Link-up transitions per interval; any flap during a job can time out HCCL.",
-            unit="short", thresholds=steps("green", (1, "red")), width=12, bars=True,
+            unit="short", thresholds=link_downs(), width=12, bars=True,
             queries=[Query(f"increase({transitions}[$__rate_interval]) > 0", PORT)]))
         .with_panel(table(
             "Flappiest ports", "Ports with the most link flaps in the range, and the age of their "
@@ -77,14 +84,12 @@ def _links_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
                 Query(f"(time() - {port('npu_roce_link_last_change_timestamp_seconds')}) "
                       f"and on(node, npu) (topk(10, {flaps_in_range}) > 0)"),
             ],
-            columns=[Column("Flaps", "short", steps("green", (1, "yellow"), (10, "red"))),
+            columns=[Column("Flaps", "short", link_downs()),
                      Column("Since last change", "s")]))
     )
 
 
 def _optics_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
-    # Typical 100G/200G modules need roughly -10 dBm (0.1 mW) or more at the receiver.
-    rx_power = steps("red", (0.0001, "yellow"), (0.0003, "green"))
     return (
         dash.with_row(dashboard_b.Row("Optics"))
         .with_panel(timeseries("Optical TX power", "Transmit power per lane.", unit="watt",
@@ -92,10 +97,10 @@ def _optics_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
                                queries=[Query(port("npu_optical_tx_power_watts"), LANE)]))
         .with_panel(timeseries("Optical RX power", "Receive power per lane; a falling lane points at "
                                "a dirty or failing fibre or module.",
-                               unit="watt", thresholds=rx_power, width=8,
+                               unit="watt", thresholds=optical_rx_power(), width=8,
                                queries=[Query(port("npu_optical_rx_power_watts"), LANE)]))
         .with_panel(timeseries("Optical module temperature", "Module temperature per port.",
-                               unit="celsius", thresholds=steps("green", (70, "yellow"), (80, "red")),
+                               unit="celsius", thresholds=optical_temperature(),
                                width=8, queries=[Query(port("npu_optical_temperature_celsius"), PORT)]))
         .with_panel(state_timeline(
             "Optical signal", "LOS/LoL flags per port.", unit="short", thresholds=ZERO_IS_GOOD,
@@ -206,7 +211,7 @@ def _hccl_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             unit="short", thresholds=INFO, width=12, sort_by="Since last error", sort_desc=False,
             link_to_node=True,
             queries=[Query(f"time() - {last_error}"), Query(f"{last_error} * 1000")],
-            columns=[Column("Since last error", "s", steps("red", (600, "yellow"), (3600, "green"))),
+            columns=[Column("Since last error", "s", hccl_error_age()),
                      Column("Last error at", "dateTimeAsIso")]))
         .with_panel(table(
             "Culprit hints",
@@ -238,9 +243,9 @@ def _hccl_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             columns=[
                 Column("Ranks", "short"),
                 Column("Reporting ranks", "short"),
-                Column("Silent ranks", "short", steps("green", (1, "red"))),
+                Column("Silent ranks", "short", ZERO_IS_GOOD),
                 Column("First report", "dateTimeAsIso"),
-                Column("Blames on culprit", "short", steps("blue", (1, "red"))),
+                Column("Blames on culprit", "short", ZERO_IS_GOOD),
             ]))
     )
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from grafana_foundation_sdk.builders import dashboard as dashboard_b
 
+from agent.health.status import EXIT_CODES
 from dashboards.panels import (
     JOB,
     NODE,
@@ -18,10 +19,25 @@ from dashboards.panels import (
     sel,
     stat,
     state_timeline,
-    steps,
     table,
     timeseries,
 )
+from dashboards.thresholds import (
+    BUSY_CHIP,
+    HBM_FILL,
+    HBM_TEMPERATURE,
+    HEALTHY,
+    HOST_BUSY,
+    INFO,
+    STATUS_MAPPING,
+    STATUS_STEPS,
+    ZERO_IS_GOOD,
+    chip_temperature,
+    clock_ratio,
+    gemm_efficiency,
+    isolated_pages,
+)
+from dashboards.verdict import chip_status_table, findings_table, node_status_stat, node_status_timeline
 
 if TYPE_CHECKING:
     from grafana_foundation_sdk.builders import timeseries as timeseries_b
@@ -32,17 +48,21 @@ UID = "npuwatch-node-detail"
 
 CHIP = "npu{{npu}}/{{chip}}"
 LINK = "link{{link}}"
-HEALTHY = steps("red", (1, "green"))
-ZERO_IS_GOOD = steps("green", (1, "red"))
-INFO = steps("blue")
-UTILIZATION = steps("blue", (0.9, "green"))
-TEMPERATURE = steps("green", (80, "yellow"), (95, "red"))
-HBM_FILL = steps("green", (0.9, "yellow"), (0.97, "red"))
 
 
 def chip(metric: str, *matchers: str) -> str:
     """Selector for a per-chip metric on the chosen node and NPUs."""
     return sel(metric, NPU, *matchers)
+
+
+def _verdict_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
+    return (
+        dash.with_row(dashboard_b.Row("Verdict"))
+        .with_panel(node_status_stat())
+        .with_panel(node_status_timeline())
+        .with_panel(chip_status_table())
+        .with_panel(findings_table())
+    )
 
 
 def _node_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
@@ -63,7 +83,7 @@ def _node_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
                          unit="short", thresholds=ZERO_IS_GOOD, width=4,
                          queries=[Query(f"count({sel('npuwatch_collector_up')} == 0) or vector(0)")]))
         .with_panel(stat("Host CPU", "Host CPU utilization.", unit="percentunit",
-                         thresholds=steps("green", (0.8, "yellow"), (0.95, "red")), width=4,
+                         thresholds=HOST_BUSY, width=4,
                          queries=[Query(sel("npuwatch_host_cpu_utilization_ratio"))]))
         .with_panel(table(
             "Chips", "Static facts per chip: model, bus, serial, firmware and driver.",
@@ -123,7 +143,7 @@ def _pods_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
 
 
 def _utilization_panel(title: str, metric: str, width: int) -> timeseries_b.Panel:
-    return timeseries(title, f"{title} per chip (0-100%).", unit="percentunit", thresholds=UTILIZATION,
+    return timeseries(title, f"{title} per chip (0-100%).", unit="percentunit", thresholds=BUSY_CHIP,
                       width=width, min_value=0, max_value=1,
                       queries=[Query(chip(metric), CHIP)])
 
@@ -159,21 +179,21 @@ def _thermal_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
     return (
         dash.with_row(dashboard_b.Row("Power, temperature and clocks"))
         .with_panel(timeseries("Power", "Chip power draw.", unit="watt",
-                               thresholds=steps("green", (350, "yellow"), (400, "red")), width=12,
+                               thresholds=INFO, width=12,
                                queries=[Query(chip("npu_power_watts"), CHIP)]))
         .with_panel(timeseries("Chip temperature", "SoC temperature per chip.", unit="celsius",
-                               thresholds=TEMPERATURE, width=12,
+                               thresholds=chip_temperature(), width=12,
                                queries=[Query(chip("npu_temperature_celsius"), CHIP)]))
         .with_panel(timeseries("HBM temperature", "HBM temperature per chip.", unit="celsius",
-                               thresholds=steps("green", (85, "yellow"), (95, "red")), width=8,
+                               thresholds=HBM_TEMPERATURE, width=8,
                                queries=[Query(chip("npu_hbm_temperature_celsius"), CHIP)]))
         .with_panel(timeseries("AI Core frequency", "Current AI Core clock.", unit="hertz",
                                thresholds=INFO, width=8,
                                queries=[Query(chip("npu_aicore_frequency_hertz"), CHIP)]))
         .with_panel(timeseries(
             "AI Core clock vs rated", "Current over rated AI Core clock; below 1 under load hints at "
-            "power or thermal throttling.",
-            unit="percentunit", thresholds=steps("yellow", (0.95, "green")), width=8, min_value=0,
+            "power or thermal throttling (the sustained GEMM check warns under its clock limit).",
+            unit="percentunit", thresholds=clock_ratio(), width=8, min_value=0,
             queries=[Query(frequency_ratio, CHIP)]))
     )
 
@@ -194,7 +214,7 @@ def _errors_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             queries=[Query(f"increase({ecc_total}[$__rate_interval])", f"{CHIP} {{{{bit}}}}")]))
         .with_panel(timeseries(
             "HBM isolated pages", "Pages isolated after ECC errors; a growing count means a failing HBM.",
-            unit="short", thresholds=steps("green", (1, "yellow"), (64, "red")), width=8,
+            unit="short", thresholds=isolated_pages(), width=8,
             queries=[Query(chip("npu_hbm_ecc_isolated_pages"), f"{CHIP} {{{{bit}}}}")]))
         .with_panel(timeseries(
             "HCCS errors and retries", "HCCS link error and retry counters, increase per interval.",
@@ -231,7 +251,7 @@ def _probes_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
                                queries=[Query(chip("npu_probe_gemm_flops"), f"{CHIP} {{{{dtype}}}}")]))
         .with_panel(timeseries(
             "GEMM efficiency", "GEMM probe rate over the chip model's expected peak.",
-            unit="percentunit", thresholds=steps("red", (0.7, "yellow"), (0.85, "green")), width=8,
+            unit="percentunit", thresholds=gemm_efficiency(), width=8,
             min_value=0,
             queries=[Query(chip("npu_probe_gemm_efficiency_ratio"), f"{CHIP} {{{{dtype}}}}")]))
         .with_panel(state_timeline(
@@ -266,14 +286,12 @@ def _check_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
         return f"sum by (level) ({sel('npu_check_verdict', matcher)})"
 
     # one series per level, valued as its Nagios exit code: 0 ok, 1 warn, 2 fail, 3 unknown
-    code = f"{verdict('warn')} + 2 * {verdict('fail')} + 3 * {verdict('unknown')}"
+    code = " + ".join(f"{number} * {verdict(word)}" for word, number in EXIT_CODES["nagios"].items() if number)
     return (
         dash.with_row(dashboard_b.Row("npuwatch check"))
         .with_panel(state_timeline(
             "Level verdict", "The verdict of each level the agent runs (npuwatch check, check.schedule).",
-            unit="short", thresholds=steps("green", (1, "yellow"), (2, "red"), (3, "purple")), width=12,
-            mapping={"0": ("ok", "green"), "1": ("warn", "yellow"), "2": ("FAIL", "red"),
-                     "3": ("unknown", "purple")},
+            unit="short", thresholds=STATUS_STEPS, width=12, mapping=STATUS_MAPPING,
             queries=[Query(code, "{{level}}")]))
         .with_panel(table(
             "Levels", "Run time of each level's last run (budget: quick 10 s, medium 2 min, long 15 min) "
@@ -281,8 +299,7 @@ def _check_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             unit="s", thresholds=INFO, width=12, height=8,
             queries=[Query(sel("npu_check_duration_seconds")),
                      Query(f"time() - {sel('npu_check_last_run_timestamp_seconds')}")],
-            columns=[Column("Run time", "s", steps("green", (10, "yellow"), (900, "red"))),
-                     Column("Since last run", "s", steps("green", (1800, "yellow"), (86400 * 6, "red")))]))
+            columns=[Column("Run time", "s"), Column("Since last run", "s")]))
         .with_panel(table(
             "Check results", "Every check result of the last run of each level, failures first "
             "(absent: the check could not tell).",
@@ -304,7 +321,7 @@ def _check_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
 def _host_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
     memory = f"{sel('npuwatch_host_memory_used_bytes')} / {sel('npuwatch_host_memory_total_bytes')}"
     disk = f"{sel('npuwatch_host_disk_used_bytes')} / {sel('npuwatch_host_disk_total_bytes')}"
-    busy = steps("green", (0.8, "yellow"), (0.95, "red"))
+    busy = HOST_BUSY
     return (
         dash.with_row(dashboard_b.Row("Host"))
         .with_panel(timeseries("Host CPU", "Host CPU utilization.", unit="percentunit", thresholds=busy,
@@ -332,8 +349,8 @@ def _agent_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             queries=[Query(up), Query(sel("npuwatch_collector_duration_seconds")),
                      Query(f"time() - {sel('npuwatch_collector_last_success_timestamp_seconds')}")],
             columns=[Column("Up", "short", HEALTHY, {"1": ("up", "green"), "0": ("failing", "red")}),
-                     Column("Run time", "s", steps("green", (5, "yellow"), (30, "red"))),
-                     Column("Since last success", "s", steps("green", (300, "yellow"), (900, "red")))]))
+                     Column("Run time", "s"),
+                     Column("Since last success", "s")]))
         .with_panel(table(
             "Agent version", "npuwatch and Python versions.", unit="short", thresholds=INFO, width=8,
             queries=[Query(sel("npuwatch_build_info"))], columns=[Column("Running", "short")]))
@@ -348,7 +365,7 @@ def build() -> dashboard_b.Dashboard:
                                       multi=False, include_all=False))
         .with_variable(label_variable("npu", "NPU", f"label_values(npu_info{{{JOB},{NODE}}}, npu)"))
     )
-    for add_row in (_node_row, _health_row, _pods_row, _utilization_row, _memory_row, _thermal_row, _errors_row,
-                    _processes_row, _probes_row, _check_row, _host_row, _agent_row):
+    for add_row in (_verdict_row, _node_row, _health_row, _pods_row, _utilization_row, _memory_row, _thermal_row,
+                    _errors_row, _processes_row, _probes_row, _check_row, _host_row, _agent_row):
         dash = add_row(dash)
     return dash

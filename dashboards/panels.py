@@ -171,15 +171,25 @@ def stat(
     queries: Sequence[Query],
     width: int = 6,
     height: int = 4,
+    mapping: dict[str, tuple[str, str]] | None = None,
+    series_colours: dict[str, str] | None = None,
 ) -> stat_b.Panel:
+    """A big value per query (per series). ``mapping``: value -> (text, colour); ``series_colours``: a fixed
+    colour per series name (its legend), for a count whose colour is what it counts, not how many."""
     panel = (
         _common(stat_b.Panel(), title=title, description=description, unit=unit,
                 thresholds=thresholds, width=width, height=height)
         .color_mode(common_m.BigValueColorMode.BACKGROUND)
-        .graph_mode(common_m.BigValueGraphMode.AREA)
-        .text_mode(common_m.BigValueTextMode.AUTO)
+        .graph_mode(common_m.BigValueGraphMode.NONE if mapping or series_colours else common_m.BigValueGraphMode.AREA)
+        .text_mode(common_m.BigValueTextMode.VALUE_AND_NAME if mapping or series_colours
+                   else common_m.BigValueTextMode.AUTO)
         .reduce_options(common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     )
+    if mapping is not None:
+        panel = panel.mappings(_value_mappings(mapping))
+    for name, colour in (series_colours or {}).items():
+        panel = panel.override_by_name(name, [dashboard_m.DynamicConfigValue(
+            id_val="color", value={"mode": "fixed", "fixedColor": colour})])
     _targets(panel, queries)
     return panel
 
@@ -192,6 +202,16 @@ class Column:
     unit: str
     thresholds: dashboard_b.ThresholdsConfig | None = None
     mapping: dict[str, tuple[str, str]] | None = None
+
+
+def _label_overrides(panel: table_b.Panel, label_colours: dict[str, dict[str, tuple[str, str]]]) -> table_b.Panel:
+    """Colour a label's column by its words (e.g. ``status``: "fail" -> ("FAIL", "red"))."""
+    for label, mapping in label_colours.items():
+        panel = panel.override_by_name(label, [
+            dashboard_m.DynamicConfigValue(id_val="mappings", value=_value_mappings(mapping)),
+            dashboard_m.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-background"}),
+        ])
+    return panel
 
 
 def _column_overrides(panel: table_b.Panel, columns: Sequence[Column]) -> table_b.Panel:
@@ -228,14 +248,20 @@ def table(
     sort_by: str | None = None,
     sort_desc: bool = True,
     link_to_node: bool = False,
+    label_colours: dict[str, dict[str, tuple[str, str]]] | None = None,
+    hide_value: bool = False,
 ) -> table_b.Panel:
     """A table of instant queries merged on their labels: one row per series, one column per query.
 
     ``unit``/``thresholds`` are the panel defaults; ``columns`` (one per query)
-    name each value column and may give it its own unit and colours.
+    name each value column and may give it its own unit and colours. ``label_colours`` colours label columns by
+    their words; ``hide_value`` drops the value column of a one-query table whose value says nothing (always 1).
     """
     if columns and len(columns) != len(queries):
         raise ValueError(f"{title}: {len(columns)} columns for {len(queries)} queries")
+    if hide_value and (columns or len(queries) != 1):
+        raise ValueError(f"{title}: only a one-query table without columns can hide its value")
+    hidden = (*_TABLE_HIDDEN, "Value") if hide_value else _TABLE_HIDDEN
     panel = (
         _common(table_b.Panel(), title=title, description=description, unit=unit,
                 thresholds=thresholds, width=width, height=height)
@@ -243,10 +269,11 @@ def table(
         .with_transformation(dashboard_m.DataTransformerConfig(id_val="merge", options={}))
         .with_transformation(dashboard_m.DataTransformerConfig(
             id_val="organize",
-            options={"excludeByName": dict.fromkeys(_TABLE_HIDDEN, True)},
+            options={"excludeByName": dict.fromkeys(hidden, True)},
         ))
     )
     panel = _column_overrides(panel, columns)
+    panel = _label_overrides(panel, label_colours or {})
     if sort_by is not None:
         panel = panel.sort_by([common_b.TableSortByFieldState().display_name(sort_by).desc(sort_desc)])
     if link_to_node:

@@ -47,6 +47,8 @@ from typing import Any
 
 import pytest
 
+from agent.check.live import JOB_NAME as VERDICT_JOB
+from agent.check.live import verdict_interval
 from agent.daemon.assemble import AgentBundle
 from agent.daemon.service import Agent, group_interval
 from agent.web.server import AgentHTTPServer, make_server
@@ -57,6 +59,7 @@ from tests.support.agent_harness import demo_bundle
 from tests.support.paths import REPO
 from tests.support.prom_harness import PromProcess, RuleChange, shortened_rules, start_prometheus
 
+JUDGE = f"internal:{VERDICT_JOB}"
 RULE_FILES = sorted((REPO / "alerts").glob("*.rules.yml"))
 FLEET_DASHBOARD = REPO / "dashboards" / "json" / "npu-fleet-overview.json"
 
@@ -154,6 +157,8 @@ class FleetDriver:
         jobs = [(f"group:{group}", group_interval(agent.config, group)) for group in agent.groups()]
         internal = {"host": config.host, "hccl_logs": config.hccl_logs}
         jobs += [(f"internal:{job}", settings.interval) for job, settings in internal.items() if settings.enabled]
+        # The node's judgement over what the groups stored, as the agent schedules it (after the groups).
+        jobs.append((f"internal:{VERDICT_JOB}", verdict_interval(agent.config)))
         return jobs
 
     def run_job(self, name: str, job: str) -> None:
@@ -355,17 +360,17 @@ def test_fleet_alerts_hit_only_faulty_nodes_and_fleet_panels_answer(fleet: Fleet
     # Faults on five nodes; their affected collections run now, as their next runs would.
     mark = time.monotonic()
     fleet.demo(LINK_DOWN).set_fault("link_down", chip=1)
-    fleet.driver.run_now(LINK_DOWN, "group:roce")
+    fleet.driver.run_now(LINK_DOWN, "group:roce", JUDGE)
     fleet.demo(DOUBLE_BIT).set_fault("hbm_dbe", chip=0, interval_s=5)
-    fleet.driver.run_now(DOUBLE_BIT, "group:health")
+    fleet.driver.run_now(DOUBLE_BIT, "group:health", JUDGE)
     # RestartBusiness: a level that pages nothing of its own, so NPUUnhealthy pages (80E18005, RestartNPU,
     # pages NPUFaultResetWhenIdle instead).
     fleet.demo(ALARM).set_fault("health", chip=1, state="Alarm", codes=["8C204E00"])
-    fleet.driver.run_now(ALARM, "group:info", "group:health")
+    fleet.driver.run_now(ALARM, "group:info", "group:health", JUDGE)
     fleet.demo(CRASHED).set_fault("npu_smi_crash")
-    fleet.driver.run_now(CRASHED, "group:info", "group:usages", "group:health")
+    fleet.driver.run_now(CRASHED, "group:info", "group:usages", "group:health", JUDGE)
     _write_ei0002_plog(fleet.demo(HCCL_NODE).directory / "log", time.time())
-    fleet.driver.run_now(HCCL_NODE, "internal:hccl_logs")
+    fleet.driver.run_now(HCCL_NODE, "internal:hccl_logs", JUDGE)
 
     _wait_for_alerts(prom, EXPECTED, ALERT_TIMEOUT_S)
     fleet.timings["faults -> all expected alerts firing"] = time.monotonic() - mark
@@ -411,6 +416,9 @@ def test_fleet_alerts_hit_only_faulty_nodes_and_fleet_panels_answer(fleet: Fleet
     assert not unexpected, "fleet panel queries without data:\n" + "\n".join(unexpected)
     stale = sorted(set(NO_DATA_PANELS) - empty)
     assert not stale, f"these panels have data now; drop them from NO_DATA_PANELS: {stale}"
+    # The Verdict row's "Nodes not ok" names the nodes the faults went onto, as their agents judged them.
+    judged = prom.values('npu_node_status{job="npuwatch",status!="ok"}', "node")
+    assert {LINK_DOWN, DOUBLE_BIT, ALARM, CRASHED} <= set(judged), judged
     # The crashed node's last good chip list is served until it is 3 intervals old; all others report.
     reporting = set(prom.values('count by (node) (npu_chips{job="npuwatch"})', "node"))
     assert reporting | {CRASHED} == {node_name(i) for i in range(NODES)}, reporting

@@ -241,7 +241,13 @@ def test_table_column_overrides_match_their_queries(name: str) -> None:
         names = {o["matcher"]["options"] for o in panel["fieldConfig"]["overrides"]}
         refs = [t["refId"] for t in panel["targets"]]
         expected = {"Value"} if len(refs) == 1 else {f"Value #{ref}" for ref in refs}
-        assert names == expected, panel["title"]
+        hidden = {name for transformation in panel["transformations"]
+                  for name in transformation["options"].get("excludeByName", {})}
+        values = {name for name in names if name.startswith("Value")}
+        assert values == expected - hidden, panel["title"]
+        labels = {label for target in panel["targets"] for metric in metric_names(target["expr"])
+                  for label in CATALOGUE[metric].labels}
+        assert names - values <= labels, f"{panel['title']}: an override of a column no query has"
 
 
 def test_the_dashboards_cover_the_required_views() -> None:
@@ -291,3 +297,55 @@ def test_substitute_handles_every_variable_form() -> None:
     assert substitute("increase(x[$__range])") == "increase(x[1h])"
     with pytest.raises(KeyError, match="nope"):
         substitute("x{a=\"$nope\"}")
+
+
+# --- the agent's verdict ------------------------------------------------------------------------------------------
+
+
+def _panels_reading(name: str, metric: str) -> list[dict[str, Any]]:
+    return [p for p in _viz_panels(DASHBOARDS[name])
+            if any(metric in metric_names(t["expr"]) for t in p["targets"])]
+
+
+def _status_words(panel: dict[str, Any]) -> dict[str, str]:
+    """The colour each status takes on a panel: by a value mapping, a status column's mapping or a series colour."""
+    found: dict[str, str] = {}
+    for mapping in panel["fieldConfig"]["defaults"].get("mappings", []):
+        found.update({result["text"].lower(): result["color"] for result in mapping["options"].values()})
+    for override in panel["fieldConfig"]["overrides"]:
+        for prop in override["properties"]:
+            if prop["id"] == "mappings" and override["matcher"]["options"] == "status":
+                for mapping in prop["value"]:
+                    found.update({word: result["color"] for word, result in mapping["options"].items()})
+            if prop["id"] == "color" and prop["value"].get("mode") == "fixed":
+                found[override["matcher"]["options"]] = prop["value"]["fixedColor"]
+    return found
+
+
+STATUS_COLOURS = {"ok": "green", "warn": "yellow", "fail": "red", "unknown": "purple"}
+
+
+def test_the_node_detail_shows_the_agents_verdict() -> None:
+    name = "npu-node-detail.json"
+    node = _panels_reading(name, "npu_node_status")
+    assert {p["type"] for p in node} == {"stat", "state-timeline"}
+    chips = _panels_reading(name, "npu_chip_status")
+    found = _panels_reading(name, "npu_fault_since_timestamp_seconds")
+    assert [p["type"] for p in chips] == ["table"] and [p["type"] for p in found] == ["table"]
+    for panel in (*node, *chips, *found):
+        assert _status_words(panel).items() >= STATUS_COLOURS.items(), panel["title"]
+    assert found[0]["targets"][0]["expr"].startswith("npu_fault_since_timestamp_seconds{")
+    # The panels come first: the verdict is what a reader wants before the readings.
+    assert _viz_panels(DASHBOARDS[name])[0] is node[0]
+
+
+def test_the_fleet_overview_counts_nodes_by_verdict_and_lists_the_ones_not_ok() -> None:
+    name = "npu-fleet-overview.json"
+    panels = _panels_reading(name, "npu_node_status")
+    by_type = {p["type"]: p for p in panels}
+    assert set(by_type) == {"stat", "table"}
+    assert by_type["stat"]["targets"][0]["expr"].startswith("count by (status) (npu_node_status{")
+    assert 'status!="ok"' in by_type["table"]["targets"][0]["expr"]
+    for panel in panels:
+        assert _status_words(panel).items() >= STATUS_COLOURS.items(), panel["title"]
+        assert len(panel["fieldConfig"]["defaults"]["thresholds"]["steps"]) == 1, "coloured by status, not steps"
