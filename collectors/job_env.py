@@ -29,7 +29,14 @@ import psutil
 
 from collectors.base import ChipRef, NoData, ParseError, Sample
 from collectors.hccl import ranktable
-from collectors.job_info import JobIdentity, identity_from_environ, job_samples, rank_in_table, rank_table_path
+from collectors.job_info import (
+    JobIdentity,
+    clean_text,
+    identity_from_environ,
+    job_samples,
+    rank_in_table,
+    rank_table_path,
+)
 from collectors.npu_smi_info_records import InfoTable, NpuProcess
 
 __all__ = ["FAILURE_METRIC", "FAILURE_REASONS", "JOB_NAME", "MAX_RANK_TABLE_BYTES", "JobEnvReader",
@@ -90,7 +97,9 @@ class JobEnvReader:
     """Job identities of pids, from their environment, cached per (pid, start time); thread-safe."""
 
     def __init__(self, environ: Environ = _psutil_environ, started: Callable[[int], float] = _psutil_started,
-                 proc_root: str = "/proc", names: Callable[[], set[str]] = local_names) -> None:
+                 proc_root: str = "/proc", names: Callable[[], set[str]] = local_names,
+                 job_variables: Sequence[str] = ()) -> None:
+        self.job_variables = tuple(job_variables)  # set again on a reload: identities are not cached, environments are
         self._environ = environ
         self._started = started
         self._proc_root = proc_root
@@ -103,6 +112,7 @@ class JobEnvReader:
         self._logged: set[str] = set()
         self._table_failed: set[int] = set()
         self._local: set[str] | None = None
+        self._node = clean_text(socket.gethostname())
 
     # --- the environment of a pid
     def _env(self, pid: int) -> Mapping[str, str] | None:
@@ -111,7 +121,8 @@ class JobEnvReader:
         except psutil.ZombieProcess:
             return self._failed(pid, None, "zombie", f"pid {pid} is a zombie")
         except (psutil.NoSuchProcess, ProcessLookupError):
-            return self._failed(pid, None, "gone", f"pid {pid} ended before its environment was read")
+            return self._failed(pid, None, "gone", f"pid {pid} is not running here: it ended, or it runs in a PID "
+                                                   "namespace the agent does not share (Kubernetes: hostPID)")
         except (psutil.AccessDenied, PermissionError):
             return self._failed(pid, None, "access_denied", f"pid {pid}: not allowed to read it")
         except (psutil.Error, OSError):
@@ -192,7 +203,7 @@ class JobEnvReader:
             return None
         path = rank_table_path(environ)
         table_rank = (lambda: self._table_rank(process.pid, path, chip)) if path else None
-        return identity_from_environ(environ, table_rank)
+        return identity_from_environ(environ, table_rank, self.job_variables, self._node)
 
     def prune(self, pids: set[int]) -> None:
         """Forget the pids no longer listed (their environments and failure marks)."""

@@ -7,14 +7,17 @@ from each process's environment (psutil, cached per pid and start time); the age
 
 Where the labels come from, first found wins (docs/metrics.md, "Job and rank of every chip"):
 
-- ``job``: ``SLURM_JOB_ID`` (source ``slurm``); ``JOB_ID``, the variable HCCL and MindSpore jobs set
-  (source ``env``); ``TORCHELASTIC_RUN_ID`` unless torchrun's default ``none``, else
-  ``MASTER_ADDR:MASTER_PORT`` (source ``torchrun``: every rank of one job rendezvous at one address).
-  None of them: the job is empty and the source is ``none``.
+- ``job``: the operator's own variables (``collectors.npu_smi.job_variables``, e.g. one a Kubernetes
+  job sets from a pod label; source ``env``); ``SLURM_JOB_ID`` (``slurm``), ``PBS_JOBID`` (``pbs``),
+  ``LSB_JOBID`` (``lsf``); ``JOB_ID``, the variable HCCL and MindSpore jobs set (``env``);
+  ``TORCHELASTIC_RUN_ID`` unless torchrun's default ``none``, else ``MASTER_ADDR:MASTER_PORT``
+  (``torchrun``: every rank of one job rendezvous at one address; a loopback address is prefixed with
+  the host name, ``node-7/localhost:29500``); ``MS_SCHED_HOST:MS_SCHED_PORT``
+  (``mindspore``, its dynamic cluster's scheduler). None of them: the job is empty, the source ``none``.
 - ``rank``: ``RANK``, ``RANK_ID`` (Ascend), ``SLURM_PROCID``, else the rank the HCCL rank table
   ``RANK_TABLE_FILE`` gives this chip's device id on this server.
 - ``local_rank``: ``LOCAL_RANK``, ``SLURM_LOCALID``; ``world_size``: ``WORLD_SIZE``, ``RANK_SIZE``,
-  ``SLURM_NTASKS``, else the rank table's device count.
+  ``SLURM_NTASKS``, ``MS_WORKER_NUM``, else the rank table's device count.
 
 One series per chip at most: of the processes on a chip whose identity names a job or a rank, the
 one holding the most device memory (then the lowest pid); a chip with none has no series. Values are
@@ -39,6 +42,7 @@ __all__ = [
     "METRIC",
     "JobIdentity",
     "choose_process",
+    "clean_text",
     "identity_from_environ",
     "job_samples",
     "rank_in_table",
@@ -95,19 +99,39 @@ def _first_uint(environ: Mapping[str, str], names: Sequence[str]) -> str:
     return ""
 
 
-def _job(environ: Mapping[str, str]) -> tuple[str, str]:
+# Batch schedulers' job ids, in order, after the operator's own variables (source ``env``).
+_SCHEDULER_JOBS = (("SLURM_JOB_ID", "slurm"), ("PBS_JOBID", "pbs"), ("LSB_JOBID", "lsf"), ("JOB_ID", "env"))
+# Rendezvous addresses every rank of one job shares: (host variable, port variable, source).
+_RENDEZVOUS = (("MASTER_ADDR", "MASTER_PORT", "torchrun"), ("MS_SCHED_HOST", "MS_SCHED_PORT", "mindspore"))
+
+
+_LOOPBACK = ("localhost", "127.", "::1", "[::1]")
+
+
+def _rendezvous(environ: Mapping[str, str], host: str, port: str, node: str) -> str:
+    """``host:port``; a loopback host (a single-node job) is told apart from other nodes' by ``node``."""
+    address = clean_text(environ.get(host, ""))
+    number = _uint(environ.get(port))
+    if not (address and number):
+        return ""
+    local = address.lower() == "localhost" or address.startswith(_LOOPBACK[1:])
+    return clean_text(f"{node}/{address}:{number}" if local and node else f"{address}:{number}")
+
+
+def _job(environ: Mapping[str, str], job_variables: Sequence[str] = (), node: str = "") -> tuple[str, str]:
     """(job, source) from the environment; ("", "none") when it names no job."""
-    for name, source in (("SLURM_JOB_ID", "slurm"), ("JOB_ID", "env")):
+    named = [(name, "env") for name in job_variables]
+    for name, source in (*named, *_SCHEDULER_JOBS):
         job = clean_text(environ.get(name, ""))
         if job:
             return job, source
     run_id = clean_text(environ.get("TORCHELASTIC_RUN_ID", ""))
     if run_id and run_id != _TORCHRUN_DEFAULT_RUN_ID:
         return run_id, "torchrun"
-    address = clean_text(environ.get("MASTER_ADDR", ""))
-    port = _uint(environ.get("MASTER_PORT"))
-    if address and port:
-        return clean_text(f"{address}:{port}"), "torchrun"
+    for host, port, source in _RENDEZVOUS:
+        job = _rendezvous(environ, host, port, node)
+        if job:
+            return job, source
     return "", "none"
 
 
@@ -119,13 +143,15 @@ def rank_table_path(environ: Mapping[str, str]) -> str:
     return path
 
 
-def identity_from_environ(environ: Mapping[str, str], table_rank: Callable[[], tuple[str, str]] | None = None
-                          ) -> JobIdentity:
+def identity_from_environ(environ: Mapping[str, str], table_rank: Callable[[], tuple[str, str]] | None = None,
+                          job_variables: Sequence[str] = (), node: str = "") -> JobIdentity:
     """The job identity a process's environment gives. ``table_rank`` answers (rank, world size) from the
-    rank table the environment points at; it is only called when no variable gives the rank."""
-    job, source = _job(environ)
+    rank table the environment points at; it is only called when no variable gives the rank.
+    ``job_variables`` name the job before the built-in variables (``collectors.npu_smi.job_variables``);
+    ``node`` (the host name) prefixes a loopback rendezvous address, which only one node's ranks share."""
+    job, source = _job(environ, job_variables, node)
     rank = _first_uint(environ, ("RANK", "RANK_ID", "SLURM_PROCID"))
-    world_size = _first_uint(environ, ("WORLD_SIZE", "RANK_SIZE", "SLURM_NTASKS"))
+    world_size = _first_uint(environ, ("WORLD_SIZE", "RANK_SIZE", "SLURM_NTASKS", "MS_WORKER_NUM"))
     if not rank and table_rank is not None:
         rank, table_size = table_rank()
         world_size = world_size or table_size

@@ -146,6 +146,11 @@ class NpuSmiSection(ConfigSection):
     job_info: bool = setting(boolean, True,
                              "export `npu_job_info` (job and rank of the process on each chip, from its environment "
                              "or rank table; one series per chip) on this interval")
+    job_variables: tuple[str, ...] = setting(str_list, (),
+                                             "environment variables that name a process's job, read before the "
+                                             "built-in ones (`SLURM_JOB_ID`, `JOB_ID`, `MASTER_ADDR`, ...: "
+                                             "docs/metrics.md), e.g. one a Kubernetes job sets from a pod label "
+                                             "through the downward API")
     max_chips: int = setting(integer(1, 4096), 64,
                              "a table listing more chips is refused as broken output (`npu_smi_info` up 0, "
                              "reason `parse`)")

@@ -97,6 +97,7 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
         job_info: JobInfoCollector | None = kept.get(JOB_INFO)  # a reload keeps its cache and failure counts
         if job_info is None:
             job_info = kept[JOB_INFO] = JobInfoCollector(info_table, chips)
+        job_info.reader.job_variables = collectors.npu_smi.job_variables
         jobs.append(InternalJob(JOB_INFO, collectors.npu_smi.interval, job_info.collect))
     return jobs
 

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -326,3 +327,43 @@ def test_the_job_exports_the_chips_and_the_failure_counts() -> None:
     failures = {dict(s.labels)["reason"]: s.value for s in out if s.metric == FAILURE_METRIC}
     assert failures == {"access_denied": 1.0, "gone": 0.0, "zombie": 0.0, "rank_table": 0.0}
     assert CATALOGUE[FAILURE_METRIC].type == "counter"
+
+
+@pytest.mark.parametrize(("env", "job", "source"), [
+    ({"PBS_JOBID": "123.pbs01", "RANK": "0"}, "123.pbs01", "pbs"),
+    ({"LSB_JOBID": "77", "RANK": "0"}, "77", "lsf"),
+    ({"MS_SCHED_HOST": "10.0.0.9", "MS_SCHED_PORT": "8118", "MS_WORKER_NUM": "32"}, "10.0.0.9:8118", "mindspore"),
+    ({"TEAM_JOB": "llm-pretrain", **SLURM}, "llm-pretrain", "env"),
+])
+def test_other_schedulers_and_the_operators_own_variable(env: dict[str, str], job: str, source: str) -> None:
+    found = identity_from_environ(env, job_variables=("TEAM_JOB", "UNSET_JOB"))
+    assert (found.job, found.source) == (job, source)
+    assert identity_from_environ({"MS_SCHED_HOST": "h", "MS_SCHED_PORT": "1", "MS_WORKER_NUM": "32"}).world_size == "32"
+
+
+@pytest.mark.parametrize("address", ["localhost", "127.0.0.1", "::1"])
+def test_a_loopback_rendezvous_is_named_by_its_node(address: str) -> None:
+    env = {"MASTER_ADDR": address, "MASTER_PORT": "29500", "RANK": "0"}
+    assert identity_from_environ(env, node="node-7").job == f"node-7/{address}:29500"
+    assert identity_from_environ({**env, "MASTER_ADDR": "10.0.0.1"}, node="node-7").job == "10.0.0.1:29500"
+
+
+def test_the_config_switches_the_job_and_a_reload_keeps_its_counts_and_takes_new_variables() -> None:
+    from agent.core.config import build_config
+    from agent.daemon.assemble import internal_jobs
+    from collectors.job_env import JOB_NAME
+
+    def config(**npu_smi: object) -> Any:
+        # Only the jobs that touch nothing: no log scanner (its state directory), no host readings.
+        return build_config({"collectors": {"npu_smi": npu_smi, "hccl_logs": {"enabled": False},
+                                            "host": {"enabled": False}},
+                             "kubernetes": {"pod_attribution": False}})
+
+    kept: dict[str, object] = {}
+    first = internal_jobs(config(), kept=kept)
+    assert [job.name for job in first] == [JOB_NAME] and first[0].interval_s == config().collectors.npu_smi.interval
+    collector = kept[JOB_NAME]
+    assert isinstance(collector, JobInfoCollector) and collector.reader.job_variables == ()
+    internal_jobs(config(job_variables=["TEAM_JOB"]), kept=kept)
+    assert kept[JOB_NAME] is collector and collector.reader.job_variables == ("TEAM_JOB",)
+    assert internal_jobs(config(job_info=False)) == []
