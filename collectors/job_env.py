@@ -10,7 +10,8 @@ npu-smi's table and the read, and a zombie give no identity: each is counted onc
 ``failures`` (``npuwatch_job_info_failures_total{reason}``) and the first of each kind is logged.
 ``RANK_TABLE_FILE`` is read through ``/proc/<pid>/root`` (the process's own file system, in a
 container too), only when it is a regular file of at most ``MAX_RANK_TABLE_BYTES`` (opened without
-blocking: a FIFO or a device is refused unread); parsed tables are kept by path, size and mtime.
+blocking: a FIFO or a device is refused unread) that the process's user owns or anyone may read;
+parsed tables are kept by path, inode, size and mtime.
 """
 
 from __future__ import annotations
@@ -75,13 +76,17 @@ def local_names() -> set[str]:
     return names
 
 
-def _read_regular(path: Path, max_bytes: int) -> bytes:
-    """The file's bytes when it is a regular file of at most ``max_bytes``; opened without blocking."""
+def _read_regular(path: Path, max_bytes: int, owner: int) -> bytes:
+    """The file's bytes when it is a regular file of at most ``max_bytes`` that user ``owner`` (the process's)
+    owns or anyone may read; opened without blocking. The agent may be root: a process must not have it
+    read (and log parts of) a file its own user could not."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ParseError(f"{path}: not a regular file")
+        if info.st_uid != owner and not info.st_mode & stat.S_IROTH:
+            raise ParseError(f"{path}: neither the process's user's nor readable by all")
         if info.st_size > max_bytes:
             raise ParseError(f"{path}: larger than {max_bytes} bytes")
         with os.fdopen(fd, "rb", closefd=False) as handle:
@@ -98,12 +103,13 @@ class JobEnvReader:
 
     def __init__(self, environ: Environ = _psutil_environ, started: Callable[[int], float] = _psutil_started,
                  proc_root: str = "/proc", names: Callable[[], set[str]] = local_names,
-                 job_variables: Sequence[str] = ()) -> None:
+                 *, job_variables: Sequence[str] = (), owner: Callable[[int], int] | None = None) -> None:
         self.job_variables = tuple(job_variables)  # set again on a reload: identities are not cached, environments are
         self._environ = environ
         self._started = started
         self._proc_root = proc_root
         self._names = names
+        self._owner = owner if owner is not None else lambda pid: os.stat(Path(proc_root, str(pid))).st_uid
         self._lock = threading.Lock()
         # pid -> (start time, environment) or None when unreadable; environments are small (a few KB each).
         self._envs: dict[int, tuple[float, Mapping[str, str] | None]] = {}
@@ -174,7 +180,8 @@ class JobEnvReader:
             with self._lock:
                 table = self._tables.get(key)
             if table is None:
-                table = ranktable.parse(_read_regular(where, MAX_RANK_TABLE_BYTES), MAX_RANK_TABLE_BYTES)
+                data = _read_regular(where, MAX_RANK_TABLE_BYTES, self._owner(pid))
+                table = ranktable.parse(data, MAX_RANK_TABLE_BYTES)
                 with self._lock:
                     self._tables[key] = table
                     while len(self._tables) > _KEPT_TABLES:

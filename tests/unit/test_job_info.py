@@ -295,6 +295,20 @@ def test_a_rank_table_that_is_no_file_or_no_table_is_refused_unread(tmp_path: Pa
     assert _failures(reader)["rank_table"] == 1.0
 
 
+def test_a_rank_table_the_processs_user_could_not_read_is_refused(tmp_path: Path) -> None:
+    _plant(tmp_path, 40, "/job/hccl.json", _table({"10.0.0.1": [(0, 3)]}))
+    target = tmp_path / "40" / "root" / "job" / "hccl.json"
+    env = {"RANK_TABLE_FILE": "/job/hccl.json", "JOB_ID": "5"}
+    chips = [ChipRef(0, 0, phy_id=0)]
+    for mode, owner, rank in ((0o600, os.getuid() + 1, ""), (0o644, os.getuid() + 1, "3"), (0o600, os.getuid(), "3")):
+        target.chmod(mode)
+        reader = JobEnvReader(FakeProcs({40: (1.0, env)}).environ, lambda _pid: 1.0, str(tmp_path),
+                              lambda: {"10.0.0.1"}, owner=lambda _pid, uid=owner: uid)  # type: ignore[misc]
+        out = job_samples([_process(40)], chips, reader.identity)
+        assert [_labels(s)["rank"] for s in out] == [rank], (oct(mode), owner)
+        assert _failures(reader)["rank_table"] == (0.0 if rank else 1.0)
+
+
 def test_a_relative_rank_table_path_is_read_from_the_process_directory(tmp_path: Path) -> None:
     target = tmp_path / "40" / "cwd" / "hccl.json"
     target.parent.mkdir(parents=True)
