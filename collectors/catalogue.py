@@ -211,6 +211,15 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_pod_attribution_unmapped_devices", "gauge",
                "Device IDs of the configured resources that name no chip npu-smi lists on this node.", (),
                "pod_resources"),
+    # --- who runs on each chip: job and rank from the process's environment (on the info interval)
+    MetricSpec("npu_job_info", "gauge",
+               "Job and rank of the process on the chip, from its environment or rank table (always 1; one series "
+               "per chip, absent when no process on it names a job or a rank).",
+               (*CHIP, "job", "rank", "local_rank", "world_size", "source"), "npu_jobs"),
+    MetricSpec("npuwatch_job_info_failures_total", "counter",
+               "Processes on the chips whose environment (or rank table) could not be read, by reason "
+               "(access_denied, gone, zombie, rank_table); each process is counted once.",
+               ("reason",), "npu_jobs"),
     # --- the agent itself
     MetricSpec("npuwatch_build_info", "gauge", "npuwatch version (always 1).", ("version", "python"),
                "agent"),

@@ -143,6 +143,14 @@ class NpuSmiSection(ConfigSection):
     timeout: float = setting(positive_duration, 10.0, "per call; the process group is killed after it")
     max_parallel: int = setting(integer(1, 16), 2, "npu-smi processes at once (per-chip calls share this pool)")
     per_process_metrics: bool = setting(boolean, False, "export `npu_process_memory_bytes` (one series per pid)")
+    job_info: bool = setting(boolean, True,
+                             "export `npu_job_info` (job and rank of the process on each chip, from its environment "
+                             "or rank table; one series per chip) on this interval")
+    job_variables: tuple[str, ...] = setting(str_list, (),
+                                             "environment variables that name a process's job, read before the "
+                                             "built-in ones (`SLURM_JOB_ID`, `JOB_ID`, `MASTER_ADDR`, ...: "
+                                             "docs/metrics.md), e.g. one a Kubernetes job sets from a pod label "
+                                             "through the downward API")
     max_chips: int = setting(integer(1, 4096), 64,
                              "a table listing more chips is refused as broken output (`npu_smi_info` up 0, "
                              "reason `parse`)")

@@ -18,6 +18,8 @@ from agent.health.thresholds import log_window_s
 from agent.k8s.attribution import attribution_job
 from collectors.base import ChipRef
 from collectors.host import HostCollector
+from collectors.job_env import JOB_NAME as JOB_INFO
+from collectors.job_env import JobInfoCollector
 
 __all__ = ["AgentBundle", "build_agent", "internal_jobs"]
 
@@ -41,9 +43,10 @@ def _state_dir(config: Config) -> Path:
 
 
 def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple,
-                  kept: dict[str, Any] | None = None, quick: Callable[[], LevelReport] | None = None
-                  ) -> list[InternalJob]:
-    """The config's tool-less jobs; ``chips`` is the agent's chip list (for pod attribution). ``kept`` carries
+                  kept: dict[str, Any] | None = None, quick: Callable[[], LevelReport] | None = None,
+                  info_table: Callable[[], Any] = lambda: None) -> list[InternalJob]:
+    """The config's tool-less jobs; ``chips`` is the agent's chip list (for pod attribution and rank tables),
+    ``info_table`` the latest fresh records of ``npu-smi info`` (its processes, for job info). ``kept`` carries
     the collectors whose counters must survive a reload from one call to the next (the agent's own dict);
     ``quick`` is the agent's own judgement, which the scheduled quick level reports instead of reading the
     tools again."""
@@ -90,6 +93,12 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
     pods = attribution_job(config, chips)
     if pods is not None:
         jobs.append(pods)
+    if collectors.npu_smi.job_info:
+        job_info: JobInfoCollector | None = kept.get(JOB_INFO)  # a reload keeps its cache and failure counts
+        if job_info is None:
+            job_info = kept[JOB_INFO] = JobInfoCollector(info_table, chips)
+        job_info.reader.job_variables = collectors.npu_smi.job_variables
+        jobs.append(InternalJob(JOB_INFO, collectors.npu_smi.interval, job_info.collect))
     return jobs
 
 
@@ -111,9 +120,12 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
     def quick() -> LevelReport:
         return built[0].judge.level_report()
 
+    def info_table() -> Any:
+        return built[0].store.records("npu_smi_info") if built else None
+
     kept: dict[str, Any] = {}  # collectors a reload keeps (their counters never go down)
     agent = Agent(config, tool_env=tool_env,
-                  jobs_factory=lambda config: internal_jobs(config, chips, kept, quick))
+                  jobs_factory=lambda config: internal_jobs(config, chips, kept, quick, info_table))
     built.append(agent)
     return AgentBundle(agent, demo)
 
