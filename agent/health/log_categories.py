@@ -33,6 +33,12 @@ _OPERATOR = fault_kind("operator_fault")
 _SDMA = fault_kind("sdma_fault")
 _DRIVER = fault_kind("device_dropped")
 _LISTEN = fault_kind("port_listen_failed")
+_LINK = fault_kind("link_fault")
+_HBM = fault_kind("hbm_ecc_fault")
+_PROGRAM = ("the program failed, the node is fine: read the error's message and fix the call, the model or the "
+            "inputs it names; nothing on the node needs doing")
+_CONFIG = ("the program failed, the node is fine: fix the configuration or environment the error names (a file, "
+           "path, option, environment variable or permission); nothing on the node needs doing")
 
 _TIMEOUT = RUNBOOK_DIR + "HCCLTimeout.md"
 _CQE = RUNBOOK_DIR + "HCCLRoCECQEError.md"
@@ -64,6 +70,10 @@ LOG_CATEGORIES: tuple[LogCategory, ...] = (
     LogCategory("device_lost", _DRIVER.hint, _TIMEOUT, _DRIVER),
     LogCategory("tcp_store", "c10d's TCPStore failed: check that the master (MASTER_ADDR:MASTER_PORT) is alive "
                 "and reachable; a rank that died first makes the others fail here", _TIMEOUT),
+    LogCategory("link", _LINK.hint, RUNBOOK_DIR + "NPURoCELinkDown.md", _LINK),
+    LogCategory("hbm_ecc", _HBM.hint, RUNBOOK_DIR + "NPUHBMDoubleBitECC.md", _HBM),
+    LogCategory("program_error", _PROGRAM, _TIMEOUT),
+    LogCategory("config_error", _CONFIG, _TIMEOUT),
     LogCategory("other", "read the first error: `npuwatch scan-logs` on the log directory", _TIMEOUT),
 )
 

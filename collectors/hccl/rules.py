@@ -12,16 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collectors.hccl.codes import (
-    ASCEND_CODE_CATEGORIES,
-    ENVELOPE_CODES,
-    TRIAGE_FAILURE_CATEGORIES,
-    category_of_code,
-    is_ascend_code,
-)
+from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES, is_ascend_code
 from collectors.hccl.hints import line_hints
 from collectors.hccl.knowledge import match_knowledge
 from collectors.hccl.lines import QUIET_LEVELS, parse_timestamp, split_prefixes
+from collectors.hccl.table_rules import CODE_TOKENS, code_matches, wording_match
 
 __all__ = ["MAX_TEXT", "LineResult", "analyse_line", "classify_line"]
 
@@ -48,13 +43,13 @@ class LineResult:
 
 # ---------------------------------------------------------------- pre-filter
 
-# Every rule below needs one of these tokens somewhere in the line.
+# Every rule below needs one of these tokens, or a code family's pattern (CODE_TOKENS), somewhere in the line.
 _TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "imed out", "EI", "EJ", "EE", "EH", "EL", "EZ",
            "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent",
            "crimer", "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
 
 
-_INTERESTING_RE = re.compile("|".join(re.escape(token) for token in _TOKENS))
+_INTERESTING_RE = re.compile("|".join([re.escape(token) for token in _TOKENS] + list(CODE_TOKENS)))
 
 
 def _interesting(line: str) -> bool:
@@ -63,10 +58,6 @@ def _interesting(line: str) -> bool:
 
 # ---------------------------------------------------------------- rules
 
-_ASCEND_CODE_RE = re.compile(r"(?<![A-Za-z0-9])(E[IJEHLZ]\d{4})(?=\s*[:)\]])")
-# A runtime / ACL code (507046, 207001) after the words that print one; only the table's codes count.
-_RUNTIME_CODE_RE = re.compile(r"(?:error code is|runtime result =|error code[:=]|ret(?:Code)?\s*[=:]|result\s*=)"
-                              r"\s*(\d{6})(?!\d)")
 # A local copy fault whose message prints a CQE status (SMMU Terminate): not a RoCE completion error.
 _LOCAL_COPY_RE = re.compile(r"(?i)sdma|system dma|smmu")
 
@@ -197,18 +188,8 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
     text, indented = split_prefixes(line)
     if (text.startswith(QUIET_LEVELS) and "crimer" not in text) or _is_advice(text):
         return None
-    matches: list[tuple[str, str]] = []
-    envelopes: list[tuple[str, str]] = []
-    for match in _ASCEND_CODE_RE.finditer(text):
-        code = match.group(1)
-        entry = (code, category_of_code(code))
-        found = envelopes if code in ENVELOPE_CODES else matches
-        if entry not in found:
-            found.append(entry)
-    for match in _RUNTIME_CODE_RE.finditer(text):
-        category = ASCEND_CODE_CATEGORIES.get(match.group(1))
-        if category is not None and (match.group(1), category) not in matches:
-            matches.append((match.group(1), category))
+    # every code family of the packaged table; envelopes (EZ9999, 507011) and warnings apart
+    matches, envelopes = code_matches(text)
     seen_categories = {category for _, category in matches}
     for pattern, code, category in _SYNTHETIC_RULES:
         if category not in seen_categories and pattern.search(text):
@@ -216,6 +197,13 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
                 continue
             matches.append((code, category))
             seen_categories.add(category)
+    if not matches:
+        worded = wording_match(text)  # the runtime's wordings by release, through the packaged table
+        if worded is not None and worded[2]:
+            envelopes.insert(0, worded[:2])
+        elif worded is not None:
+            matches.append(worded[:2])
+            seen_categories.add(worded[1])
     if "watchdog_exception" in seen_categories and any(
             c in TRIAGE_FAILURE_CATEGORIES for _, c in matches if c != "watchdog_exception"):
         # the watchdog died on a failure the line already reports (its own timeout, EI0002)
