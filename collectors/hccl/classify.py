@@ -52,6 +52,9 @@ class Event:
 # ---------------------------------------------------------------- stream state
 
 _LOCATION_START = "Cluster Exception Location"
+# A stream synchronize that fails after one of these in the same failure is its symptom: the device error leads.
+_SYNC_CAUSES = tuple(prefix + category for category in ("aicore", "device_oom", "operator", "sdma", "device_lost",
+                                                        "link", "hbm_ecc") for prefix in "!~")
 _MAX_PENDING_LINES = 8
 _RECENT_COUNTED = 64
 
@@ -301,6 +304,9 @@ class StreamClassifier:
         ascend = is_ascend_code(code)
         key = code if ascend else "~" + category
         if self._near(self._counted.get(key), ts, line_no):
+            return False
+        if category == "stream_sync_timeout" and any(
+                self._near(self._counted.get(cause), ts, line_no) for cause in _SYNC_CAUSES):
             return False
         # One failure printed under two codes of one category (507046 and EE1002) counts once, and a phrasing
         # after its code is part of it; two unknown codes are two unknowns. (A code after a phrasing still

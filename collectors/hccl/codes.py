@@ -18,6 +18,7 @@ __all__ = [
     "DIAGNOSE_TIMEOUT_CATEGORIES",
     "ENVELOPE_CODES",
     "HCCL_TIMEOUT_CATEGORIES",
+    "PROGRAM_CATEGORIES",
     "TRIAGE_FAILURE_CATEGORIES",
     "Category",
     "category_matcher",
@@ -90,6 +91,8 @@ CATEGORIES: tuple[Category, ...] = (
 HCCL_TIMEOUT_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.pages == "HCCLTimeout")
 TRIAGE_FAILURE_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.triage)
 DIAGNOSE_TIMEOUT_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.diagnose)
+# The program or its configuration failed and the node is fine: never a WARN or FAIL of the node, never paged.
+PROGRAM_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.nature in ("program", "config"))
 
 
 def paged_by(alert: str) -> tuple[str, ...]:
