@@ -16,7 +16,7 @@ from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES, is_ascend_code
 from collectors.hccl.hints import line_hints
 from collectors.hccl.knowledge import match_knowledge
 from collectors.hccl.lines import QUIET_LEVELS, parse_timestamp, split_prefixes
-from collectors.hccl.table_rules import CODE_TOKENS, code_matches, wording_match
+from collectors.hccl.table_rules import CODE_SHAPE_RE, CODE_TOKENS, code_matches, wording_match
 
 __all__ = ["MAX_TEXT", "LineResult", "analyse_line", "classify_line"]
 
@@ -43,17 +43,19 @@ class LineResult:
 
 # ---------------------------------------------------------------- pre-filter
 
-# Every rule below needs one of these tokens, or a code family's pattern (CODE_TOKENS), somewhere in the line.
+# Every rule below needs one of these tokens, or a code family's (table_rules.CODE_SHAPE_RE, CODE_TOKENS),
+# somewhere in the line.
 _TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "imed out", "EI", "EJ", "EE", "EH", "EL", "EZ",
            "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent",
            "crimer", "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
 
 
-_INTERESTING_RE = re.compile("|".join([re.escape(token) for token in _TOKENS] + list(CODE_TOKENS)))
+_INTERESTING_RE = re.compile("|".join(re.escape(token) for token in _TOKENS))
 
 
 def _interesting(line: str) -> bool:
-    return _INTERESTING_RE.search(line) is not None
+    return (_INTERESTING_RE.search(line) is not None or CODE_SHAPE_RE.search(line) is not None
+            or any(token in line for token in CODE_TOKENS))
 
 
 # ---------------------------------------------------------------- rules
