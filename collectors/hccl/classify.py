@@ -36,6 +36,8 @@ class Event:
     source: str = ""
     line_no: int = 0
     hints: tuple[Hint, ...] = ()
+    rank: int | None = None  # the rank that printed it, where the line says (``[rank9]:``, ``RankID:9``)
+    device: int | None = None  # its device, where the line says (``Device:3``, ``device(chipId:3, ...)``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +72,8 @@ class _Held:
     provisional: bool
     indented: bool
     timestamp: float | None = None
+    rank: int | None = None
+    device: int | None = None
 
 
 @dataclass
@@ -143,7 +147,7 @@ class StreamClassifier:
         hints.extend(self._rendezvous_hints(line, line_no, hint_ts))
         if result.matches:
             held = _Held(line_no, result.matches, result.text, tuple(hints), result.provisional,
-                         result.indented, ts)
+                         result.indented, ts, result.rank, result.device)
             if ts is None:
                 self._untimed.append(held)
             else:
@@ -248,7 +252,8 @@ class StreamClassifier:
         self._provisional = keep
 
     def _event(self, held: _Held, code: str, category: str) -> Event:
-        return Event(code, category, held.timestamp, held.text, self.source, held.line_no, held.hints)
+        return Event(code, category, held.timestamp, held.text, self.source, held.line_no, held.hints, held.rank,
+                     held.device)
 
     # ------------------------------------------------------------ hints spread over lines
 
