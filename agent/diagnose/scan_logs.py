@@ -14,7 +14,8 @@ what to do next. Inputs that could not be read are listed on stderr. ``--json`` 
 with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``time_range``,
 ``hints``, ``events_total``, ``lines``, ``bytes`` and ``errors``.
 
-Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 errors
+Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found (or only errors of
+the program or its configuration, ``program_error`` and ``config_error``: the node is fine), 1 errors
 found, 3 could not tell: a scan that read nothing (an empty directory, binary files only) or one whose
 inputs could not all be read (missing path, permission, corrupt gzip, a symlink out of a directory, a
 byte limit; the results for the readable inputs are still printed). ``--json`` also carries the verdict
@@ -39,6 +40,7 @@ from agent.health.log_files import BINARY_SKIPPED, Intake, Limits, LogFile
 from agent.health.verdict import Verdict
 from agent.triage.timefmt import span, stamp
 from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.codes import PROGRAM_CATEGORIES
 from collectors.hccl.hints import Hint
 from collectors.hccl.tail import iter_line_batches
 
@@ -73,6 +75,9 @@ class ScanReport:
     hint_places: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the first few path:line
     first_error: Event | None = None
     first_in_order: Event | None = None
+    # the same, of the errors that are not the program's or its configuration's (PROGRAM_CATEGORIES)
+    first_fault: Event | None = None
+    first_fault_in_order: Event | None = None
     earliest: float | None = None
     latest: float | None = None
     errors: list[str] = field(default_factory=list)
@@ -87,9 +92,15 @@ class ScanReport:
         self.code_category.setdefault(event.code, event.category)
         if self.first_in_order is None:
             self.first_in_order = event
+        fault = event.category not in PROGRAM_CATEGORIES
+        if fault and self.first_fault_in_order is None:
+            self.first_fault_in_order = event
         ts = event.timestamp
         if ts is None:
             return
+        if fault and (self.first_fault is None or self.first_fault.timestamp is None
+                      or ts < self.first_fault.timestamp):
+            self.first_fault = event
         if self.earliest is None or ts < self.earliest:
             self.earliest = ts
             self.first_error = event
@@ -112,6 +123,16 @@ class ScanReport:
     @property
     def first(self) -> Event | None:
         return self.first_error if self.first_error is not None else self.first_in_order
+
+    @property
+    def lead(self) -> Event | None:
+        """The first error that is not the program's or its configuration's, else the first."""
+        fault = self.first_fault if self.first_fault is not None else self.first_fault_in_order
+        return fault if fault is not None else self.first
+
+    @property
+    def program_errors(self) -> int:
+        return sum(self.by_category[category] for category in PROGRAM_CATEGORIES)
 
     def to_dict(self) -> dict[str, Any]:
         first = self.first
@@ -248,12 +269,18 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
     """The scan's verdict: warn errors found, unknown nothing read or an incomplete scan, ok a clean one."""
     unreadable = f"{plural(len(report.errors), 'input')} could not be read (named on stderr)"
     if report.events_total:
-        first = report.first
+        first = report.lead
         assert first is not None
         with_errors = sum(1 for f in report.files if f.events)
+        program = report.program_errors
         summary = (f"{plural(report.events_total, 'HCCL/CANN error incident')} in {with_errors} of "
                    f"{plural(len(report.files), 'file')}; the first: {first.code} ({first.category}) at "
                    f"{_place(first)}")
+        if program == report.events_total:
+            # the program or its configuration failed: the node is fine, so the scan does not warn
+            summary = f"the program failed, the node is fine: {summary}"
+        elif program:
+            summary += f"; {plural(program, 'incident')} where the program failed (program_error, config_error)"
         if report.errors:
             summary += f"; {unreadable}, so the scan is incomplete"
         step = category_action(first.category, f"read the lines around the first error ({_place(first)})")
@@ -261,8 +288,8 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
             (kind, value), n = report.hints.most_common(1)[0]
             places = report.hint_places.get((kind, value), [])
             step += f"; the logs blame {value} most ({kind} x{n}" + (f", first at {places[0]})" if places else ")")
-        return Verdict("unknown" if report.errors else "warn", first.category, None, summary, action=step,
-                       runbook=category_runbook(first.category))
+        status = "unknown" if report.errors else "ok" if program == report.events_total else "warn"
+        return Verdict(status, first.category, None, summary, action=step, runbook=category_runbook(first.category))
     if report.files_read == 0:
         if report.errors:
             why = unreadable

@@ -218,3 +218,30 @@ def test_progress_goes_to_a_terminals_stderr_only() -> None:
     assert main([str(FIXTURES)], True, out=out, err=err) == EXIT_ERRORS
     json.loads(out.getvalue())
     assert "| scan-logs" in err.getvalue() and err.getvalue().endswith("\r\x1b[K")
+
+
+PROGRAM_LINES = [
+    "EL0003: [PID: 4100] 2026-03-02-10:20:00.000.000 The argument is invalid.",
+    "E13001: [PID: 4100] 2026-03-02-10:30:00.000.000 Failed to open file [/data/model.om].",
+]
+
+
+def test_a_program_error_alone_is_no_fault_of_the_node(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text("\n".join(PROGRAM_LINES) + "\n", encoding="utf-8")
+    code, text = run([str(tmp_path)], True)
+    verdict = json.loads(text)["verdict"]
+    assert code == EXIT_OK
+    assert verdict["status"] == "ok" and verdict["cause"] == "program_error"
+    assert verdict["summary"].startswith("the program failed, the node is fine: 2 HCCL/CANN error incidents")
+    assert "nothing on the node needs doing" in verdict["action"]
+
+
+def test_a_fault_beside_a_program_error_leads_and_warns(tmp_path: Path) -> None:
+    fault = ("[ERROR] RUNTIME(4100,python3):2026-03-02-10:40:00.000.000 [stream.cc:1290]4100 GetError: UCE ERROR, "
+             "runtime result = 507053.")
+    (tmp_path / "job.log").write_text("\n".join([*PROGRAM_LINES, fault]) + "\n", encoding="utf-8")
+    code, text = run([str(tmp_path)], True)
+    verdict = json.loads(text)["verdict"]
+    assert code == EXIT_ERRORS
+    assert verdict["cause"] == "hbm_ecc"
+    assert verdict["summary"].endswith("; 2 incidents where the program failed (program_error, config_error)")
