@@ -153,7 +153,8 @@ _WEAK_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # The wrappers of a failed communicator init: the specific error printed with them leads.
     (re.compile(r"ERR02200 DIST call hccl api failed"), "dist_hccl_api_failed", "init"),
     (re.compile(r"HCCL function error: [Hh]cclCommInit\w*|\[Init\]\[CommRootInfoConfig\]"
-                r"|HcclCommInit\w* failed"), "hccl_comm_init_failed", "init"),
+                r"|HcclCommInit\w* failed|HCCL get root info failed|HcclGetRootInfo\w* failed"),
+     "hccl_comm_init_failed", "init"),
 )
 
 # An [ERROR] plog header: module, then the source file the line was printed from (if any).

@@ -200,3 +200,16 @@ def test_a_symptom_never_leads_over_the_cause_in_its_failure() -> None:
     # alone, the symptom still counts: an error is never silent
     events, _ = StreamClassifier().feed_lines(lines[:1])
     assert [(e.code, e.category) for e in events] == [("507011", "other")]
+
+
+def test_a_glog_check_on_an_hccl_call_reads_its_result() -> None:
+    # xllm: the root info call failed; its HcclResult (7, resource unavailable) says no more, so the communicator
+    # init failure it belongs to is read, provisionally (the specific error printed near it leads)
+    line = ("F0302 10:40:00.123456  4100 hccl_comm.cpp:61] Check failed: status == HCCL_SUCCESS (7 vs. 0) "
+            "HCCL get root info failed")
+    result = classify_line(line, 1.8e9)
+    assert result is not None and result.provisional
+    assert result.matches == (("hccl_comm_init_failed", "init"),)
+    # a result that says more leads: 11, TCP connect failed
+    result = classify_line(line.replace("(7 vs. 0)", "(11 vs. 0)"), 1.8e9)
+    assert result is not None and result.matches == (("hccl_result_11", "connect_timeout"),)
