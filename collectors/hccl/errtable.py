@@ -10,6 +10,7 @@ generated (scripts/gen_cann_errors.py); how classes become categories is collect
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -44,32 +45,45 @@ def _load() -> dict[str, Any]:
     return json.loads(TABLE_FILE.read_text(encoding="utf-8"))
 
 
-_TABLE = _load()
+# A few dozen distinct (class, category, nature) triples serve 1,800 codes: each is one shared Entry, and the
+# parsed file is not kept (the tailer's memory stays what it was).
+_SHARED: dict[tuple[str, ...], Entry] = {}
 
 
-def _entries(family: str) -> dict[str, Entry]:
-    return {code: Entry(*value) for code, value in _TABLE[family].items()}
+def _shared(value: list[str]) -> Entry:
+    key = tuple(value)
+    entry = _SHARED.get(key)
+    if entry is None:
+        entry = _SHARED[key] = Entry(*(sys.intern(part) for part in value))
+    return entry
 
 
-_CANN = _entries("cann")
-_PREFIX = _entries("cann_prefix")
-_ACL = _entries("acl")
-_TS = _entries("ts")
-_INNER = _entries("inner")
-_TORCH = _entries("torch_npu")
-_AICPU = _entries("aicpu")
-_RING = _entries("ring")
-_HCCL = _entries("hccl_result")
-_DEFAULTS = {family: Entry(*value) for family, value in _TABLE["defaults"].items() if family != "level"}
-_LEVEL = {level: Entry(*value) for level, value in _TABLE["defaults"]["level"].items()}
+def _entries(loaded: dict[str, Any], family: str) -> dict[str, Entry]:
+    return {sys.intern(code): _shared(value) for code, value in loaded[family].items()}
+
+
+_LOADED = _load()
+_CANN = _entries(_LOADED, "cann")
+_PREFIX = _entries(_LOADED, "cann_prefix")
+_ACL = _entries(_LOADED, "acl")
+_TS = _entries(_LOADED, "ts")
+_INNER = _entries(_LOADED, "inner")
+_TORCH = _entries(_LOADED, "torch_npu")
+_AICPU = _entries(_LOADED, "aicpu")
+_RING = _entries(_LOADED, "ring")
+_HCCL = _entries(_LOADED, "hccl_result")
+_FAMILIES = {"cann": _CANN, "cann_prefix": _PREFIX, "acl": _ACL, "ts": _TS, "inner": _INNER, "torch_npu": _TORCH,
+             "aicpu": _AICPU, "ring": _RING, "hccl_result": _HCCL}
+_DEFAULTS = {family: _shared(value) for family, value in _LOADED["defaults"].items() if family != "level"}
+_LEVEL = {level: _shared(value) for level, value in _LOADED["defaults"]["level"].items()}
 # (phrase, entry) in the table's order
-PHRASES: tuple[tuple[str, Entry], ...] = tuple(
-    (phrase, Entry(fault_class, category, nature)) for phrase, fault_class, category, nature in _TABLE["phrases"])
+PHRASES: tuple[tuple[str, Entry], ...] = tuple((phrase, _shared(rest)) for phrase, *rest in _LOADED["phrases"])
+del _LOADED
 
 
 def table() -> dict[str, Any]:
-    """The whole table as loaded (tests compare it with what the generator makes)."""
-    return _TABLE
+    """The whole table, read from the file again (for tests and tools; the lookups keep only their entries)."""
+    return _load()
 
 
 def cann(code: str) -> Entry:
@@ -114,7 +128,7 @@ def hccl_result(value: str) -> Entry:
 
 def is_listed(family: str, code: str) -> bool:
     """Whether ``code`` is in the table's ``family`` (not only its family's default)."""
-    return code in _TABLE[family]
+    return code in _FAMILIES[family]
 
 
 def _hex(value: str) -> str:
