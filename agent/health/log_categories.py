@@ -35,10 +35,8 @@ _DRIVER = fault_kind("device_dropped")
 _LISTEN = fault_kind("port_listen_failed")
 _LINK = fault_kind("link_fault")
 _HBM = fault_kind("hbm_ecc_fault")
-_PROGRAM = ("the program failed, the node is fine: read the error's message and fix the call, the model or the "
-            "inputs it names; nothing on the node needs doing")
-_CONFIG = ("the program failed, the node is fine: fix the configuration or environment the error names (a file, "
-           "path, option, environment variable or permission); nothing on the node needs doing")
+_PROGRAM = fault_kind("program_error")
+_CONFIG = fault_kind("config_error")
 
 _TIMEOUT = RUNBOOK_DIR + "HCCLTimeout.md"
 _CQE = RUNBOOK_DIR + "HCCLRoCECQEError.md"
@@ -72,8 +70,9 @@ LOG_CATEGORIES: tuple[LogCategory, ...] = (
                 "and reachable; a rank that died first makes the others fail here", _TIMEOUT),
     LogCategory("link", _LINK.hint, RUNBOOK_DIR + "NPURoCELinkDown.md", _LINK),
     LogCategory("hbm_ecc", _HBM.hint, RUNBOOK_DIR + "NPUHBMDoubleBitECC.md", _HBM),
-    LogCategory("program_error", _PROGRAM, _TIMEOUT),
-    LogCategory("config_error", _CONFIG, _TIMEOUT),
+    # the rank's own failure for triage; never a fault of the node (agent.health.checks_node passes it)
+    LogCategory("program_error", "the program failed, the node is fine: " + _PROGRAM.hint, _TIMEOUT, _PROGRAM),
+    LogCategory("config_error", "the program failed, the node is fine: " + _CONFIG.hint, _TIMEOUT, _CONFIG),
     LogCategory("other", "read the first error: `npuwatch scan-logs` on the log directory", _TIMEOUT),
 )
 

@@ -66,6 +66,9 @@ STOPPING = {
     "hbm_ecc_fault": ("hbm_ecc", "HBM memory error",
                       "[ERROR] RUNTIME({pid},python3):{ts} [stream.cc:1290]{pid} GetError: UCE ERROR, "
                       "runtime result = 507053."),
+    # a program error stops the rank too: it is the culprit, and the words say the node is fine
+    "program_error": ("process_exit", "the program failed (a program error; the node is fine)",
+                      "EL0003: [PID: {pid}] {ts} The argument is invalid."),
     "link_fault": ("link_down", "link error",
                    "[ERROR] RUNTIME({pid},python3):{ts} [stream.cc:1290]{pid} GetError: HCCS LINK ERROR, "
                    "runtime result = 507056."),
