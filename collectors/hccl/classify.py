@@ -15,7 +15,7 @@ from typing import Any
 
 from collectors.hccl.codes import is_ascend_code
 from collectors.hccl.hints import Hint, line_hints
-from collectors.hccl.lines import BLOCK_LINES
+from collectors.hccl.lines import BLOCK_LINES, line_rank_device
 from collectors.hccl.rendezvous import ROOT_TRIGGERS, absent_ranks, parse_rendezvous
 from collectors.hccl.rules import analyse_line
 
@@ -72,8 +72,7 @@ class _Held:
     provisional: bool
     indented: bool
     timestamp: float | None = None
-    rank: int | None = None
-    device: int | None = None
+    line: str = ""  # the line as read, prefixes and all: the rank and device it names are read when it counts
 
 
 @dataclass
@@ -147,7 +146,7 @@ class StreamClassifier:
         hints.extend(self._rendezvous_hints(line, line_no, hint_ts))
         if result.matches:
             held = _Held(line_no, result.matches, result.text, tuple(hints), result.provisional,
-                         result.indented, ts, result.rank, result.device)
+                         result.indented, ts, line)
             if ts is None:
                 self._untimed.append(held)
             else:
@@ -252,8 +251,8 @@ class StreamClassifier:
         self._provisional = keep
 
     def _event(self, held: _Held, code: str, category: str) -> Event:
-        return Event(code, category, held.timestamp, held.text, self.source, held.line_no, held.hints, held.rank,
-                     held.device)
+        rank, device = line_rank_device(held.line)
+        return Event(code, category, held.timestamp, held.text, self.source, held.line_no, held.hints, rank, device)
 
     # ------------------------------------------------------------ hints spread over lines
 

@@ -21,9 +21,15 @@ BLOCK_LINES = 64
 _PREFIX_RE = re.compile(r"(?:\([\w.:-]+(?: [\w.:-]+=[\w.:-]+)*? pid=\d+[^)]*\)\s?|\[(?:default|rank)\d+\]:\s?)")
 # The rank or device a line is printed by (not a peer it names): torch ``[rank9]:`` and ``[Rank 9]``, vLLM
 # ``rank=9 pid=``, torch_npu ``RankID:9`` / ``rank_id=9``, torch_npu ``Device:3`` and the runtime's
-# ``device(chipId:3, dieId:0)`` / ``device(3)``.
-_RANK_RE = re.compile(r"\[[Rr]ank ?(\d+)\]|\b[Rr]ank(?:ID|Id|_id)\s*[:=\[]\s*(\d+)|\(\w+ rank=(\d+) pid=")
-_DEVICE_RE = re.compile(r"\bDevice\s*:\s*(\d+)|error from device\((?:chipId:)?(\d+)|occurs on the device\(chipId:(\d+)")
+# ``device(chipId:3, dieId:0)`` / ``device(3)``. (substring that must be on the line, pattern): a pattern runs only
+# where its substring is, since most HCCL lines say "rank" or "device" in some other way.
+_RANK_RULES = (("[rank", re.compile(r"\[rank(\d+)\]")), ("[Rank ", re.compile(r"\[Rank (\d+)\]")),
+               ("ankI", re.compile(r"\b[Rr]ankI[Dd]\s*[:=\[]\s*(\d+)")),
+               ("rank_id", re.compile(r"\brank_id\s*[:=\[]\s*(\d+)")),
+               (" rank=", re.compile(r"\(\w+ rank=(\d+) pid=")))
+_DEVICE_RULES = (("Device", re.compile(r"\bDevice\s*:\s*(\d+)")),
+                 ("device(", re.compile(r"(?:error from|occurs on) the device\((?:chipId:)?(\d+)|error from "
+                                        r"device\((?:chipId:)?(\d+)")))
 _PLOG_TS_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{3})\.(\d{3}))?")
 _GLOG_TS_RE = re.compile(r"^\[?[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
 _SYSLOG_TS_RE = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) ")
@@ -98,16 +104,16 @@ def parse_timestamp(text: str, ref_time: float | None = None) -> float | None:
 
 def line_rank_device(line: str) -> tuple[int | None, int | None]:
     """(rank, device) of the process that printed ``line``, where a prefix or field says so."""
-    rank = device = None
-    if "ank" in line:
-        match = _RANK_RE.search(line)
-        if match is not None:
-            rank = int(next(group for group in match.groups() if group is not None))
-    if "evice" in line:
-        match = _DEVICE_RE.search(line)
-        if match is not None:
-            device = int(next(group for group in match.groups() if group is not None))
-    return rank, device
+    return _first(line, _RANK_RULES), _first(line, _DEVICE_RULES)
+
+
+def _first(line: str, rules: tuple[tuple[str, re.Pattern[str]], ...]) -> int | None:
+    for needle, pattern in rules:
+        if needle in line:
+            match = pattern.search(line)
+            if match is not None:
+                return int(next(group for group in match.groups() if group is not None))
+    return None
 
 
 def split_prefixes(line: str) -> tuple[str, bool]:

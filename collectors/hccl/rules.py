@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES, is_ascend_code
 from collectors.hccl.hints import line_hints
 from collectors.hccl.knowledge import match_knowledge
-from collectors.hccl.lines import QUIET_LEVELS, line_rank_device, parse_timestamp, split_prefixes
+from collectors.hccl.lines import QUIET_LEVELS, parse_timestamp, split_prefixes
 from collectors.hccl.table_rules import CODE_SHAPE_RE, CODE_TOKENS, code_matches, wording_match
 
 __all__ = ["MAX_TEXT", "LineResult", "analyse_line", "classify_line"]
@@ -39,8 +39,6 @@ class LineResult:
     text: str
     provisional: bool = False
     indented: bool = False
-    rank: int | None = None  # the rank that printed the line, where a prefix or field says (not a peer it names)
-    device: int | None = None  # the device id it printed with
 
 
 # ---------------------------------------------------------------- pre-filter
@@ -239,9 +237,8 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
             if fallback is not None:
                 matches.append((fallback, "other"))
                 provisional = True
-    rank, device = line_rank_device(line) if matches else (None, None)
     return LineResult(parse_timestamp(text, ref_time), tuple(matches), line_hints(text), text[:MAX_TEXT],
-                      provisional, indented, rank, device)
+                      provisional, indented)
 
 
 def classify_line(line: str, ref_time: float | None = None) -> LineResult | None:

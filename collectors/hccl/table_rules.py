@@ -97,13 +97,13 @@ def wording_match(text: str) -> tuple[str, str, bool] | None:
             if entry.category == "other":  # an errcode that says nothing more is still an AI CPU exception
                 entry = errtable.aicpu("")
             return _useful("aicpu_errcode_" + value if listed else "aicpu_exception", entry)
-    if "error" in text or "err_type" in text:
+    if "there is an" in text or "the error is" in text or "err_type=" in text:
         match = _RING_RE.search(text)
         if match is not None:
             kind = errtable.ring(match.group(1))
             if kind is not None:
                 return _useful(_slug(match.group(1)), kind)
-    if "HCCL" in text or "Hccl" in text:
+    if ("vs. 0)" in text or "error code is" in text) and ("HCCL" in text or "Hccl" in text):
         match = _HCCL_RESULT_RE.search(text)
         if match is not None:
             value = match.group(1) or match.group(2)
