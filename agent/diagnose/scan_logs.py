@@ -17,11 +17,12 @@ with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``t
 The verdict on errors found is the ``hccl_errors`` check's (``agent.health.checks_node``) over what was
 read, led by ``agent.health.verdict.lead`` as ``check`` and ``diagnose`` lead it: a local fault the logs show
 (a device that dropped out, an SDMA fault: FAIL; an OOM, an AI Core exception: WARN) with its kind as the
-cause, else the errors with no local cause (``log_errors``, WARN).
+cause, else the errors with no local cause (``log_errors``, WARN); errors of the program or its
+configuration alone (``program_error``, ``config_error``) leave the node fine (ok).
 
-Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found, 1 warn, 2 a
-fault of the node the logs show, 3 could not tell: a scan that read nothing (an empty directory, binary
-files only) or one whose
+Exit status: the one policy of ``agent.health.status``, from the verdict: 0 no error found (or only errors of
+the program or its configuration: the node is fine), 1 warn, 2 a fault of the node the logs show, 3 could
+not tell: a scan that read nothing (an empty directory, binary files only) or one whose
 inputs could not all be read (missing path, permission, corrupt gzip, a symlink out of a directory, a
 byte limit; the results for the readable inputs are still printed). ``--json`` also carries the verdict
 object every command prints.
@@ -49,6 +50,7 @@ from agent.health.settings import JudgeSettings
 from agent.health.verdict import Verdict, lead
 from agent.triage.timefmt import span, stamp
 from collectors.hccl.classify import Event, StreamClassifier
+from collectors.hccl.codes import PROGRAM_CATEGORIES
 from collectors.hccl.hints import Hint
 from collectors.hccl.tail import iter_line_batches
 
@@ -84,6 +86,9 @@ class ScanReport:
     hint_places: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the first few path:line
     first_error: Event | None = None
     first_in_order: Event | None = None
+    # the same, of the errors that are not the program's or its configuration's (PROGRAM_CATEGORIES)
+    first_fault: Event | None = None
+    first_fault_in_order: Event | None = None
     earliest: float | None = None
     latest: float | None = None
     errors: list[str] = field(default_factory=list)
@@ -101,9 +106,15 @@ class ScanReport:
             self.kept.append(event)
         if self.first_in_order is None:
             self.first_in_order = event
+        fault = event.category not in PROGRAM_CATEGORIES
+        if fault and self.first_fault_in_order is None:
+            self.first_fault_in_order = event
         ts = event.timestamp
         if ts is None:
             return
+        if fault and (self.first_fault is None or self.first_fault.timestamp is None
+                      or ts < self.first_fault.timestamp):
+            self.first_fault = event
         if self.earliest is None or ts < self.earliest:
             self.earliest = ts
             self.first_error = event
@@ -126,6 +137,16 @@ class ScanReport:
     @property
     def first(self) -> Event | None:
         return self.first_error if self.first_error is not None else self.first_in_order
+
+    @property
+    def lead(self) -> Event | None:
+        """The first error that is not the program's or its configuration's, else the first."""
+        fault = self.first_fault if self.first_fault is not None else self.first_fault_in_order
+        return fault if fault is not None else self.first
+
+    @property
+    def program_errors(self) -> int:
+        return sum(self.by_category[category] for category in PROGRAM_CATEGORIES)
 
     def to_dict(self) -> dict[str, Any]:
         first = self.first
@@ -276,13 +297,19 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
     ``log_errors``), unknown when nothing was read or the scan is incomplete, ok a clean one."""
     unreadable = f"{plural(len(report.errors), 'input')} could not be read (named on stderr)"
     if report.events_total:
-        first = report.first
+        first = report.lead
         assert first is not None
         judged = _judged(report, paths)
         with_errors = sum(1 for f in report.files if f.events)
+        program = report.program_errors
         summary = (f"{plural(report.events_total, 'HCCL/CANN error incident')} in {with_errors} of "
                    f"{plural(len(report.files), 'file')}; the first: {first.code} ({first.category}) at "
                    f"{_place(first)}")
+        if program == report.events_total:
+            # the program or its configuration failed: the node is fine, so the scan does not warn
+            summary = f"the program failed, the node is fine: {summary}"
+        elif program:
+            summary += f"; {plural(program, 'incident')} where the program failed (program_error, config_error)"
         if judged.cause not in (None, "log_errors"):
             summary = f"{judged.summary}; {summary}"
         if report.errors:
@@ -295,7 +322,8 @@ def verdict(report: ScanReport, paths: Sequence[str] = ()) -> Verdict:
             step += f"; the logs blame {value} most ({kind} x{n}" + (f", first at {places[0]})" if places else ")")
         runbook = judged.runbook if judged.cause not in (None, "log_errors") else category_runbook(first.category)
         status = "unknown" if report.errors and judged.status != "fail" else judged.status
-        return Verdict(status, judged.cause, judged.npu, summary, judged.also, step, runbook, judged.check,
+        cause = first.category if program == report.events_total else judged.cause  # the program's own error
+        return Verdict(status, cause, judged.npu, summary, judged.also, step, runbook, judged.check,
                        judged.evidence)
     if report.files_read == 0:
         if report.errors:

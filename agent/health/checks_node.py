@@ -6,16 +6,19 @@ that NPU, so the lead cause (``agent.health.verdict``) joins it to that NPU's fa
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from agent.core.humanize import duration, plural, size
 from agent.health import faults
+from agent.health.log_categories import category_hint
 from agent.health.readings import LogScan, NodeReadings, QuickReadings, Reading
 from agent.health.results import CheckResult, Result, fold
 from agent.health.settings import JudgeSettings
 from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 from collectors.hccl.codes import DIAGNOSE_TIMEOUT_CATEGORIES as TIMEOUT_CATEGORIES
+from collectors.hccl.codes import PROGRAM_CATEGORIES
 
 __all__ = ["BLAMED", "TOOLS_HINT", "check_hccl_errors", "check_tools", "local_blame", "tool_error_kind"]
 
@@ -104,12 +107,28 @@ def local_blame(node: NodeReadings) -> dict[int, list[str]]:
     return blamed
 
 
+def _program_failed(scan: LogScan, window: str, fields: dict[str, Any]) -> list[Result]:
+    """A PASS result for the incidents where the program or its configuration failed (``program_error``,
+    ``config_error``): they are reported, and they never mark the node."""
+    seen = [e for e in scan.events if e.category in PROGRAM_CATEGORIES]
+    if not seen:
+        return []
+    kinds = Counter(event.category for event in seen)
+    codes = list(dict.fromkeys(event.code for event in seen))[:4]
+    first = f"{seen[0].source}:{seen[0].line_no}"
+    text = (f"the program failed, the node is fine: {plural(len(seen), 'incident')} in the last {window}: "
+            f"{', '.join(f'{c} x{n}' for c, n in kinds.most_common())} "
+            f"({'code' if len(codes) == 1 else 'codes'} {', '.join(codes)}, first at {first})")
+    return [Result(PASS, text, **{**fields, "value": len(seen)})]
+
+
 def check_hccl_errors(readings: QuickReadings, settings: JudgeSettings) -> CheckResult:
     """HCCL/CANN errors of the look-back window, by category, with the peers they blame.
 
     No log directory is UNKNOWN; a directory where nothing was written in the window is PASS (an idle node
     writes no log); files that could not be read, with nothing else read, are UNKNOWN; incidents warn, a
-    device's lost heartbeat fails; a blamed address of a local NPU is a result on that NPU.
+    device's lost heartbeat fails; a blamed address of a local NPU is a result on that NPU. A program or
+    configuration error (``PROGRAM_CATEGORIES``) is reported as such and passes: the node is fine.
     """
     name = "hccl_errors"
     scan: LogScan | None = readings.node.logs
@@ -131,19 +150,26 @@ def check_hccl_errors(readings: QuickReadings, settings: JudgeSettings) -> Check
         read = f"{plural(scan.files, 'file')} read, {size(scan.bytes_read)}"
         text = f"no HCCL errors in the last {window} ({read}){suffix}"
         return CheckResult(name, PASS, text, (Result(PASS, text, value=0, **fields),))
-    categories = scan.by_category()
-    codes = [code for code, _ in scan.by_code().most_common(4)]
+    events = [e for e in scan.events if e.category not in PROGRAM_CATEGORIES]
+    program = _program_failed(scan, window, fields)
+    if not events:
+        # the program or its configuration failed: said so, and the node passes
+        return CheckResult(name, PASS, program[0].evidence, tuple(program),
+                           category_hint(scan.events[0].category))
+    categories = Counter(event.category for event in events)
+    codes = [code for code, _ in Counter(event.code for event in events).most_common(4)]
     parts = [f"{category} x{count}" for category, count in categories.most_common()]
-    evidence = (f"{plural(len(scan.events), 'incident')} in the last {window}: {', '.join(parts)}"
+    evidence = (f"{plural(len(events), 'incident')} in the last {window}: {', '.join(parts)}"
                 f" ({'code' if len(codes) == 1 else 'codes'} {', '.join(codes)})")
     if scan.hints:
         evidence += "; blamed: " + ", ".join(f"{kind} {value} x{count}"
                                              for (kind, value), count in scan.hints.most_common(3))
     lost = sorted({int(value) for (kind, value), _ in scan.hints.items() if kind == "device" and value.isdigit()})
-    results = [faults.device_lost(npu, f"NPU {npu}: the kernel log says", value=len(scan.events), **fields)
+    results = [faults.device_lost(npu, f"NPU {npu}: the kernel log says", value=len(events), **fields)
                for npu in lost]
-    results += faults.log_faults(scan.events, fields)
-    results.append(Result(WARN, evidence, value=len(scan.events), **fields))
+    results += faults.log_faults(events, fields)
+    results.append(Result(WARN, evidence, value=len(events), **fields))
+    results += program
     for npu, named in sorted(local_blame(readings.node).items()):
         results.append(Result(WARN, f"NPU {npu}: the HCCL logs blame its address ({', '.join(named[:2])})", npu=npu,
                               value=len(named), threshold=0, unit="hints", basis=BLAMED))

@@ -33,6 +33,10 @@ _OPERATOR = fault_kind("operator_fault")
 _SDMA = fault_kind("sdma_fault")
 _DRIVER = fault_kind("device_dropped")
 _LISTEN = fault_kind("port_listen_failed")
+_LINK = fault_kind("link_fault")
+_HBM = fault_kind("hbm_ecc_fault")
+_PROGRAM = fault_kind("program_error")
+_CONFIG = fault_kind("config_error")
 
 _TIMEOUT = RUNBOOK_DIR + "HCCLTimeout.md"
 _CQE = RUNBOOK_DIR + "HCCLRoCECQEError.md"
@@ -64,6 +68,11 @@ LOG_CATEGORIES: tuple[LogCategory, ...] = (
     LogCategory("device_lost", _DRIVER.hint, _TIMEOUT, _DRIVER),
     LogCategory("tcp_store", "c10d's TCPStore failed: check that the master (MASTER_ADDR:MASTER_PORT) is alive "
                 "and reachable; a rank that died first makes the others fail here", _TIMEOUT),
+    LogCategory("link", _LINK.hint, RUNBOOK_DIR + "NPURoCELinkDown.md", _LINK),
+    LogCategory("hbm_ecc", _HBM.hint, RUNBOOK_DIR + "NPUHBMDoubleBitECC.md", _HBM),
+    # the rank's own failure for triage; never a fault of the node (agent.health.checks_node passes it)
+    LogCategory("program_error", "the program failed, the node is fine: " + _PROGRAM.hint, _TIMEOUT, _PROGRAM),
+    LogCategory("config_error", "the program failed, the node is fine: " + _CONFIG.hint, _TIMEOUT, _CONFIG),
     LogCategory("other", "read the first error: `npuwatch scan-logs` on the log directory", _TIMEOUT),
 )
 

@@ -277,6 +277,25 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("port_listen_failed", "hccl_errors", WARN, 0, "errors", "could not listen on its HCCL port", 3.0,
               "process_exit", "another process holds the HCCL port or the address is wrong: free the port range "
               "(HCCL_IF_BASE_PORT) and check HCCL_IF_IP", alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    # From the packaged CANN error table (collectors/fault_data/cann_errors.json): link and memory faults of the
+    # device that a job's log reports (HCCS LINK ERROR 507056, UCE ERROR 507053) while npu-smi may show nothing yet.
+    FaultKind("link_fault", "hccl_errors", FAIL, 0, "errors", "HCCS / UB / network link error (job log)", 3.5,
+              "link_down", "a link of this NPU failed under the job: check `npu-smi info -t hccs`, hccn_tool "
+              "-link_stat and the optics of its port; the peers' HCCL timeouts follow from it", alert_note=_LOG_NOTE,
+              runbook="NPURoCELinkDown"),
+    FaultKind("hbm_ecc_fault", "hccl_errors", FAIL, 0, "errors", "HBM memory error (job log)", 3.8, "hbm_ecc",
+              "the device's memory failed under the job (UCE, multi-bit ECC): check `npu-smi info -t ecc`; drain the "
+              "node and reset the chip, replace it if it returns", alert_note=_LOG_NOTE, runbook="NPUHBMDoubleBitECC"),
+    # A program or configuration error stops its rank as surely as a fault, so triage weighs it on that rank; it is
+    # never a fault of the node: the node's hccl_errors check reports it and passes (agent.health.checks_node).
+    FaultKind("program_error", "hccl_errors", WARN, 0, "errors", "the program failed (a program error; the node is "
+              "fine)", 3.0, "process_exit", "the program called an API wrongly (an invalid argument, handle or "
+              "unsupported feature): fix the call or the model it names; nothing on the node needs doing",
+              alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
+    FaultKind("config_error", "hccl_errors", WARN, 0, "errors", "the program failed (its configuration; the node is "
+              "fine)", 3.0, "process_exit", "the job's configuration or environment is wrong (a file, path, option, "
+              "environment variable or permission): fix what the error names; nothing on the node needs doing",
+              alert_note=_LOG_NOTE, runbook="HCCLTimeout"),
     # What a probe's measurement is held to is agent.health.probe_limits: past a FAIL limit is probe_failed, past a
     # WARN limit probe_slow.
     FaultKind("probe_failed", "probes", FAIL, "correct, finished and within the FAIL probe limits", None,
@@ -301,6 +320,7 @@ _SHORT = {
     "device_lost": "lost", "ip_mismatch": "bad IP", "firmware_mismatch": "version", "tool_hung": "tool",
     "probe_failed": "probe", "probe_slow": "slow", "device_dropped": "dropped", "sdma_fault": "SDMA",
     "device_oom": "OOM", "aicore_fault": "AI Core", "operator_fault": "operator", "port_listen_failed": "port",
+    "link_fault": "link err", "hbm_ecc_fault": "HBM err", "program_error": "program", "config_error": "config",
 }
 
 

@@ -354,6 +354,7 @@ class LogReader:
             fault = fault_of(event.category, event.code)
             if fault is not None:
                 device = self._identity(codes.pids[index], by_pid, event.timestamp)[3]
+                device = device if device is not None else event.device
                 evidence.faults.append(LocalFault(self.node, device, fault.kind, f"{fault.label}: {event.code} "
                                                   f"({self.source.rsplit('/', 1)[-1]})", at=event.timestamp,
                                                   source=f"{self.source}:{event.line_no}"))
@@ -361,6 +362,9 @@ class LogReader:
                 continue
             pid = codes.pids[index]
             group, rank, size, device = self._identity(pid, by_pid, event.timestamp)
+            # no communicator fact places the process: the rank and device its own line prints ([rank9]:, Device:3)
+            rank = rank if rank is not None else event.rank
+            device = device if device is not None else event.device
             evidence.failures.append(RankFailure(self.node, event.timestamp, event.code, event.category, group, rank,
                                                  size, device, pid=pid, source=f"{self.source}:{event.line_no}"))
         for fact in self.facts:

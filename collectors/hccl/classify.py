@@ -15,7 +15,7 @@ from typing import Any
 
 from collectors.hccl.codes import is_ascend_code
 from collectors.hccl.hints import Hint, line_hints
-from collectors.hccl.lines import BLOCK_LINES
+from collectors.hccl.lines import BLOCK_LINES, line_rank_device
 from collectors.hccl.rendezvous import ROOT_TRIGGERS, absent_ranks, parse_rendezvous
 from collectors.hccl.rules import analyse_line
 
@@ -36,6 +36,8 @@ class Event:
     source: str = ""
     line_no: int = 0
     hints: tuple[Hint, ...] = ()
+    rank: int | None = None  # the rank that printed it, where the line says (``[rank9]:``, ``RankID:9``)
+    device: int | None = None  # its device, where the line says (``Device:3``, ``device(chipId:3, ...)``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +54,9 @@ class Event:
 # ---------------------------------------------------------------- stream state
 
 _LOCATION_START = "Cluster Exception Location"
+# A stream synchronize that fails after one of these in the same failure is its symptom: the device error leads.
+_SYNC_CAUSES = tuple(prefix + category for category in ("aicore", "device_oom", "operator", "sdma", "device_lost",
+                                                        "link", "hbm_ecc") for prefix in "!~")
 _MAX_PENDING_LINES = 8
 _RECENT_COUNTED = 64
 
@@ -67,6 +72,7 @@ class _Held:
     provisional: bool
     indented: bool
     timestamp: float | None = None
+    line: str = ""  # the line as read, prefixes and all: the rank and device it names are read when it counts
 
 
 @dataclass
@@ -140,7 +146,7 @@ class StreamClassifier:
         hints.extend(self._rendezvous_hints(line, line_no, hint_ts))
         if result.matches:
             held = _Held(line_no, result.matches, result.text, tuple(hints), result.provisional,
-                         result.indented, ts)
+                         result.indented, ts, line)
             if ts is None:
                 self._untimed.append(held)
             else:
@@ -245,7 +251,8 @@ class StreamClassifier:
         self._provisional = keep
 
     def _event(self, held: _Held, code: str, category: str) -> Event:
-        return Event(code, category, held.timestamp, held.text, self.source, held.line_no, held.hints)
+        rank, device = line_rank_device(held.line)
+        return Event(code, category, held.timestamp, held.text, self.source, held.line_no, held.hints, rank, device)
 
     # ------------------------------------------------------------ hints spread over lines
 
@@ -301,6 +308,9 @@ class StreamClassifier:
         ascend = is_ascend_code(code)
         key = code if ascend else "~" + category
         if self._near(self._counted.get(key), ts, line_no):
+            return False
+        if category == "stream_sync_timeout" and any(
+                self._near(self._counted.get(cause), ts, line_no) for cause in _SYNC_CAUSES):
             return False
         # One failure printed under two codes of one category (507046 and EE1002) counts once, and a phrasing
         # after its code is part of it; two unknown codes are two unknowns. (A code after a phrasing still

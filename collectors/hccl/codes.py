@@ -18,6 +18,7 @@ __all__ = [
     "DIAGNOSE_TIMEOUT_CATEGORIES",
     "ENVELOPE_CODES",
     "HCCL_TIMEOUT_CATEGORIES",
+    "PROGRAM_CATEGORIES",
     "TRIAGE_FAILURE_CATEGORIES",
     "Category",
     "category_matcher",
@@ -36,6 +37,10 @@ class Category:
     pages: str = ""  # the alert a new incident pages; "" for none
     triage: bool = False  # a failure report: it opens or joins an incident in ``npuwatch triage``
     diagnose: bool = False  # diagnose's and check's log check counts it as an HCCL timeout
+    # What it says about the node: "node" a fault of the node or its links, "job" a failure of the job that
+    # the node's health may explain, "program" / "config" the program or its configuration failed and the
+    # node is fine, "unknown" an error nobody classified.
+    nature: str = "job"
 
 
 # In the order of the metric catalogue (``collectors.catalogue.HCCL_CATEGORIES`` is this column).
@@ -47,8 +52,8 @@ CATEGORIES: tuple[Category, ...] = (
     Category("rendezvous_timeout", "communicator init: not every rank reached the rendezvous (EI0015)",
              "HCCLTimeout", triage=True, diagnose=True),
     Category("roce_cqe", "a RoCE completion (CQE) error: a local link fault for triage (EI0013)",
-             "HCCLRoCECQEError", diagnose=True),
-    Category("sdma", "an SDMA copy task failed (EI0012)", triage=True, diagnose=True),
+             "HCCLRoCECQEError", diagnose=True, nature="node"),
+    Category("sdma", "an SDMA copy task failed (EI0012)", triage=True, diagnose=True, nature="node"),
     Category("dispatch", "a collective's task could not be delivered to the device or the NIC (runtime or RDMA "
              "send failed)", triage=True, diagnose=True),
     Category("watchdog_timeout", "torch_npu's watchdog gave up on a collective",
@@ -64,20 +69,30 @@ CATEGORIES: tuple[Category, ...] = (
              triage=True, diagnose=True),
     Category("device_oom", "the device ran out of memory (EL0004, 207001, torch_npu's NPU out of memory): the "
              "rank stops, its peers time out"),
-    Category("aicore", "an AI Core or vector core task raised an exception or timed out (507014, 507015, "
-             "507035): the rank stops, its peers time out"),
+    Category("aicore", "an AI Core, vector core or AI CPU task raised an exception or timed out (507014, 507015, "
+             "507035, 507018): the rank stops, its peers time out"),
     Category("operator", "an operator or kernel package failed (EZ9999 AclNN inner errors, a kernel config that "
              "does not parse)"),
     Category("device_lost", "the device or its driver dropped out (507010 heartbeat, EL0001, 507899, "
-             "drvGetDevNum)"),
+             "drvGetDevNum)", nature="node"),
     Category("tcp_store", "c10d's TCPStore failed while HCCL was set up (store->get ... got error): the store's "
              "host or a peer went away", triage=True),
-    Category("other", "an HCCL error line that no rule knows"),
+    Category("link", "an HCCS, UB or network link of the device failed under the job (507056, EJ0002, "
+             "HCCL OP RETRY FAILED): the rank stops, its peers time out", nature="node"),
+    Category("hbm_ecc", "the device's memory failed under the job (507053 UCE, 507054 multi-bit ECC): the rank "
+             "stops, its peers time out", nature="node"),
+    Category("program_error", "the program called an API wrongly (an invalid argument, handle or unsupported "
+             "feature: EL0003, 107000, E10001): the program failed, the node is fine", nature="program"),
+    Category("config_error", "the job's configuration or environment is wrong (a file, path, option or "
+             "permission: E13001): the program failed, the node is fine", nature="config"),
+    Category("other", "an HCCL error line that no rule knows", nature="unknown"),
 )
 
 HCCL_TIMEOUT_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.pages == "HCCLTimeout")
 TRIAGE_FAILURE_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.triage)
 DIAGNOSE_TIMEOUT_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.diagnose)
+# The program or its configuration failed and the node is fine: never a WARN or FAIL of the node, never paged.
+PROGRAM_CATEGORIES = frozenset(c.name for c in CATEGORIES if c.nature in ("program", "config"))
 
 
 def paged_by(alert: str) -> tuple[str, ...]:
@@ -142,11 +157,23 @@ ENVELOPE_CODES = frozenset({"EI9999", "EE9999", "EH9999", "EZ9999", "EL9999", "E
 
 
 def category_of_code(code: str) -> str:
-    """Category of an Ascend code; unknown E[IJEHLZ]dddd codes (and the envelopes) are ``other``."""
-    return ASCEND_CODE_CATEGORIES.get(code, "other")
+    """Category of a printed code by the packaged table (collectors.hccl.errtable): a code no registry lists has
+    its family's; the envelopes, and what is no code, are ``other``."""
+    from collectors.hccl import errtable  # the table is generated with this module's overrides
+
+    if code in ASCEND_CODE_CATEGORIES:
+        return ASCEND_CODE_CATEGORIES[code]
+    if code[:3] == "ERR":
+        return errtable.torch_npu(code).category
+    if code.isdigit() and len(code) == 6:
+        return errtable.acl(code).category
+    if _CANN_CODE_RE.fullmatch(code):
+        return errtable.cann(code).category
+    return "other"
 
 
-_ASCEND_CODE_FULL_RE = re.compile(r"E[IJEHLZ]\d{4}|\d{6}")
+_CANN_CODE_RE = re.compile(r"[EWI][0-9A-Z]\d{4}")
+_ASCEND_CODE_FULL_RE = re.compile(r"[EWI][0-9A-Z]\d{4}|\d{6}|ERR\d{5}|retCode=0x[0-9a-f]+|InnerCode=0x[0-9a-f]+")
 
 
 def is_ascend_code(code: str) -> bool:

@@ -76,6 +76,10 @@ PRIMARY_CODES: dict[str, str] = {
     "operator": "operator_error",
     "device_lost": "507010",
     "tcp_store": "tcp_store_error",
+    "link": "507056",
+    "hbm_ecc": "507053",
+    "program_error": "EL0003",
+    "config_error": "E13001",
     "other": "EI9999",
 }
 

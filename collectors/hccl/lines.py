@@ -9,14 +9,27 @@ import functools
 import re
 import time
 
-__all__ = ["BLOCK_LINES", "QUIET_LEVELS", "parse_timestamp", "split_prefixes"]
+__all__ = ["BLOCK_LINES", "QUIET_LEVELS", "line_rank_device", "parse_timestamp", "split_prefixes"]
 
 # plog levels that never carry an error: a line starting with one is skipped before any regular expression.
 QUIET_LEVELS = ("[INFO]", "[DEBUG]", "[EVENT]", "[TRACE]")
 # The lines one HCCL error block spans at most: lines this close belong to one incident or one fact.
 BLOCK_LINES = 64
 
-_PREFIX_RE = re.compile(r"(?:\([\w.:-]+ pid=\d+[^)]*\)\s?|\[(?:default|rank)\d+\]:\s?)")
+# Ray / vLLM worker prefixes ``(RayWorker pid=123)``, ``(VllmWorker rank=1 pid=123)``, torchrun ``[default0]:``,
+# torch ``[rank1]:``
+_PREFIX_RE = re.compile(r"(?:\([\w.:-]+(?: [\w.:-]+=[\w.:-]+)*? pid=\d+[^)]*\)\s?|\[(?:default|rank)\d+\]:\s?)")
+# The rank or device a line is printed by (not a peer it names): torch ``[rank9]:`` and ``[Rank 9]``, vLLM
+# ``rank=9 pid=``, torch_npu ``RankID:9`` / ``rank_id=9``, torch_npu ``Device:3`` and the runtime's
+# ``device(chipId:3, dieId:0)`` / ``device(3)``. (substring that must be on the line, pattern): a pattern runs only
+# where its substring is, since most HCCL lines say "rank" or "device" in some other way.
+_RANK_RULES = (("[rank", re.compile(r"\[rank(\d+)\]")), ("[Rank ", re.compile(r"\[Rank (\d+)\]")),
+               ("ankI", re.compile(r"\b[Rr]ankI[Dd]\s*[:=\[]\s*(\d+)")),
+               ("rank_id", re.compile(r"\brank_id\s*[:=\[]\s*(\d+)")),
+               (" rank=", re.compile(r"\(\w+ rank=(\d+) pid=")))
+_DEVICE_RULES = (("Device", re.compile(r"\bDevice\s*:\s*(\d+)")),
+                 ("device(", re.compile(r"(?:error from|occurs on) the device\((?:chipId:)?(\d+)|error from "
+                                        r"device\((?:chipId:)?(\d+)")))
 _PLOG_TS_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{3})\.(\d{3}))?")
 _GLOG_TS_RE = re.compile(r"^\[?[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
 _SYSLOG_TS_RE = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) ")
@@ -86,6 +99,20 @@ def parse_timestamp(text: str, ref_time: float | None = None) -> float | None:
     if match is not None and match.group(1) in _MONTHS:
         mon, d, hh, mi, ss, y = match.groups()
         return _local_epoch(int(y), _MONTHS[mon], int(d), (int(hh), int(mi), int(ss)))
+    return None
+
+
+def line_rank_device(line: str) -> tuple[int | None, int | None]:
+    """(rank, device) of the process that printed ``line``, where a prefix or field says so."""
+    return _first(line, _RANK_RULES), _first(line, _DEVICE_RULES)
+
+
+def _first(line: str, rules: tuple[tuple[str, re.Pattern[str]], ...]) -> int | None:
+    for needle, pattern in rules:
+        if needle in line:
+            match = pattern.search(line)
+            if match is not None:
+                return int(next(group for group in match.groups() if group is not None))
     return None
 
 

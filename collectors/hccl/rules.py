@@ -12,16 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collectors.hccl.codes import (
-    ASCEND_CODE_CATEGORIES,
-    ENVELOPE_CODES,
-    TRIAGE_FAILURE_CATEGORIES,
-    category_of_code,
-    is_ascend_code,
-)
+from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES, is_ascend_code
 from collectors.hccl.hints import line_hints
 from collectors.hccl.knowledge import match_knowledge
 from collectors.hccl.lines import QUIET_LEVELS, parse_timestamp, split_prefixes
+from collectors.hccl.table_rules import CODE_SHAPE_RE, CODE_TOKENS, code_matches, wording_match
 
 __all__ = ["MAX_TEXT", "LineResult", "analyse_line", "classify_line"]
 
@@ -48,7 +43,8 @@ class LineResult:
 
 # ---------------------------------------------------------------- pre-filter
 
-# Every rule below needs one of these tokens somewhere in the line.
+# Every rule below needs one of these tokens, or a code family's (table_rules.CODE_SHAPE_RE, CODE_TOKENS),
+# somewhere in the line.
 _TOKENS = ("rror", "RROR", "imeout", "IMEOUT", "ime out", "imes out", "imed out", "EI", "EJ", "EE", "EH", "EL", "EZ",
            "5070", "50789", "207001", "eartbeat", "otify", "OTIFY", "cqe", "CQE", "tuck", "ail", "nconsistent",
            "crimer", "dstRank", "emoteRank", "Cluster Exception", "out of memory", "xception")
@@ -58,15 +54,12 @@ _INTERESTING_RE = re.compile("|".join(re.escape(token) for token in _TOKENS))
 
 
 def _interesting(line: str) -> bool:
-    return _INTERESTING_RE.search(line) is not None
+    return (_INTERESTING_RE.search(line) is not None or CODE_SHAPE_RE.search(line) is not None
+            or any(token in line for token in CODE_TOKENS))
 
 
 # ---------------------------------------------------------------- rules
 
-_ASCEND_CODE_RE = re.compile(r"(?<![A-Za-z0-9])(E[IJEHLZ]\d{4})(?=\s*[:)\]])")
-# A runtime / ACL code (507046, 207001) after the words that print one; only the table's codes count.
-_RUNTIME_CODE_RE = re.compile(r"(?:error code is|runtime result =|error code[:=]|ret(?:Code)?\s*[=:]|result\s*=)"
-                              r"\s*(\d{6})(?!\d)")
 # A local copy fault whose message prints a CQE status (SMMU Terminate): not a RoCE completion error.
 _LOCAL_COPY_RE = re.compile(r"(?i)sdma|system dma|smmu")
 
@@ -158,7 +151,8 @@ _WEAK_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # The wrappers of a failed communicator init: the specific error printed with them leads.
     (re.compile(r"ERR02200 DIST call hccl api failed"), "dist_hccl_api_failed", "init"),
     (re.compile(r"HCCL function error: [Hh]cclCommInit\w*|\[Init\]\[CommRootInfoConfig\]"
-                r"|HcclCommInit\w* failed"), "hccl_comm_init_failed", "init"),
+                r"|HcclCommInit\w* failed|HCCL get root info failed|HcclGetRootInfo\w* failed"),
+     "hccl_comm_init_failed", "init"),
 )
 
 # An [ERROR] plog header: module, then the source file the line was printed from (if any).
@@ -197,18 +191,8 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
     text, indented = split_prefixes(line)
     if (text.startswith(QUIET_LEVELS) and "crimer" not in text) or _is_advice(text):
         return None
-    matches: list[tuple[str, str]] = []
-    envelopes: list[tuple[str, str]] = []
-    for match in _ASCEND_CODE_RE.finditer(text):
-        code = match.group(1)
-        entry = (code, category_of_code(code))
-        found = envelopes if code in ENVELOPE_CODES else matches
-        if entry not in found:
-            found.append(entry)
-    for match in _RUNTIME_CODE_RE.finditer(text):
-        category = ASCEND_CODE_CATEGORIES.get(match.group(1))
-        if category is not None and (match.group(1), category) not in matches:
-            matches.append((match.group(1), category))
+    # every code family of the packaged table; envelopes (EZ9999, 507011) and warnings apart
+    matches, envelopes = code_matches(text)
     seen_categories = {category for _, category in matches}
     for pattern, code, category in _SYNTHETIC_RULES:
         if category not in seen_categories and pattern.search(text):
@@ -216,6 +200,13 @@ def analyse_line(line: str, ref_time: float | None) -> LineResult | None:
                 continue
             matches.append((code, category))
             seen_categories.add(category)
+    if not matches:
+        worded = wording_match(text)  # the runtime's wordings by release, through the packaged table
+        if worded is not None and worded[2]:
+            envelopes.insert(0, worded[:2])
+        elif worded is not None:
+            matches.append(worded[:2])
+            seen_categories.add(worded[1])
     if "watchdog_exception" in seen_categories and any(
             c in TRIAGE_FAILURE_CATEGORIES for _, c in matches if c != "watchdog_exception"):
         # the watchdog died on a failure the line already reports (its own timeout, EI0002)

@@ -57,7 +57,8 @@ def test_every_log_fault_is_a_triage_fault_kind_with_the_records_weight() -> Non
 
 
 def test_the_failures_that_stop_a_rank_are_local_faults_not_failure_reports() -> None:
-    stopping = {"device_oom", "aicore", "operator", "sdma", "device_lost"}
+    stopping = {"device_oom", "aicore", "operator", "sdma", "device_lost", "link", "hbm_ecc", "program_error",
+                "config_error"}
     assert {c.name for c in LOG_CATEGORIES if c.fault is not None} == stopping
     # sdma stays a failure report too (an SDMA task of a collective failed); the others open no incident
     assert stopping & TRIAGE_FAILURE_CATEGORIES == {"sdma"}

@@ -239,3 +239,30 @@ def test_one_sdma_line_is_the_sdma_fault_check_and_diagnose_name(tmp_path: Path)
     verdict = json.loads(text)["verdict"]
     assert (verdict["status"], verdict["cause"], code) == (checked.status, checked.cause, checked.exit_code())
     assert (verdict["status"], verdict["cause"], code) == ("fail", "sdma_fault", EXIT_FAIL)
+
+
+PROGRAM_LINES = [
+    "EL0003: [PID: 4100] 2026-03-02-10:20:00.000.000 The argument is invalid.",
+    "E13001: [PID: 4100] 2026-03-02-10:30:00.000.000 Failed to open file [/data/model.om].",
+]
+
+
+def test_a_program_error_alone_is_no_fault_of_the_node(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text("\n".join(PROGRAM_LINES) + "\n", encoding="utf-8")
+    code, text = run([str(tmp_path)], True)
+    verdict = json.loads(text)["verdict"]
+    assert code == EXIT_OK
+    assert verdict["status"] == "ok" and verdict["cause"] == "program_error"
+    assert verdict["summary"].startswith("the program failed, the node is fine: 2 HCCL/CANN error incidents")
+    assert "nothing on the node needs doing" in verdict["action"]
+
+
+def test_a_fault_beside_a_program_error_leads_as_check_leads_it(tmp_path: Path) -> None:
+    fault = ("[ERROR] RUNTIME(4100,python3):2026-03-02-10:40:00.000.000 [stream.cc:1290]4100 GetError: UCE ERROR, "
+             "runtime result = 507053.")
+    (tmp_path / "job.log").write_text("\n".join([*PROGRAM_LINES, fault]) + "\n", encoding="utf-8")
+    code, text = run([str(tmp_path)], True)
+    verdict = json.loads(text)["verdict"]
+    assert code == EXIT_FAIL  # an uncorrectable HBM error is a fault of the node, as hccl_errors judges it
+    assert verdict["cause"] == "hbm_ecc_fault"
+    assert verdict["summary"].endswith("; 2 incidents where the program failed (program_error, config_error)")

@@ -53,6 +53,25 @@ STOPPING = {
     "device_dropped": ("chip_fault", "dropped out",
                        "[ERROR] RUNTIME({pid},python3):{ts} [device_status_manage.cc:402]{pid} "
                        "DeviceHeartbeatCheck:Device[1] lost heartbeat"),
+    # read through the packaged CANN error table (issue 40): each release's wording, and codes beyond E[IJEHLZ]
+    "aicore_fault/910": ("process_exit", "AI Core",
+                         "EE9999: [PID: {pid}] {ts} The error from device(1), serial number is 3, there is an error "
+                         "of aicore, core id is 7"),
+    "aicore_fault/aicpu": ("process_exit", "AI Core",
+                           "[ERROR] RUNTIME({pid},python3):{ts} [device_error_proc.cc:812]{pid} ProcessStarsAicpuError"
+                           "Info: an exception occurred during AICPU execution, stream_id=3, task_id=9, errcode:21, "
+                           "msg:aicpu kernel execute failed"),
+    "device_dropped/E39009": ("chip_fault", "dropped out",
+                              "E39009: [PID: {pid}] {ts} Failed to connect the device."),
+    "hbm_ecc_fault": ("hbm_ecc", "HBM memory error",
+                      "[ERROR] RUNTIME({pid},python3):{ts} [stream.cc:1290]{pid} GetError: UCE ERROR, "
+                      "runtime result = 507053."),
+    # a program error stops the rank too: it is the culprit, and the words say the node is fine
+    "program_error": ("process_exit", "the program failed (a program error; the node is fine)",
+                      "EL0003: [PID: {pid}] {ts} The argument is invalid."),
+    "link_fault": ("link_down", "link error",
+                   "[ERROR] RUNTIME({pid},python3):{ts} [stream.cc:1290]{pid} GetError: HCCS LINK ERROR, "
+                   "runtime result = 507056."),
 }
 
 
