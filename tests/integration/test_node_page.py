@@ -4,11 +4,10 @@ tests/e2e/test_node_page_browser.py's.)"""
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-
 from agent.web.config import build_web_config
 from tests.support.agent_harness import ServedAgent, get, wait_for
 from tests.support.daemon import Daemon
+from tests.support.node_page_dom import parse
 from tests.support.web_harness import (
     HASH,
     PASSWORD,
@@ -27,42 +26,6 @@ __all__ = ["certs", "serve"]  # fixtures
 
 HTML = "text/html; charset=utf-8"
 PAGE = b"<!DOCTYPE html><html><body>node page of node-a</body></html>"
-
-
-class Page(HTMLParser):
-    """The NPU rows (``tr id="npu-N-chip-C"``: their attributes and text) and the findings rows."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: dict[str, dict[str, str | None]] = {}
-        self.text: dict[str, str] = {}
-        self.findings: list[dict[str, str | None]] = []
-        self.verdict: dict[str, str | None] = {}
-        self._row: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        if tag == "section" and found.get("id") == "verdict":
-            self.verdict = found
-        if tag == "tr" and str(found.get("id", "")).startswith("npu-"):
-            self._row = str(found["id"])
-            self.rows[self._row], self.text[self._row] = found, ""
-        elif tag == "tr" and found.get("data-kind"):
-            self.findings.append(found)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "tr":
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._row is not None:
-            self.text[self._row] += data + " "
-
-
-def parse(body: bytes) -> Page:
-    page = Page()
-    page.feed(body.decode("utf-8"))
-    return page
 
 
 def test_the_demo_agents_page_names_each_fault_on_its_npu(demo_agent: ServedAgent) -> None:

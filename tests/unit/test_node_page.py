@@ -18,7 +18,7 @@ from agent.health.status import FAIL, PASS
 from agent.health.thresholds import FAULT_KINDS
 from agent.health.verdict import Verdict, lead, runbook_url
 from agent.health.verdict_metrics import finding_keys, verdict_samples
-from agent.web.page.charts import GAP_S, line_chart, state_chart
+from agent.web.page.charts import GAP_S, WIDTH, line_chart, state_chart
 from agent.web.page.model import build_view
 from agent.web.page.render import render_page
 from collectors.base import ChipRef, Sample, label_pairs
@@ -177,15 +177,30 @@ def test_the_page_has_no_script_and_fetches_nothing() -> None:
 
 
 def test_charts_draw_the_last_hour_with_gaps() -> None:
-    points = [(NOW - 3000.0, 40.0), (NOW - 2990.0, 45.0), (NOW - 2000.0, 80.0), (NOW - 1990.0, 82.0)]
+    points = [(NOW - 3000.0, 40.0), (NOW - 2900.0, 45.0), (NOW - 2000.0, 80.0), (NOW - 1900.0, 82.0)]
     svg = line_chart(points, NOW, window_s=3600.0, low=30.0, high=90.0, title="t <b>")
-    assert svg.count("<polyline") == 2  # 990 s between the pairs is more than GAP_S
-    assert GAP_S < 990
+    assert svg.count("<polyline") == 2  # 900 s between the pairs is more than GAP_S
+    assert GAP_S < 900
     assert "t &lt;b&gt;" in svg
     empty = line_chart([(NOW - 7200.0, 1.0)], NOW, window_s=3600.0, low=0.0, high=1.0, title="x")
     assert "no readings in the last hour" in empty and "<polyline" not in empty
     bands = state_chart([(NOW - 120.0, 1.0), (NOW - 60.0, 0.0)], NOW, window_s=3600.0, title="link")
     assert bands.count('class="up"') == 1 and bands.count('class="down"') == 1
+
+
+def test_a_chart_draws_one_point_per_pixel_keeping_the_highest() -> None:
+    points = [(NOW - 3600.0 + 10 * i, 50.0) for i in range(360)]
+    points[200] = (points[200][0], 99.0)  # one reading of a spike
+    svg = line_chart(points, NOW, window_s=3600.0, low=30.0, high=90.0, title="temperature")
+    drawn = re.search(r'points="([^"]+)"', svg)
+    assert drawn is not None
+    ys = [float(pair.split(",")[1]) for pair in drawn.group(1).split()]
+    assert len(ys) <= WIDTH
+    assert min(ys) == 1.5  # the spike is the top of the chart: kept, not averaged away
+    link = [(NOW - 3600.0 + 60 * i, 1.0) for i in range(60)]
+    link[50] = (link[50][0], 0.0)
+    bands = state_chart(link, NOW, window_s=3600.0, title="link")
+    assert [match.group(1) for match in re.finditer(r'<rect class="(up|down)"', bands)] == ["up", "down", "up"]
 
 
 def test_the_page_draws_the_recorded_history() -> None:

@@ -28,12 +28,25 @@ def _svg(title: str, body: str, css_class: str) -> str:
             f'<rect class="frame" x="0" y="0" width="{WIDTH}" height="{HEIGHT}"/>{body}</svg>')
 
 
+def _per_column(points: Sequence[tuple[float, float]], start: float, window_s: float
+                ) -> list[tuple[float, float]]:
+    """At most one point per pixel column, the column's highest (a chart cannot show more, and the worst
+    value of a minute must not vanish between two pixels)."""
+    columns: dict[int, tuple[float, float]] = {}
+    for at, value in points:
+        column = int((at - start) / window_s * WIDTH)
+        kept = columns.get(column)
+        if kept is None or value > kept[1]:
+            columns[column] = (at if kept is None else kept[0], value)
+    return [columns[column] for column in sorted(columns)]
+
+
 def line_chart(points: Sequence[tuple[float, float]], now: float, *, window_s: float, low: float, high: float,
                title: str, limit: float | None = None) -> str:
     """``points`` (time, value) as a polyline scaled to [low, high] (widened to fit every value); a dashed
     line at ``limit`` when it falls inside."""
     start = now - window_s
-    shown = [(at, value) for at, value in points if start <= at <= now]
+    shown = _per_column([(at, value) for at, value in points if start <= at <= now], start, window_s)
     if not shown:
         return _svg(title + ": no readings in the last hour", "", "empty")
     low = min(low, *(value for _, value in shown))
@@ -63,17 +76,23 @@ def line_chart(points: Sequence[tuple[float, float]], now: float, *, window_s: f
 
 
 def state_chart(points: Sequence[tuple[float, float]], now: float, *, window_s: float, title: str) -> str:
-    """A state (1 up, 0 down) as bands: each reading holds until the next one or for ``GAP_S`` at most."""
+    """A state (1 up, 0 down) as bands: each reading holds until the next one or for ``GAP_S`` at most; readings
+    in a row of the same state are one band."""
     start = now - window_s
-    shown = [(at, value) for at, value in points if start <= at <= now]
+    shown = [(at, value >= 0.5) for at, value in points if start <= at <= now]
     if not shown:
         return _svg(title + ": no readings in the last hour", "", "empty")
+    bands: list[tuple[float, float, bool]] = []  # (from, until, up)
+    for index, (at, up) in enumerate(shown):
+        until = min(shown[index + 1][0] if index + 1 < len(shown) else now, at + GAP_S)
+        if bands and bands[-1][2] == up and bands[-1][1] >= at:
+            bands[-1] = (bands[-1][0], until, up)
+        else:
+            bands.append((at, until, up))
     body = ""
-    for index, (at, value) in enumerate(shown):
-        until = shown[index + 1][0] if index + 1 < len(shown) else now
-        until = min(until, at + GAP_S)
-        x0 = _x(at, start, window_s)
+    for began, until, up in bands:
+        x0 = _x(began, start, window_s)
         width = max(1.0, round(_x(until, start, window_s) - x0 + 0.4, 1))  # neighbours overlap: no seams
-        state = "up" if value >= 0.5 else "down"
+        state = "up" if up else "down"
         body += f'<rect class="{state}" x="{x0}" y="{_PAD + 3}" width="{width}" height="{HEIGHT - 2 * _PAD - 6}"/>'
     return _svg(title, body, "state")
