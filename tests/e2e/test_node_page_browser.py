@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.daemon.assemble import AgentBundle
 from agent.web.config import build_web_config
 from agent.web.server import AgentHTTPServer, make_server
 from tests.support import browser
-from tests.support.agent_harness import AgentBundle, demo_bundle
+from tests.support.agent_harness import demo_bundle
 from tests.support.node_page_dom import parse
 from tests.support.node_page_shots import shoot
 from tests.support.web_harness import HASH, PASSWORD, USER

@@ -57,6 +57,18 @@ def test_the_demo_agents_page_names_each_fault_on_its_npu(demo_agent: ServedAgen
     assert demo_agent.bundle.agent.history.series(4, 0, now=demo_agent.bundle.agent.store.clock()) is not None
 
 
+def test_a_reload_keeps_feeding_the_history(demo_agent: ServedAgent) -> None:
+    agent = demo_agent.bundle.agent
+    agent.collect_once()
+    assert len(agent.history.chips()) == 8
+    assert agent.reload(agent.config)  # the store's listeners are cleared and added again
+    agent.history.clear()
+    agent.collect_once()
+    assert len(agent.history.chips()) == 8
+    series = agent.history.series(0, 0, now=agent.store.clock())
+    assert series is not None and series.temperature and series.link
+
+
 def test_head_and_get_answer_html_with_no_script_allowed(demo_agent: ServedAgent) -> None:
     demo_agent.bundle.agent.collect_once()
     port = int(demo_agent.url.rsplit(":", 1)[1])

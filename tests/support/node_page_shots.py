@@ -75,7 +75,10 @@ def shoot(out_dir: Path, *, minutes: float = 60.0, window: tuple[int, int] = (12
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="npuwatch-shots-") as tmp:
         clock = SimClock(float(int(time.time())))
-        config = build_config(fast_config({"labels": {"node": "demo-node-01"}}))
+        # Tool timeouts of the defaults' size: a loaded machine must not put a timed-out tool in the picture.
+        config = build_config(fast_config({"labels": {"node": "demo-node-01"},
+                                           "collectors": {"npu_smi": {"timeout": "10s"},
+                                                          "hccn_tool": {"timeout": "10s"}}}))
         bundle = build_agent(config, Path(tmp) / "demo", 8, clock=clock)
         try:
             simulate(bundle, clock, minutes)
