@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +103,8 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
     return jobs
 
 
-def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 8) -> AgentBundle:
+def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 8,
+                clock: Callable[[], float] = time.time) -> AgentBundle:
     demo = None
     tool_env: dict[str, str] | None = None
     if demo_dir is not None:
@@ -125,7 +127,7 @@ def build_agent(config: Config, demo_dir: Path | None = None, demo_chips: int = 
 
     kept: dict[str, Any] = {}  # collectors a reload keeps (their counters never go down)
     agent = Agent(config, tool_env=tool_env,
-                  jobs_factory=lambda config: internal_jobs(config, chips, kept, quick, info_table))
+                  jobs_factory=lambda config: internal_jobs(config, chips, kept, quick, info_table), clock=clock)
     built.append(agent)
     return AgentBundle(agent, demo)
 

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from agent.core.config import Config
 from agent.core.cron import cron_trigger
 from agent.core.exporter import ExpositionCache
 from agent.core.exposition import SnapshotRenderer
+from agent.core.history import NodeHistory
 from agent.core.jobs import InternalJob
 from agent.core.reload_status import ReloadStatus
 from agent.core.snapshot import SnapshotStore
@@ -40,6 +42,8 @@ from agent.probes.job import ProbeController, idle_reason, schedule_probes
 from agent.probes.metrics import ProbeMetrics
 from agent.web.config import load_web_config
 from agent.web.health import Heartbeat, liveness, readiness
+from agent.web.page.model import build_view
+from agent.web.page.render import render_page
 from agent.web.server import AgentHTTPServer, ServerLimits, make_server
 from collectors import npu_smi_info
 from collectors import sources as source_registry
@@ -121,6 +125,8 @@ class Agent:
         self._known_chips: list[ChipRef] = []
         self._last_healthy: dict[tuple[tuple[str, str], ...], float] = {}
         self.heartbeat = Heartbeat()
+        # The node page's last hour (docs/node-page.md): appended to by a store listener, read on request only.
+        self.history = NodeHistory()
         self.reload_status = ReloadStatus(clock)
         state_dir = Path(os.path.expanduser(config.state_dir))
         with contextlib.suppress(OSError):  # unusable: ProbeMetrics says so once and counts in memory
@@ -194,6 +200,7 @@ class Agent:
         renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips, self.reload_status)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
+        self.store.add_listener(self.history.listen)
         if self.fault_events is not None:
             self.store.add_listener(self.fault_events.polled)
         self.cache: ExpositionCache = ExpositionCache(renderer, self.store)
@@ -346,6 +353,13 @@ class Agent:
         chip_list = any(source.name == "npu_smi_info" for source in self.sources)
         return readiness(self.store, chip_list)
 
+    def node_page(self) -> bytes:
+        """The page at ``/``: this agent's verdict, chips, history and collectors, rendered now."""
+        node = str((self.config.labels or {}).get("node") or socket.gethostname())
+        view = build_view(self.store, self.judge.latest, self.history, node=node,
+                          refresh_s=max(10, int(self.config.collectors.npu_smi.interval)))
+        return render_page(view)
+
     # --- lifecycle
     def start(self, serve_http: bool | None = None) -> None:
         if serve_http is None:
@@ -354,7 +368,7 @@ class Agent:
             web = self.config.web
             web_config = load_web_config(web.config_file) if web.config_file else None
             self._http = make_server(
-                web.listen_address, web.port, self.cache, self.health, ready=self.readiness,
+                web.listen_address, web.port, self.cache, self.health, ready=self.readiness, page=self.node_page,
                 web_config=web_config, web_config_file=web.config_file,
                 limits=ServerLimits(max_connections=web.max_connections,
                                     max_connections_per_client=web.max_connections_per_client),

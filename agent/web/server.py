@@ -1,7 +1,8 @@
-"""HTTP endpoints: ``/metrics`` (cached exposition), ``/healthz``, ``/readyz`` and a landing page.
+"""HTTP endpoints: ``/metrics`` (cached exposition), ``/healthz``, ``/readyz`` and the node page at ``/``.
 
 A scrape never runs a tool; it serves bytes rendered from the snapshot store, so it answers in
-milliseconds even while npu-smi hangs.
+milliseconds even while npu-smi hangs. The node page (``page``, docs/node-page.md) is rendered on
+request from what the agent holds, and runs no tool either; without one ``/`` is a list of links.
 
 With a ``WebConfig`` (see ``agent/web/config.py``) the endpoints are served over TLS and/or
 behind HTTP basic auth. The web config file and the TLS files it names are polled every few
@@ -42,12 +43,14 @@ from agent.web.tls import peer_san_allowed
 if TYPE_CHECKING:
     from agent.core.exporter import ExpositionCache
 
-__all__ = ["AgentHTTPServer", "HealthCheck", "ReadyCheck", "ServerLimits", "make_server"]
+__all__ = ["AgentHTTPServer", "HealthCheck", "PageRenderer", "ReadyCheck", "ServerLimits", "make_server"]
 
 log = logging.getLogger(__name__)
 
 HealthCheck = Callable[[], tuple[bool, str]]
 ReadyCheck = Callable[[], tuple[bool, dict[str, Any]]]
+# The node page at "/" (agent.web.page), rendered on request: its HTML.
+PageRenderer = Callable[[], bytes]
 
 _LANDING = b"""<html><head><title>npuwatch</title></head><body>
 <h1>npuwatch</h1><p><a href="/metrics">/metrics</a> &middot; <a href="/healthz">/healthz</a>
@@ -55,6 +58,12 @@ _LANDING = b"""<html><head><title>npuwatch</title></head><body>
 </body></html>
 """
 _TEXT = "text/plain; charset=utf-8"
+_HTML = "text/html; charset=utf-8"
+# The node page runs no script and fetches nothing: a value that escaped escaping could not act either.
+_PAGE_HEADERS = [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+                 ("Referrer-Policy", "no-referrer"),
+                 ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                                             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")]
 _JSON = "application/json"
 _TLS_HANDSHAKE_RECORD = 0x16
 # Liveness carries no data ("ok" or "scheduler stalled") and must be checkable by a supervisor
@@ -79,12 +88,13 @@ class AgentHTTPServer(socketserver.TCPServer):
     request_queue_size = 64
 
     def __init__(self, address: tuple[str, int], cache: ExpositionCache, health: HealthCheck, *,
-                 ready: ReadyCheck | None = None, web_config: WebConfig | None = None,
-                 web_config_file: str | None = None, limits: ServerLimits | None = None,
-                 reload_interval_s: float = 3.0) -> None:
+                 ready: ReadyCheck | None = None, page: PageRenderer | None = None,
+                 web_config: WebConfig | None = None, web_config_file: str | None = None,
+                 limits: ServerLimits | None = None, reload_interval_s: float = 3.0) -> None:
         self.cache = cache
         self.health = health
         self.ready = ready
+        self.page = page
         self.limits = limits or ServerLimits()
         self._credentials = CredentialCache()
         self._verifier = BcryptVerifier()
@@ -318,7 +328,13 @@ class AgentHTTPServer(socketserver.TCPServer):
             body = (json.dumps(report, indent=1, sort_keys=True) + "\n").encode()
             return (200 if ready else 503), body, _JSON, [("Cache-Control", "no-store")]
         if path == "/":
-            return 200, _LANDING, "text/html; charset=utf-8", []
+            if self.page is None:
+                return 200, _LANDING, _HTML, []
+            try:
+                return 200, self.page(), _HTML, list(_PAGE_HEADERS)
+            except Exception:  # a page bug must not cost the endpoints: /metrics keeps answering
+                log.exception("rendering the node page failed")
+                return 500, b"the node page failed to render; see the agent's log\n", _TEXT, []
         return 404, status_text(HTTPStatus.NOT_FOUND), _TEXT, []
 
     def _secure(self, sock: socket.socket, settings: WebSettings, deadline: float) -> socket.socket:
@@ -354,14 +370,14 @@ class AgentHTTPServer(socketserver.TCPServer):
 
 
 def make_server(address: str, port: int, cache: ExpositionCache, health: HealthCheck, *,
-                ready: ReadyCheck | None = None, web_config: WebConfig | None = None,
-                web_config_file: str | None = None, limits: ServerLimits | None = None,
-                reload_interval_s: float = 3.0) -> AgentHTTPServer:
+                ready: ReadyCheck | None = None, page: PageRenderer | None = None,
+                web_config: WebConfig | None = None, web_config_file: str | None = None,
+                limits: ServerLimits | None = None, reload_interval_s: float = 3.0) -> AgentHTTPServer:
     """Bind the endpoints; no ``web_config`` serves plain HTTP without auth.
 
     ``web_config_file`` is the file ``web_config`` was read from: it is polled every
     ``reload_interval_s`` and reloaded when it changes.
     """
-    return AgentHTTPServer((address, port), cache, health, ready=ready, web_config=web_config,
+    return AgentHTTPServer((address, port), cache, health, ready=ready, page=page, web_config=web_config,
                            web_config_file=web_config_file, limits=limits,
                            reload_interval_s=reload_interval_s)

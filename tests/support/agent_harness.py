@@ -63,7 +63,8 @@ def serving(bundle: AgentBundle) -> Iterator[str]:
     """Start HTTP only (no scheduler); yields the base URL."""
     from agent.web.server import make_server
 
-    server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health, ready=bundle.agent.readiness)
+    server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health, ready=bundle.agent.readiness,
+                         page=bundle.agent.node_page)
     server.start()
     try:
         yield f"http://127.0.0.1:{server.port}"

@@ -19,7 +19,8 @@ from tests.support.tiers import TIERS, StartsSomething
 
 ROOTS = ("agent", "collectors")
 # agent.health.probe_limits is a leaf of its own: the config and the probes, below agent.health, read it.
-PACKAGES = ("agent.core", "agent.web", "agent.probes", "agent.demo", "agent.handling", "agent.health",
+# agent.web.page (the node page) reads the judgement; the server below it takes the page as a callback.
+PACKAGES = ("agent.core", "agent.web", "agent.web.page", "agent.probes", "agent.demo", "agent.handling", "agent.health",
             "agent.health.probe_limits", "agent.diagnose", "agent.triage", "agent.check", "agent.top", "agent.daemon",
             "agent.k8s", "agent.dcmi", "collectors.probes")
 
