@@ -229,7 +229,7 @@ def _number(rule: Mapping[str, Any], key: str, limits: tuple[int, int] | None = 
     if value is None:
         value = 0
     if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or (isinstance(value, float) and not value.is_integer())):
+            or (isinstance(value, float) and not float.is_integer(value))):
         raise ValueError(f"{key}: expected a whole number, got {str(value)[:40]}")
     if limits is not None and not limits[0] <= value <= limits[1]:
         shown = f"{value:g}" if abs(value) < 1e15 else str(value)[:40]
