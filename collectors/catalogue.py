@@ -258,7 +258,7 @@ _SPECS: tuple[MetricSpec, ...] = (
                (*CHIP, "severity", "assertion"), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_events_dropped_total", "counter",
                "Fault events that could not be applied, by reason: unreadable, unknown_chip (a deviceid no "
-               "listed chip has).", ("reason",), "dcmi_events"),
+               "listed chip has), no_code (event id 0: malformed, names no fault).", ("reason",), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_last_event_timestamp_seconds", "gauge",
                "When the last fault event reached the DCMI helper (the host's clock).", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_event_latency_seconds", "histogram",

@@ -13,12 +13,13 @@ from typing import Any
 
 from collectors.base import ChipRef, Sample
 
-__all__ = ["ASSERTIONS", "LATENCY_BUCKETS_S", "SEVERITIES", "EventCounts", "FaultEvent", "parse_event"]
+__all__ = ["ASSERTIONS", "LATENCY_BUCKETS_S", "NO_CODE", "SEVERITIES", "EventCounts", "FaultEvent", "parse_event"]
 
 SEVERITIES = {0: "warning", 1: "minor", 2: "major", 3: "critical"}
 ASSERTIONS = {0: "recovery", 1: "raised", 2: "once"}
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-DROP_REASONS = ("unreadable", "unknown_chip")
+DROP_REASONS = ("unreadable", "unknown_chip", "no_code")
+NO_CODE = "00000000"  # event id 0: no fault code (a malformed event, never made active)
 RECOVERY = 0
 # alarm_raised_time is milliseconds since the epoch (the DCMI manual); the reference header's comment says
 # seconds. Below this it can only be seconds (1e11 ms is 1973; 1e11 s is far in the future).

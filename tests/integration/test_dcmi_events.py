@@ -101,6 +101,7 @@ def test_a_raised_code_and_its_recovery_are_on_metrics_within_2_seconds(
 
 def test_an_event_that_names_its_chip_by_physical_id_reaches_that_chip(
         library_agent: Callable[..., LibraryAgent]) -> None:
+    # logical 7 is physical 4, and 4 is also another chip's logical id (the fake's ids overlap as a 910B's do)
     agent = library_agent(env={"FAKE_DCMI_EVENT_PHY": "1"})
     chip = chip_labels(7, CHIPS)
     agent.send(f"raise 7 {SEPARATE} 3")
