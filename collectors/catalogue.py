@@ -242,7 +242,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_dcmi_call_seconds_total", "counter", "Wall time spent in DCMI calls.", (), "dcmi"),
     MetricSpec("npuwatch_dcmi_call_errors_total", "counter",
                "DCMI calls that failed, by kind: the library's (unsupported, dcmi, invalid, bad_request) or the "
-               "helper's (startup, timeout, died, protocol, backoff, busy, closed).", ("kind",), "dcmi"),
+               "helper's (startup, timeout, died, protocol, backoff, busy, closed); timeout counts a call that hung "
+               "(the helper answered for it and runs on) or a helper killed at the deadline, backoff a call not made "
+               "while the helper, or that call after hanging, waits out its backoff.", ("kind",), "dcmi"),
     MetricSpec("npuwatch_dcmi_fallbacks_total", "counter",
                "Readings of a DCMI-served collector that its tool served instead.", ("collector",), "dcmi"),
     MetricSpec("npuwatch_dcmi_unverified", "gauge",

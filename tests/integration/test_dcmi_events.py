@@ -235,3 +235,30 @@ def test_a_subscribe_call_that_hangs_costs_the_subscription_not_the_readings(
         assert client.starts == 2
     finally:
         client.close()
+
+
+def test_a_read_that_hangs_moves_to_the_tool_while_the_helper_and_its_events_stay_up(
+        library_agent: Callable[..., LibraryAgent]) -> None:
+    """Issue 41: one DCMI read that hangs (the AI Core clock of ``-t common``, every second here) restarted
+    the helper at each deadline, and each restart's gap lost fault events. Now the helper answers for the
+    hung call, the call waits out a growing backoff, and the helper, its subscription and the events stay."""
+    agent = library_agent(config={"collectors": {"dcmi": {"call_timeout": "1s"},
+                                                 "npu_smi": {"usages_interval": "1s"}}},
+                          env={"FAKE_DCMI_HANG": "dcmiv2_get_device_frequency"})
+    sent = 0
+    for round_ in range(16):  # 8 s of reads, one event every half second
+        agent.send(f"once {round_ % CHIPS} {RESTART} 1")
+        sent += 1
+        time.sleep(0.5)
+
+    def all_counted(series: dict[str, float]) -> bool:
+        return sum(v for k, v in series.items() if k.startswith("npuwatch_dcmi_events_total{")) == sent
+
+    series = agent.wait(all_counted, timeout=5.0, step=0.1)
+    assert series is not None, agent.log_text()[-3000:]
+    assert series['npuwatch_dcmi_call_errors_total{kind="timeout"}'] >= 1  # it did hang
+    assert series['npuwatch_dcmi_call_errors_total{kind="backoff"}'] >= 1  # and was skipped after
+    assert series["npuwatch_dcmi_helper_starts_total"] == 1 and series["npuwatch_dcmi_helper_restarts_total"] == 0
+    assert series["npuwatch_dcmi_helper_up"] == 1 and series["npuwatch_dcmi_subscription_up"] == 1
+    assert len(agent.helpers()) == 1
+
