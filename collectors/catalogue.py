@@ -260,7 +260,11 @@ _SPECS: tuple[MetricSpec, ...] = (
                (*CHIP, "severity", "assertion"), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_events_dropped_total", "counter",
                "Fault events that could not be applied, by reason: unreadable, unknown_chip (a deviceid no "
-               "listed chip has), no_code (event id 0: malformed, names no fault).", ("reason",), "dcmi_events"),
+               "listed chip has), no_code (event id 0: malformed, names no fault), duplicate (a copy of an event "
+               "applied already: a library that replays its events to a new helper).", ("reason",), "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_events_missed_total", "counter",
+               "Fault events the driver raised while no DCMI helper held the subscription (a restart's gap) that "
+               "never arrived: the gap in their serial numbers across the restart.", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_last_event_timestamp_seconds", "gauge",
                "When the last fault event reached the DCMI helper (the host's clock).", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_event_latency_seconds", "histogram",

@@ -52,7 +52,7 @@ from collectors.dcmi.errors import (
     DcmiWorkerError,
 )
 
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "Answer", "Backoff", "DcmiClient"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "HELPER_KEY", "Answer", "Backoff", "DcmiClient"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ _MAX_ANSWER_BYTES = 16 << 20  # the largest answer (a chip's process list) is ki
 _REAP_S = 2.0
 _CLOSE_GRACE_S = 1.0
 _EVENT_PREFIX = b'{"event"'
+HELPER_KEY = "helper_start"  # added to each event: the number of the helper start it came through
 Observer = Callable[[str, float, "str | None"], None]
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -394,7 +395,9 @@ class DcmiClient:
         if self.starts:
             self.restarts += 1
         self.starts += 1
-        worker = _Worker(proc, run_id, self._event_line if self.on_event is not None else None)
+        generation = self.starts  # which helper an event came through (agent/dcmi/event_serials.py)
+        worker = _Worker(proc, run_id, (lambda line: self._event_line(line, generation))
+                         if self.on_event is not None else None)
         self._worker = worker
         start_deadline = min(deadline, time.monotonic() + self.start_timeout)
         try:
@@ -429,8 +432,8 @@ class DcmiClient:
             self.subscription = subscription
         return worker
 
-    def _event_line(self, line: bytes) -> None:
-        """On the reader thread: one event line, handed on at once."""
+    def _event_line(self, line: bytes, generation: int) -> None:
+        """On the reader thread: one event line, handed on at once, with the helper start it came through."""
         try:
             event = json.loads(line).get("event")
         except (ValueError, AttributeError):
@@ -439,6 +442,7 @@ class DcmiClient:
             self.events_unreadable += 1
             return
         self.events_received += 1
+        event[HELPER_KEY] = generation
         if self.on_event is not None:
             self.on_event(event)
 

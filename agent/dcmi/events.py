@@ -28,6 +28,7 @@ from agent.core.snapshot import SnapshotStore, SourceSnapshot
 from agent.dcmi.backend import DcmiBackend
 from agent.dcmi.event_chips import ChipIds, EventChips
 from agent.dcmi.event_counts import NO_CODE, EventCounts, FaultEvent, parse_event
+from agent.dcmi.event_serials import EventSerials
 from collectors import npu_smi_health
 from collectors.base import ChipRef, CollectContext, Sample
 from collectors.npu_smi_health import HealthRecord
@@ -68,6 +69,7 @@ class FaultEvents:
         self._chips = chips
         self._clock = clock
         self.chips = EventChips(self._chip_ids, self._codes_of)
+        self.serials = EventSerials()
         self.counts = EventCounts(lambda: backend.client.subscription, lambda: backend.client.subscribed)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()  # the per-chip state and the health snapshot's rebuilds
@@ -137,6 +139,14 @@ class FaultEvents:
             if event.code == NO_CODE:  # event id 0 names no fault: never an active code
                 self.counts.dropped("no_code")
                 continue
+            missed = self.serials.accept(event)
+            if missed is None:  # a copy of one applied already (a library that replays to a new helper)
+                self.counts.dropped("duplicate")
+                continue
+            if missed:
+                log.warning("DCMI fault events: %d event(s) the driver raised during a helper restart never "
+                            "arrived; the next health poll finds what is still active", missed)
+                self.counts.missed(missed)
             chip = self.chips.chip(event.deviceid, event.code if event.assertion == RAISED else None)
             if chip is None:
                 self.counts.dropped("unknown_chip")
