@@ -211,6 +211,18 @@ def test_a_worker_with_too_many_threads_left_in_the_library_is_replaced(
     assert raised.value.reason == "died" and client.restarts == 0
 
 
+def _wait_stopped(pid: int) -> None:
+    """Until every thread of ``pid`` is stopped (SIGSTOP reaches each thread a moment after kill returns)."""
+    deadline = time.monotonic() + 5
+    tasks = Path(f"/proc/{pid}/task")
+    while time.monotonic() < deadline:
+        states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()]
+        if all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"worker {pid} did not stop")
+
+
 def test_a_worker_that_stops_answering_is_killed_at_the_deadline_and_restarted_after_the_backoff(
         fake_dcmi: FakeLibrary, make_client: Callable[..., DcmiClient]) -> None:
     now = [1000.0]
@@ -218,6 +230,7 @@ def test_a_worker_that_stops_answering_is_killed_at_the_deadline_and_restarted_a
     assert client.call("temperature", chip=1) == fake.expected_temperature(1)
     first = psutil.Process(client.pid)
     first.suspend()  # the whole process, its watchdog too
+    _wait_stopped(first.pid)
     started = time.monotonic()
     with pytest.raises(DcmiWorkerError) as raised:
         client.call("hbm", chip=1, timeout=1.0)
