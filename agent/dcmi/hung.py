@@ -39,7 +39,7 @@ DEFAULT_HUNG_BACKOFF = Backoff(base_s=30.0, max_s=3600.0)
 def call_limit(deadline_s: float) -> float:
     """The seconds the worker gives a call before it answers for it (``timeout``): a little less than the
     client's own deadline, so that the worker, not the kill, ends the wait."""
-    return max(0.05, deadline_s - min(1.0, 0.2 * deadline_s))
+    return max(0.05, deadline_s - min(1.0, 0.3 * deadline_s))
 
 
 class HungCalls:

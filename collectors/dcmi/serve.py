@@ -26,7 +26,7 @@ __all__ = ["EXIT_STUCK", "FLUSH_S", "MAX_LINE_BYTES", "Server", "encode", "limit
 MAX_LINE_BYTES = 1 << 20  # a call is tens of bytes; the largest batch (the table of 16 chips) about 10 KiB
 FLUSH_S = 0.25  # well under the agent's per-call deadline (collectors.dcmi.call_timeout, 5 s by default)
 EXIT_STUCK = 3
-_TICK_S = 0.05  # how often the watchdog looks while a request is being served
+MAX_TICK_S = 0.25  # how often the watchdog looks, at most (4 wake-ups a second: no wake-up per request)
 MIN_LIMIT_S = 0.05
 
 if TYPE_CHECKING:  # only in annotations: the worker's floor (3.8) cannot subscript tuple at run time
@@ -55,7 +55,7 @@ class Server:
         self._cond = threading.Condition()
         self._generation = 0  # bumped when the serving thread is abandoned in a call
         self._work: deque[Work] = deque()
-        self._busy = False  # a request is being served (the watchdog ticks)
+        self._tick = MAX_TICK_S  # a 16th of the last limit: a hang is answered for within limit * 17 / 16
         self._current: tuple[int, Work, float] | None = None  # (generation, the call, when it began)
         self._pending: list[bytes] = []
         self._flushed = time.monotonic()
@@ -104,8 +104,6 @@ class Server:
                 self._pending.append(encode(answer))
                 if not self._work or time.monotonic() - self._flushed >= FLUSH_S:
                     self._flush_locked()
-                if not self._work:
-                    self._busy = False
 
     def _read_request(self, generation: int) -> bool:
         line = self._stdin.readline(MAX_LINE_BYTES + 1)
@@ -126,9 +124,12 @@ class Server:
             if generation != self._generation:
                 return False
             self._work.extend(work)
-            if work:
-                self._busy = True
-                self._cond.notify_all()  # the watchdog starts to tick
+            limit = work[0][3] if work else None
+            if limit is not None:
+                tick = min(MAX_TICK_S, limit / 16)
+                if tick < self._tick:
+                    self._cond.notify_all()  # the watchdog's wait may be longer than this limit allows
+                self._tick = tick
         return True
 
     def _flush_locked(self) -> None:
@@ -141,7 +142,7 @@ class Server:
     def _watch(self) -> None:
         with self._cond:
             while self._exit is None:
-                self._cond.wait(_TICK_S if self._busy else None)
+                self._cond.wait(self._tick)
                 current = self._current
                 if current is None:
                     continue
@@ -161,8 +162,6 @@ class Server:
         self._current = None
         self.stuck += 1
         self._pending.append(encode(answer))
-        if not self._work:
-            self._busy = False
         self._flush_locked()
         if self.stuck > self._max_stuck:
             self._exit = EXIT_STUCK

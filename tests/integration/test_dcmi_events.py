@@ -242,7 +242,7 @@ def test_a_read_that_hangs_moves_to_the_tool_while_the_helper_and_its_events_sta
     """Issue 41: one DCMI read that hangs (the AI Core clock of ``-t common``, every second here) restarted
     the helper at each deadline, and each restart's gap lost fault events. Now the helper answers for the
     hung call, the call waits out a growing backoff, and the helper, its subscription and the events stay."""
-    agent = library_agent(config={"collectors": {"dcmi": {"call_timeout": "1s"},
+    agent = library_agent(config={"collectors": {"dcmi": {"call_timeout": "2s"},
                                                  "npu_smi": {"usages_interval": "1s"}}},
                           env={"FAKE_DCMI_HANG": "dcmiv2_get_device_frequency"})
     sent = 0

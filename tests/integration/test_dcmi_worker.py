@@ -204,7 +204,7 @@ def test_a_worker_with_too_many_threads_left_in_the_library_is_replaced(
     first = client.pid
     for _ in range(5):  # the worker keeps 4; the fifth makes it exit
         with pytest.raises(DcmiCallHung):
-            client.call("hbm", chip=1, timeout=1.0)
+            client.call("hbm", chip=1, timeout=2.0)
     psutil.Process(first).wait(5)
     with pytest.raises(DcmiWorkerError) as raised:
         client.call("temperature", chip=1)
