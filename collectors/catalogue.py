@@ -261,7 +261,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_dcmi_call_seconds_total", "counter", "Wall time spent in DCMI calls.", (), "dcmi"),
     MetricSpec("npuwatch_dcmi_call_errors_total", "counter",
                "DCMI calls that failed, by kind: the library's (unsupported, dcmi, invalid, bad_request) or the "
-               "helper's (startup, timeout, died, protocol, backoff, busy, closed).", ("kind",), "dcmi"),
+               "helper's (startup, timeout, died, protocol, backoff, busy, closed); timeout counts a call that hung "
+               "(the helper answered for it and runs on) or a helper killed at the deadline, backoff a call not made "
+               "while the helper, or that call after hanging, waits out its backoff.", ("kind",), "dcmi"),
     MetricSpec("npuwatch_dcmi_fallbacks_total", "counter",
                "Readings of a DCMI-served collector that its tool served instead.", ("collector",), "dcmi"),
     MetricSpec("npuwatch_dcmi_unverified", "gauge",
@@ -277,7 +279,11 @@ _SPECS: tuple[MetricSpec, ...] = (
                (*CHIP, "severity", "assertion"), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_events_dropped_total", "counter",
                "Fault events that could not be applied, by reason: unreadable, unknown_chip (a deviceid no "
-               "listed chip has).", ("reason",), "dcmi_events"),
+               "listed chip has), no_code (event id 0: malformed, names no fault), duplicate (a copy of an event "
+               "applied already: a library that replays its events to a new helper).", ("reason",), "dcmi_events"),
+    MetricSpec("npuwatch_dcmi_events_missed_total", "counter",
+               "Fault events the driver raised while no DCMI helper held the subscription (a restart's gap) that "
+               "never arrived: the gap in their serial numbers across the restart.", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_last_event_timestamp_seconds", "gauge",
                "When the last fault event reached the DCMI helper (the host's clock).", (), "dcmi_events"),
     MetricSpec("npuwatch_dcmi_event_latency_seconds", "histogram",

@@ -29,7 +29,14 @@ from agent.core.backend import TOOL, Fallback
 from agent.dcmi.client import Answer, DcmiClient
 from collectors.base import ChipRef, Source
 from collectors.dcmi import plans
-from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported, DcmiWorkerError
+from collectors.dcmi.errors import (
+    DcmiBadRequest,
+    DcmiCallHung,
+    DcmiError,
+    DcmiInvalid,
+    DcmiUnsupported,
+    DcmiWorkerError,
+)
 from collectors.dcmi.readings import ChipId
 
 __all__ = ["DcmiBackend"]
@@ -72,6 +79,8 @@ class DcmiBackend:
             return self._read(source.name, chip)
         except plans.NeedsIds as exc:
             raise Fallback("exit", str(exc)) from exc
+        except DcmiCallHung as exc:  # this reading's call hangs; the helper serves the rest
+            raise Fallback("timeout", f"DCMI: {exc}") from exc
         except DcmiWorkerError as exc:
             reason = "timeout" if exc.reason == "timeout" else "exit"
             raise Fallback(reason, f"DCMI helper {exc.reason}: {exc}", helper=True) from exc
@@ -136,7 +145,7 @@ class DcmiBackend:
         the chip's row of the table for ``npu_smi_info``. Raises ``Fallback``."""
         try:
             return self._read(source, chip)
-        except (plans.NeedsIds, DcmiWorkerError, DcmiUnsupported, DcmiError, DcmiInvalid, ValueError,
+        except (plans.NeedsIds, DcmiWorkerError, DcmiCallHung, DcmiUnsupported, DcmiError, DcmiInvalid, ValueError,
                 DcmiBadRequest) as exc:
             raise Fallback("exit", str(exc)) from exc
 

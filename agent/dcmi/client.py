@@ -41,10 +41,18 @@ from typing import Any
 
 import collectors
 from agent.core.tool_runner import RUN_ID_ENV, kill_tree
+from agent.dcmi.hung import DEFAULT_HUNG_BACKOFF, Backoff, HungCalls, call_limit
 from agent.dcmi.lock import NodeLock
-from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported, DcmiWorkerError
+from collectors.dcmi.errors import (
+    DcmiBadRequest,
+    DcmiCallHung,
+    DcmiError,
+    DcmiInvalid,
+    DcmiUnsupported,
+    DcmiWorkerError,
+)
 
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "Answer", "Backoff", "DcmiClient"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "HELPER_KEY", "Answer", "Backoff", "DcmiClient"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,7 @@ _MAX_ANSWER_BYTES = 16 << 20  # the largest answer (a chip's process list) is ki
 _REAP_S = 2.0
 _CLOSE_GRACE_S = 1.0
 _EVENT_PREFIX = b'{"event"'
+HELPER_KEY = "helper_start"  # added to each event: the number of the helper start it came through
 Observer = Callable[[str, float, "str | None"], None]
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -69,20 +78,6 @@ class Answer:
         if self.error is not None:
             raise self.error
         return self.value
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Seconds to wait before the next start after ``failures`` failures in a row: base, doubling, capped."""
-
-    base_s: float = 1.0
-    factor: float = 2.0
-    max_s: float = 300.0
-
-    def delay(self, failures: int) -> float:
-        if failures <= 0:
-            return 0.0
-        return float(min(self.max_s, self.base_s * self.factor ** (failures - 1)))
 
 
 def _worker_env(extra: Mapping[str, str] | None, run_id: str) -> dict[str, str]:
@@ -220,6 +215,7 @@ class DcmiClient:
         launch: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
         observe: Observer | None = None,
         on_event: EventHandler | None = None,
+        hung_backoff: Backoff | None = None,
     ) -> None:
         self.library = library
         self.on_event = on_event  # set: each helper subscribes to the driver's fault events (docs/dcmi.md)
@@ -235,7 +231,8 @@ class DcmiClient:
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._ids = 0
-        self._failures = 0  # in a row; a successful call resets it
+        self._failures = 0  # the worker's failures in a row; any answer resets it
+        self._hung = HungCalls(hung_backoff or DEFAULT_HUNG_BACKOFF, clock)  # calls skipped after hanging
         self._retry_at: float | None = None
         self._closed = False
         # self-metrics
@@ -277,6 +274,11 @@ class DcmiClient:
     def failures(self) -> int:
         return self._failures
 
+    def held(self) -> dict[str, float]:
+        """The calls skipped after hanging: name -> seconds until one is tried again."""
+        with self._lock:
+            return self._hung.held()
+
     def retry_in(self) -> float:
         """Seconds until a failed worker may be started again (0 when it may now)."""
         if self._retry_at is None:
@@ -290,6 +292,7 @@ class DcmiClient:
             started = time.monotonic()
             kind: str | None = None
             try:
+                self._hung.check(name)
                 return self._call_locked(name, args, started + deadline_s)
             except Exception as exc:
                 kind = _kind_of(exc)
@@ -305,13 +308,24 @@ class DcmiClient:
             return []
         deadline_s = self.call_timeout if timeout is None else timeout
         with self._lock:
-            pending: dict[str, Any] = {"name": calls[0][0], "since": time.monotonic()}  # the call waited for
+            held: dict[int, Answer] = {}
+            for index, (name, _) in enumerate(calls):
+                try:
+                    self._hung.check(name)
+                except DcmiCallHung as exc:
+                    held[index] = Answer(error=exc)
+                    self._count(name, 0.0, exc.kind)
+            sent = [call for index, call in enumerate(calls) if index not in held]
+            if not sent:
+                return [held[index] for index in range(len(calls))]
+            pending: dict[str, Any] = {"name": sent[0][0], "since": time.monotonic()}  # the call waited for
             try:
-                return self._with_worker(pending["since"] + deadline_s,
-                                         lambda worker: self._exchange_batch(worker, calls, deadline_s, pending))
+                answers = iter(self._with_worker(pending["since"] + deadline_s,
+                                                 lambda w: self._exchange_batch(w, sent, deadline_s, pending)))
             except Exception as exc:
                 self._count(pending["name"], time.monotonic() - pending["since"], _kind_of(exc))
                 raise
+            return [held[index] if index in held else next(answers) for index in range(len(calls))]
 
     def close(self) -> None:
         """End the worker (end of input first, then the kill) and release the node lock file."""
@@ -381,7 +395,9 @@ class DcmiClient:
         if self.starts:
             self.restarts += 1
         self.starts += 1
-        worker = _Worker(proc, run_id, self._event_line if self.on_event is not None else None)
+        generation = self.starts  # which helper an event came through (agent/dcmi/event_serials.py)
+        worker = _Worker(proc, run_id, (lambda line: self._event_line(line, generation))
+                         if self.on_event is not None else None)
         self._worker = worker
         start_deadline = min(deadline, time.monotonic() + self.start_timeout)
         try:
@@ -416,8 +432,8 @@ class DcmiClient:
             self.subscription = subscription
         return worker
 
-    def _event_line(self, line: bytes) -> None:
-        """On the reader thread: one event line, handed on at once."""
+    def _event_line(self, line: bytes, generation: int) -> None:
+        """On the reader thread: one event line, handed on at once, with the helper start it came through."""
         try:
             event = json.loads(line).get("event")
         except (ValueError, AttributeError):
@@ -426,6 +442,7 @@ class DcmiClient:
             self.events_unreadable += 1
             return
         self.events_received += 1
+        event[HELPER_KEY] = generation
         if self.on_event is not None:
             self.on_event(event)
 
@@ -473,17 +490,25 @@ class DcmiClient:
                 raise _error_of(answer.get("error"))
             raise self._failed("protocol", f"the DCMI worker answered {what} out of order: {line[:80]!r}")
         if answer.get("ok") is True:
+            self._hung.answered(what)
             return Answer(answer.get("value"))
-        return Answer(error=_error_of(answer.get("error")))
+        error = _error_of(answer.get("error"))
+        if isinstance(error, DcmiCallHung):
+            self._hung.hung(what, error)
+        else:
+            self._hung.answered(what)
+        return Answer(error=error)
+
 
     def _exchange(self, worker: _Worker, name: str, args: dict[str, Any], deadline: float) -> Any:
-        request_id = self._send(worker, {"call": name, "args": args}, name)
+        request_id = self._send(worker, {"call": name, "args": args,
+                                         "limit": call_limit(deadline - time.monotonic())}, name)
         return self._answer(worker, request_id, None, deadline, name).get()
 
     def _exchange_batch(self, worker: _Worker, calls: Sequence[tuple[str, Mapping[str, Any]]],
                         deadline_s: float, pending: dict[str, Any]) -> list[Answer]:
-        request_id = self._send(worker, {"batch": [{"call": name, "args": dict(args)} for name, args in calls]},
-                                "batch")
+        request_id = self._send(worker, {"batch": [{"call": name, "args": dict(args)} for name, args in calls],
+                                          "limit": call_limit(deadline_s)}, "batch")
         answers = []
         for index, (name, _) in enumerate(calls):
             pending["name"], pending["since"] = name, time.monotonic()
@@ -508,6 +533,8 @@ def _kind_of(exc: BaseException) -> str:
     """The ``errors`` kind an exception counts as."""
     if isinstance(exc, DcmiWorkerError):
         return exc.reason
+    if isinstance(exc, DcmiCallHung):
+        return exc.kind
     if isinstance(exc, DcmiUnsupported):
         return "unsupported"
     if isinstance(exc, DcmiError):
@@ -532,4 +559,6 @@ def _error_of(error: Any) -> Exception:
         return DcmiInvalid(message)
     if kind == "bad_request":
         return DcmiBadRequest(message)
+    if kind == "timeout":  # the worker answered for a call that did not return, and runs on
+        return DcmiCallHung(str(error.get("call") or ""), "timeout", message)
     return DcmiWorkerError("protocol", f"an error answer of unknown kind {kind!r}: {message}")

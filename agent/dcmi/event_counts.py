@@ -13,12 +13,13 @@ from typing import Any
 
 from collectors.base import ChipRef, Sample
 
-__all__ = ["ASSERTIONS", "LATENCY_BUCKETS_S", "SEVERITIES", "EventCounts", "FaultEvent", "parse_event"]
+__all__ = ["ASSERTIONS", "LATENCY_BUCKETS_S", "NO_CODE", "SEVERITIES", "EventCounts", "FaultEvent", "parse_event"]
 
 SEVERITIES = {0: "warning", 1: "minor", 2: "major", 3: "critical"}
 ASSERTIONS = {0: "recovery", 1: "raised", 2: "once"}
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-DROP_REASONS = ("unreadable", "unknown_chip")
+DROP_REASONS = ("unreadable", "unknown_chip", "no_code", "duplicate")
+NO_CODE = "00000000"  # event id 0: no fault code (a malformed event, never made active)
 RECOVERY = 0
 # alarm_raised_time is milliseconds since the epoch (the DCMI manual); the reference header's comment says
 # seconds. Below this it can only be seconds (1e11 ms is 1973; 1e11 s is far in the future).
@@ -36,6 +37,7 @@ class FaultEvent:
     raised_at: float | None  # seconds since the epoch; None when the driver left it 0
     received_at: float | None  # the helper's clock when the handler ran
     serial: int
+    helper: int | None = None  # the helper start it came through (the client's count)
 
 
 def _int(event: dict[str, Any], key: str) -> int:
@@ -58,6 +60,7 @@ def parse_event(event: dict[str, Any]) -> FaultEvent:
         raised_at=float(raised) if raised is not None else None,
         received_at=float(received) if isinstance(received, (int, float)) else None,
         serial=_int(event, "event_serial_num"),
+        helper=helper if isinstance(helper := event.get("helper_start"), int) else None,
     )
 
 
@@ -70,6 +73,7 @@ class EventCounts:
         self._lock = threading.Lock()
         self._events: Counter[tuple[str, str, str, str]] = Counter()
         self._dropped: Counter[str] = Counter()
+        self._missed = 0
         self._buckets = [0] * len(LATENCY_BUCKETS_S)
         self._latency_count = 0
         self._latency_sum = 0.0
@@ -97,6 +101,11 @@ class EventCounts:
         with self._lock:
             self._dropped[reason] += 1
 
+    def missed(self, count: int) -> None:
+        """Events the driver numbered during a helper restart's gap that never arrived (event_serials)."""
+        with self._lock:
+            self._missed += count
+
     def total(self) -> int:
         with self._lock:
             return sum(self._events.values())
@@ -110,6 +119,7 @@ class EventCounts:
                    for (npu, chip, severity, assertion), count in sorted(self._events.items())]
             out += [Sample("npuwatch_dcmi_events_dropped_total", (("reason", reason),),
                            float(self._dropped.get(reason, 0))) for reason in DROP_REASONS]
+            out.append(Sample("npuwatch_dcmi_events_missed_total", (), float(self._missed)))
             if self._last_event is not None:
                 out.append(Sample("npuwatch_dcmi_last_event_timestamp_seconds", (), self._last_event))
             running = 0

@@ -26,7 +26,9 @@ from typing import Any
 
 from agent.core.snapshot import SnapshotStore, SourceSnapshot
 from agent.dcmi.backend import DcmiBackend
-from agent.dcmi.event_counts import EventCounts, FaultEvent, parse_event
+from agent.dcmi.event_chips import ChipIds, EventChips
+from agent.dcmi.event_counts import NO_CODE, EventCounts, FaultEvent, parse_event
+from agent.dcmi.event_serials import EventSerials
 from collectors import npu_smi_health
 from collectors.base import ChipRef, CollectContext, Sample
 from collectors.npu_smi_health import HealthRecord
@@ -66,6 +68,8 @@ class FaultEvents:
         self._context = context
         self._chips = chips
         self._clock = clock
+        self.chips = EventChips(self._chip_ids, self._codes_of)
+        self.serials = EventSerials()
         self.counts = EventCounts(lambda: backend.client.subscription, lambda: backend.client.subscribed)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()  # the per-chip state and the health snapshot's rebuilds
@@ -98,23 +102,12 @@ class FaultEvents:
 
     def apply(self, raw_events: list[dict[str, Any]]) -> None:
         """Apply events in order, then rebuild each chip they touched and store the result once."""
-        if not raw_events:
+        counted = self._accepted(raw_events)
+        if not counted:
             return
         touched: set[ChipRef] = set()
-        counted: list[tuple[ChipRef, FaultEvent]] = []
         with self._lock:
-            for raw in raw_events:
-                try:
-                    event = parse_event(raw)
-                except ValueError as exc:
-                    log.debug("unreadable DCMI fault event %r: %s", raw, exc)
-                    self.counts.dropped("unreadable")
-                    continue
-                chip = self._chip_of(event.deviceid)
-                if chip is None:
-                    self.counts.dropped("unknown_chip")
-                    continue
-                counted.append((chip, event))
+            for chip, event in counted:
                 if event.assertion not in (RAISED, RECOVERY):
                     continue  # one-off: counted, never active
                 state = self._state.setdefault(chip, _ChipEvents())
@@ -131,6 +124,35 @@ class FaultEvents:
         for chip, event in counted:
             self.counts.counted(chip, event, updated_at)
         self._publish(updated_at)
+
+    def _accepted(self, raw_events: list[dict[str, Any]]) -> list[tuple[ChipRef, FaultEvent]]:
+        """The events to apply, each with its chip; the rest counted as dropped. Outside the lock: placing
+        an event may ask the library (EventChips)."""
+        out = []
+        for raw in raw_events:
+            try:
+                event = parse_event(raw)
+            except ValueError as exc:
+                log.debug("unreadable DCMI fault event %r: %s", raw, exc)
+                self.counts.dropped("unreadable")
+                continue
+            if event.code == NO_CODE:  # event id 0 names no fault: never an active code
+                self.counts.dropped("no_code")
+                continue
+            missed = self.serials.accept(event)
+            if missed is None:  # a copy of one applied already (a library that replays to a new helper)
+                self.counts.dropped("duplicate")
+                continue
+            if missed:
+                log.warning("DCMI fault events: %d event(s) the driver raised during a helper restart never "
+                            "arrived; the next health poll finds what is still active", missed)
+                self.counts.missed(missed)
+            chip = self.chips.chip(event.deviceid, event.code if event.assertion == RAISED else None)
+            if chip is None:
+                self.counts.dropped("unknown_chip")
+                continue
+            out.append((chip, event))
+        return out
 
     def _publish(self, started: float) -> None:
         """The stream's metrics on /metrics now, not at the ``dcmi_events`` job's next run."""
@@ -155,24 +177,22 @@ class FaultEvents:
         self._queue.put(_STOP)
         self._thread.join(timeout=2.0)
 
-    # --- inside the lock
-    def _chip_of(self, deviceid: int) -> ChipRef | None:
-        """The chip an event's ``deviceid`` names: its logical id (as the device plugin reads it), else the
-        chip whose physical id it is."""
-        chips = self._chips()
-        ids = self.backend.known_chips()
-        for pick in (lambda known: known.logic_id, lambda known: known.phy_id):
-            for known in ids:
-                if pick(known) == deviceid:
-                    found = next((c for c in chips if (c.npu, c.chip) == (known.card_id, known.device_id)), None)
-                    if found is not None:
-                        return found
-        for pick_ref in (lambda chip: chip.logic_id, lambda chip: chip.phy_id):
-            found = next((chip for chip in chips if pick_ref(chip) == deviceid), None)
-            if found is not None:
-                return found
-        return None
+    # --- EventChips' sources (outside the lock)
+    def _chip_ids(self) -> list[ChipIds]:
+        """Each listed chip with its logical and physical id: the library's own list first, then the ChipRef's."""
+        known = {(k.card_id, k.device_id): k for k in self.backend.known_chips()}
+        out = []
+        for chip in self._chips():
+            ids = known.get((chip.npu, chip.chip))
+            out.append(ChipIds(chip, ids.logic_id if ids is not None else chip.logic_id,
+                               ids.phy_id if ids is not None and ids.phy_id is not None else chip.phy_id))
+        return out
 
+    def _codes_of(self, logic_id: int) -> list[str]:
+        """The chip's error codes as the library lists them now (EventChips asks when an id names two chips)."""
+        return [f"{code & 0xFFFFFFFF:08X}" for code in self.backend.client.call("error_codes", chip=logic_id)]
+
+    # --- inside the lock
     def _rebuild(self, chips: set[ChipRef]) -> None:
         for _ in range(5):  # a poll stored between the read and the write: build again on top of it
             snap = self.store.get(HEALTH_SOURCE)

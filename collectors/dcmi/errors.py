@@ -16,6 +16,7 @@ __all__ = [
     "RETRY_CODES",
     "RETURN_CODES",
     "DcmiBadRequest",
+    "DcmiCallHung",
     "DcmiError",
     "DcmiInvalid",
     "DcmiUnsupported",
@@ -78,6 +79,20 @@ class DcmiInvalid(Exception):
 
 class DcmiBadRequest(Exception):
     """The worker was asked for a call it does not know, or with arguments it cannot use."""
+
+
+class DcmiCallHung(Exception):
+    """One call did not return within its limit, or its function is being skipped after doing so.
+
+    The worker answered for the hung call and runs on (``kind`` ``timeout``); the agent then skips that
+    call for a backoff and the tool serves its readings meanwhile (``kind`` ``backoff``, raised by the
+    client without asking the worker).
+    """
+
+    def __init__(self, call: str, kind: str, message: str) -> None:
+        self.call = call
+        self.kind = kind
+        super().__init__(message)
 
 
 class DcmiWorkerError(Exception):

@@ -26,6 +26,11 @@ With ``--events`` the worker also subscribes to the driver's fault events once, 
 calls are served either way), and each event is then a line of its own, ``{"event": {...}}``, written
 as soon as it arrives, between answers (never inside one).
 
+A request may carry ``"limit": S``, the seconds each of its calls may take: a call still in the library
+past it is answered for with an error of kind ``timeout`` (``call`` names it) and left there; the worker
+goes on with the rest of the batch and the next requests on a new thread, its subscription untouched
+(``collectors.dcmi.serve``). Past ``--max-stuck`` threads left in the library it exits with status 3.
+
 Calls run strictly one after another; end of input ends the process. The protocol owns the real
 stdout: file descriptor 1 is pointed at stderr before the library is loaded, so whatever the library
 prints cannot corrupt an answer. Python 3.8+ and the standard library only: nodes run workers on
@@ -39,20 +44,21 @@ import json
 import os
 import sys
 import threading
-import time
 from collections.abc import Iterator
-from typing import IO, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from collectors.dcmi.api import ECC_MEMORIES, FREQUENCY_TYPES, UTILIZATION_TYPES, Dcmi
 from collectors.dcmi.errors import DcmiBadRequest, DcmiError, DcmiInvalid, DcmiUnsupported
 from collectors.dcmi.events import EventStream
 from collectors.dcmi.readings import to_json
+from collectors.dcmi.serve import FLUSH_S, MAX_LINE_BYTES, Server, limit_of
 
-__all__ = ["CALLS", "answers", "handle", "main"]
+if TYPE_CHECKING:
+    from collectors.dcmi.serve import Work
 
-MAX_LINE_BYTES = 1 << 20  # a call is tens of bytes; the largest batch (the table of 16 chips) about 10 KiB
+__all__ = ["CALLS", "FLUSH_S", "MAX_LINE_BYTES", "answers", "handle", "main", "plan_request"]
+
 MAX_BATCH = 4096
-FLUSH_S = 0.25  # well under the agent's per-call deadline (collectors.dcmi.call_timeout, 5 s by default)
 
 
 def _chip(args: dict[str, Any]) -> int:
@@ -102,28 +108,33 @@ def handle(dcmi: Dcmi, line: bytes) -> dict[str, Any]:
 
 
 def answers(dcmi: Dcmi, line: bytes) -> Iterator[dict[str, Any]]:
-    """The answer lines to one request line, each yielded when its call returns."""
+    """The answer lines to one request line, each yielded when its call returns (no watchdog: see serve.py)."""
+    work, errors = plan_request(line)
+    yield from errors
+    for request_id, index, item, _ in work:
+        answer = _run(dcmi, request_id, item)
+        yield answer if index is None else {**answer, "index": index}
+
+
+def plan_request(line: bytes) -> tuple[list[Work], list[dict[str, Any]]]:
+    """One request line as its calls (request id, batch index or None, the call, the limit), or the error
+    answers it gets instead."""
     try:
         request = json.loads(line)
     except ValueError as exc:
-        yield _error(None, "bad_request", f"not JSON: {exc}")
-        return
+        return [], [_error(None, "bad_request", f"not JSON: {exc}")]
     if not isinstance(request, dict):
-        yield _error(None, "bad_request", "a request is a JSON object")
-        return
+        return [], [_error(None, "bad_request", "a request is a JSON object")]
     request_id = request.get("id")
+    limit = limit_of(request)
     if "batch" not in request:
-        yield _run(dcmi, request_id, request)
-        return
+        return [(request_id, None, request, limit)], []
     batch = request["batch"]
     if not isinstance(batch, list) or not all(isinstance(item, dict) for item in batch):
-        yield _error(request_id, "bad_request", "batch must be a list of calls")
-        return
+        return [], [_error(request_id, "bad_request", "batch must be a list of calls")]
     if len(batch) > MAX_BATCH:
-        yield _error(request_id, "bad_request", f"a batch holds at most {MAX_BATCH} calls, got {len(batch)}")
-        return
-    for index, item in enumerate(batch):
-        yield {**_run(dcmi, request_id, item), "index": index}
+        return [], [_error(request_id, "bad_request", f"a batch holds at most {MAX_BATCH} calls, got {len(batch)}")]
+    return [(request_id, index, item, limit) for index, item in enumerate(batch)], []
 
 
 def _run(dcmi: Dcmi, request_id: Any, request: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m collectors.dcmi.worker", description=__doc__.split("\n")[0])
     parser.add_argument("--library", required=True, help="path of libdcmi.so (found and vetted by the agent)")
     parser.add_argument("--events", action="store_true", help="subscribe to the driver's fault events")
+    parser.add_argument("--max-stuck", type=int, default=4,
+                        help="threads left in calls that did not return before the worker exits (status 3)")
     options = parser.parse_args(argv)
     out = _Output(_protocol_stream())
     events = EventStream(out.messages) if options.events else None
@@ -210,24 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     _write(out, ready)
     if events is not None:
         events.start_writer()
-    stdin = sys.stdin.buffer
-    while True:
-        line = stdin.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return 0
-        if len(line) > MAX_LINE_BYTES:
-            _write(out, _error(None, "bad_request", f"request longer than {MAX_LINE_BYTES} bytes"))
-            return 2  # the rest of that line would be read as further requests
-        if line.strip():
-            pending: list[bytes] = []
-            flushed = time.monotonic()
-            for answer in answers(dcmi, line):
-                pending.append(_encode(answer))
-                if time.monotonic() - flushed >= FLUSH_S:
-                    out.write(b"".join(pending))
-                    pending, flushed = [], time.monotonic()
-            out.write(b"".join(pending))
-
+    server = Server(sys.stdin.buffer, out.write, plan_request, lambda request_id, item: _run(dcmi, request_id, item),
+                    max_stuck=options.max_stuck)
+    return server.serve()
 
 if __name__ == "__main__":
     sys.exit(main())

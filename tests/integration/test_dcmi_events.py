@@ -101,6 +101,7 @@ def test_a_raised_code_and_its_recovery_are_on_metrics_within_2_seconds(
 
 def test_an_event_that_names_its_chip_by_physical_id_reaches_that_chip(
         library_agent: Callable[..., LibraryAgent]) -> None:
+    # logical 7 is physical 4, and 4 is also another chip's logical id (the fake's ids overlap as a 910B's do)
     agent = library_agent(env={"FAKE_DCMI_EVENT_PHY": "1"})
     chip = chip_labels(7, CHIPS)
     agent.send(f"raise 7 {SEPARATE} 3")
@@ -234,3 +235,77 @@ def test_a_subscribe_call_that_hangs_costs_the_subscription_not_the_readings(
         assert client.starts == 2
     finally:
         client.close()
+
+
+def test_a_read_that_hangs_moves_to_the_tool_while_the_helper_and_its_events_stay_up(
+        library_agent: Callable[..., LibraryAgent]) -> None:
+    """Issue 41: one DCMI read that hangs (the AI Core clock of ``-t common``, every second here) restarted
+    the helper at each deadline, and each restart's gap lost fault events. Now the helper answers for the
+    hung call, the call waits out a growing backoff, and the helper, its subscription and the events stay."""
+    agent = library_agent(config={"collectors": {"dcmi": {"call_timeout": "2s"},
+                                                 "npu_smi": {"usages_interval": "1s"}}},
+                          env={"FAKE_DCMI_HANG": "dcmiv2_get_device_frequency"})
+    sent = 0
+    for round_ in range(16):  # 8 s of reads, one event every half second
+        agent.send(f"once {round_ % CHIPS} {RESTART} 1")
+        sent += 1
+        time.sleep(0.5)
+
+    def all_counted(series: dict[str, float]) -> bool:
+        return sum(v for k, v in series.items() if k.startswith("npuwatch_dcmi_events_total{")) == sent
+
+    series = agent.wait(all_counted, timeout=5.0, step=0.1)
+    assert series is not None, agent.log_text()[-3000:]
+    assert series['npuwatch_dcmi_call_errors_total{kind="timeout"}'] >= 1  # it did hang
+    assert series['npuwatch_dcmi_call_errors_total{kind="backoff"}'] >= 1  # and was skipped after
+    assert series["npuwatch_dcmi_helper_starts_total"] == 1 and series["npuwatch_dcmi_helper_restarts_total"] == 0
+    assert series["npuwatch_dcmi_helper_up"] == 1 and series["npuwatch_dcmi_subscription_up"] == 1
+    assert len(agent.helpers()) == 1
+
+
+def _total(series: dict[str, float]) -> float:
+    return sum(v for k, v in series.items() if k.startswith("npuwatch_dcmi_events_total{"))
+
+
+def _restart_helper(agent: LibraryAgent, while_down: Callable[[], None] = lambda: None) -> None:
+    """Kill the helper, run ``while_down`` before a new one can start (the backoff is 1 s), and wait until
+    a new helper holds the subscription."""
+    [helper] = agent.helpers()
+    helper.kill()
+    helper.wait(5)
+    while_down()
+    assert agent.wait(lambda s: s["npuwatch_dcmi_helper_starts_total"] == 2
+                      and s["npuwatch_dcmi_subscription_up"] == 1, timeout=15.0, step=0.05) is not None
+
+
+def test_events_a_library_replays_to_a_new_helper_are_counted_once(
+        library_agent: Callable[..., LibraryAgent]) -> None:
+    """Issue 41: a library that replays its events to a new subscriber had them counted twice."""
+    agent = library_agent(env={"FAKE_DCMI_EVENT_REPLAY": "1"})
+    agent.send(f"burst 300 0 {RESTART} 1 2 300")
+    assert agent.wait(lambda s: _total(s) == 300, timeout=10.0, step=0.05) is not None
+    _restart_helper(agent)
+    agent.send(f"once 2 {RESTART} 1")  # after the replay, in the fake's order
+    done = agent.wait(lambda s: _total(s) >= 301, timeout=10.0, step=0.05)
+    assert done is not None, agent.log_text()[-2000:]
+    time.sleep(0.5)
+    after = agent.metrics()
+    assert _total(after) == 301
+    assert after['npuwatch_dcmi_events_dropped_total{reason="duplicate"}'] == 300
+    assert after["npuwatch_dcmi_events_missed_total"] == 0
+
+
+def test_events_raised_while_no_helper_listened_are_counted_as_missed(
+        library_agent: Callable[..., LibraryAgent]) -> None:
+    """Issue 41: a library that does not replay loses what the driver raised during a restart's gap; the
+    agent says how many from the gap in the events' serial numbers."""
+    agent = library_agent(env={"FAKE_DCMI_EVENT_LOSE_UNHEARD": "1"})
+    agent.send(f"burst 20 0 {RESTART} 1 2 0")
+    assert agent.wait(lambda s: _total(s) == 20, timeout=10.0, step=0.05) is not None
+    _restart_helper(agent, lambda: agent.send(f"burst 50 0 {RESTART} 1 2 0"))  # raised, never delivered
+    agent.send(f"once 3 {RESTART} 1")
+    done = agent.wait(lambda s: _total(s) >= 21, timeout=10.0, step=0.05)
+    assert done is not None, agent.log_text()[-2000:]
+    assert done["npuwatch_dcmi_events_missed_total"] == 50
+    assert done['npuwatch_dcmi_events_dropped_total{reason="duplicate"}'] == 0
+    assert _total(done) == 21

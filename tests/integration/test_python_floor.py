@@ -22,7 +22,7 @@ WORKERS = REPO / "collectors" / "probes"
 # The DCMI worker (python -m collectors.dcmi.worker) and every repository module it imports.
 DCMI_WORKER = ("collectors/__init__.py", "collectors/dcmi/__init__.py", "collectors/dcmi/worker.py",
                "collectors/dcmi/api.py", "collectors/dcmi/errors.py", "collectors/dcmi/readings.py",
-               "collectors/dcmi/structs.py", "collectors/dcmi/events.py")
+               "collectors/dcmi/structs.py", "collectors/dcmi/events.py", "collectors/dcmi/serve.py")
 _TYPE_NAMES = {"int", "str", "float", "bytes", "bool", "list", "dict", "tuple", "set", "frozenset", "type",
                "object", "complex", "bytearray"}
 

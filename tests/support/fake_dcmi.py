@@ -47,9 +47,9 @@ def build(variant: str, directory: Path) -> Path:
     return target
 
 
-def chip_order(chips: int, per_card: int = 1) -> list[dict[str, int]]:
-    """The chips in listing order: index i -> card, device, logical and physical id."""
-    return [{"card_id": i // per_card, "device_id": i % per_card, "logic_id": (i + 3) % chips, "phy_id": i + 32}
+def chip_order(chips: int, per_card: int = 1, phy_base: int = 0) -> list[dict[str, int]]:
+    """The chips in listing order: index i -> card, device, logical and physical id (``FAKE_DCMI_PHY_BASE``)."""
+    return [{"card_id": i // per_card, "device_id": i % per_card, "logic_id": (i + 3) % chips, "phy_id": i + phy_base}
             for i in range(chips)]
 
 

@@ -46,8 +46,8 @@ def test_info_table_carries_every_chip_in_npu_smi_units() -> None:
     calls = FakeCalls(chips=8)
     (table,) = plans.read_info(calls, plans.chip_ids(calls("chips")))
     assert [(row.npu, row.chip) for row in table.chips] == [(card, 0) for card in range(8)]
-    row = table.chips[7]  # logic id 2
-    assert row.device_id == 2 and row.phy_id == 39 and row.name == "910B3" and row.bus_id == "0000:82:00.0"
+    row = table.chips[7]  # logic id 2, physical id 7 (itself another chip's logical id)
+    assert row.device_id == 2 and row.phy_id == 7 and row.name == "910B3" and row.bus_id == "0000:82:00.0"
     assert row.health == "Alarm"
     assert row.power_watts == 102.0 and row.temperature_celsius == 42.0
     assert row.aicore_ratio == fake.expected_utilization(2, 2) / 100
@@ -88,7 +88,7 @@ def test_mapping_and_chip_refs_from_dcmi() -> None:
     mapping = plans.read_mapping(calls, chips)
     (table,) = plans.read_info(calls, chips)
     refs = npu_smi_info.chip_refs(table, mapping)
-    assert refs[3] == ChipRef(npu=1, chip=1, logic_id=(3 + 3) % 16, phy_id=35)
+    assert refs[3] == ChipRef(npu=1, chip=1, logic_id=(3 + 3) % 16, phy_id=3)
     assert mapping[0].name == "Ascend 910B3"
 
 
@@ -242,7 +242,7 @@ def test_without_npu_smi_dcmi_serves_and_the_collector_is_up(monkeypatch: pytest
     runner, store = _runner(monkeypatch, pool, _Tool(present=False), backend)
     runner.run(npu_smi_info.SOURCE, None)
     chips = sources.chip_refs(store)
-    assert len(chips) == 8 and chips[7] == ChipRef(npu=7, chip=0, phy_id=39)
+    assert len(chips) == 8 and chips[7] == ChipRef(npu=7, chip=0, phy_id=7)
     runner.run(npu_smi_health.SOURCE, chips)
     snap = store.get("npu_smi_health")
     assert snap is not None and snap.ok

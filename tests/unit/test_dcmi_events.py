@@ -187,3 +187,29 @@ def test_samples_built_on_a_snapshot_a_poll_replaced_are_not_stored() -> None:
     assert now is not None and now.samples and store.put_samples(now, [], {}) is True
     after = store.get(HEALTH_SOURCE)
     assert after is not None and after.samples == () and after.last_success == now.last_success
+
+
+def test_an_event_with_event_id_0_is_no_fault_code_and_is_dropped(
+        model: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
+    events, store, clock = model
+    _poll(store, clock, (), clock.now)
+    events.apply([_raw("00000000"), _raw("00000000", assertion=2)])
+    assert _active(store) == {}
+    samples = {(s.metric, s.labels): s.value for s in events.samples()}
+    assert samples[("npuwatch_dcmi_events_dropped_total", (("reason", "no_code"),))] == 2
+    assert not [key for key in samples if key[0] == "npuwatch_dcmi_events_total"]
+
+
+def test_a_replayed_event_is_applied_once_and_a_gap_is_counted(
+        model: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
+    events, store, clock = model
+    _poll(store, clock, (), clock.now)
+    first = [_raw(SEPARATE, assertion=2, event_serial_num=n, helper_start=1) for n in (1, 2, 3)]
+    events.apply(first)
+    events.apply([{**raw, "helper_start": 2} for raw in first])  # the new helper's replay
+    events.apply([_raw(SEPARATE, assertion=2, event_serial_num=9, helper_start=2)])  # 4..8 never came
+    samples = {(s.metric, s.labels): s.value for s in events.samples()}
+    assert samples[("npuwatch_dcmi_events_total", (*CHIP.labels(), ("severity", "critical"),
+                                                   ("assertion", "once")))] == 4
+    assert samples[("npuwatch_dcmi_events_dropped_total", (("reason", "duplicate"),))] == 3
+    assert samples[("npuwatch_dcmi_events_missed_total", ())] == 5
