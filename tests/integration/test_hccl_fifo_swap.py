@@ -43,7 +43,7 @@ def test_a_log_swapped_with_a_fifo_in_a_loop_never_wedges_the_scanner(tmp_path: 
     log = root / "debug" / "plog" / "plog-1.log"
     log.write_text("start\n")
     config = {**BASE_CONFIG, "collectors": {**BASE_CONFIG["collectors"],
-                                            "hccl_logs": {"interval": "0.2s", "paths": [str(root)]}}}
+                                            "hccl_logs": {"interval": "1s", "paths": [str(root)]}}}
     daemon = Daemon(tmp_path, config)
     try:
         assert wait_for(lambda: _last_success(daemon.metrics()) > 0, timeout=30), daemon.log_text()

@@ -162,8 +162,12 @@ def test_flight_recorder_dumps_and_rank_table(tmp_path: Path) -> None:
 
 
 class _Metrics(http.server.BaseHTTPRequestHandler):
+    # NPU 3's link is down, as the agent judged it (its finding); NPU 4's raw reading alone is judged by no one
     body = (b"# HELP npu_roce_link_up x\n# TYPE npu_roce_link_up gauge\n"
-            b'npu_roce_link_up{npu="3",chip="0",node="n"} 0\nnpu_roce_link_up{npu="2",chip="0",node="n"} 1\n')
+            b'npu_roce_link_up{npu="3",chip="0",node="n"} 0\nnpu_roce_link_up{npu="2",chip="0",node="n"} 1\n'
+            b'npu_roce_link_up{npu="4",chip="0",node="n"} 0\n'
+            b"# HELP npu_fault_since_timestamp_seconds x\n# TYPE npu_fault_since_timestamp_seconds gauge\n"
+            b'npu_fault_since_timestamp_seconds{npu="3",chip="0",kind="link_down",status="fail",node="n"} 1.7e+09\n')
 
     def do_GET(self) -> None:
         self.send_response(200)
@@ -195,6 +199,7 @@ def test_the_agents_metrics_are_bundled_and_read(tmp_path: Path, agent_port: int
     evidence = read_input(str(bundle))
     faults = [(f.node, f.npu, f.kind) for f in evidence.faults]
     assert ("n", 3, "link_down") in faults and ("n", 2, "link_down") not in faults
+    assert ("n", 4, "link_down") not in faults  # triage reads the node's judgement, it does not judge a reading
 
 
 def _tar(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
