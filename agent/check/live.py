@@ -44,8 +44,11 @@ __all__ = ["JOB_NAME", "LiveJudge", "LogSource", "NodeJudgement", "log_scan_of",
 log = logging.getLogger(__name__)
 
 JOB_NAME = "verdict"
-_CHIP_SOURCES = {"hccs": "npu_smi_hccs", "versions": "npu_smi_board", "chip_health": "npu_smi_health",
-                 "hbm_ecc": "npu_smi_ecc"}
+# The collector each check reads; a check whose collector is turned off is not run.
+_CHECK_SOURCES = {"hccs": "npu_smi_hccs", "versions": "npu_smi_board", "chip_health": "npu_smi_health",
+                  "hbm_ecc": "npu_smi_ecc", "roce_link": "hccn_link", "roce_flaps": "hccn_link_stat",
+                  "net_health": "hccn_net_health", "optics": "hccn_optical", "roce_errors": "hccn_stat",
+                  "roce_ip": "hccn_ip", "hccl_errors": "hccl_logs"}
 
 
 def verdict_interval(config: Config) -> float:
@@ -122,9 +125,7 @@ class LiveJudge:
         for name in select("quick", skip=self._settings.skip):
             if name in ROCE_CHECKS and not self._present("hccn_link"):
                 continue
-            if name in _CHIP_SOURCES and self._store.get(_CHIP_SOURCES[name]) is None:
-                continue
-            if name == "hccl_errors" and self._store.get("hccl_logs") is None:
+            if name in _CHECK_SOURCES and self._store.get(_CHECK_SOURCES[name]) is None:
                 continue
             wanted.append(name)
         return wanted

@@ -20,9 +20,12 @@ from agent.health.status import FAIL, PASS, UNKNOWN, WARN
 from collectors.hccl.codes import DIAGNOSE_TIMEOUT_CATEGORIES as TIMEOUT_CATEGORIES
 from collectors.hccl.codes import PROGRAM_CATEGORIES
 
-__all__ = ["BLAMED", "TOOLS_HINT", "check_hccl_errors", "check_tools", "local_blame", "tool_error_kind"]
+__all__ = ["BLAMED", "NOT_COLLECTED", "TOOLS_HINT", "check_hccl_errors", "check_tools", "local_blame",
+           "tool_error_kind"]
 
 BLAMED = "blamed by the HCCL logs"  # the basis of a log result on a local NPU
+# A reading of a collector the config turns off (the agent's own readings): no call was made, none failed.
+NOT_COLLECTED = "not collected: disabled in the config"
 TOOLS_HINT = ("check the tool paths (collectors.npu_smi.path, collectors.hccn_tool.path) and the log directory "
               "($ASCEND_PROCESS_LOG_PATH)")
 
@@ -41,7 +44,7 @@ def tool_error_kind(error: str) -> str:
 
 
 def _tool_result(tool: str, readings: Iterable[Reading]) -> Result:
-    read = list(readings)
+    read = [reading for reading in readings if not (reading.error or "").endswith(NOT_COLLECTED)]
     errors = [r.error for r in read if r.error is not None]
     if not read:
         return Result(UNKNOWN, f"{tool}: not called")

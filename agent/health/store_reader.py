@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.core.snapshot import SourceSnapshot
+from agent.health.checks_node import NOT_COLLECTED
 from agent.health.readings import Reading
 from collectors.base import ChipRef, Source
 from collectors.sources import RecordStore
@@ -102,7 +103,7 @@ class StoreReader:
     def read(self, source: Source, chip: ChipRef | None = None, parse: Callable[[str], Any] | None = None) -> Reading:
         snap = self._store.get(source.name)
         if snap is None:
-            return Reading(error=f"{source.name}: not collected (disabled in the config)", at=self._at(None))
+            return Reading(error=f"{source.name}: {NOT_COLLECTED}", at=self._at(None))
         at = self._at(snap.started_at)
         if snap.started_at is None and snap.last_success is None:
             with self._lock:

@@ -266,3 +266,17 @@ def test_a_chip_that_faults_again_and_again_is_a_repeat_offender_to_the_agent_an
                        "--config", str(config))
     assert checked.stdout, checked.stderr
     assert_agent_leads_as_check(view, json.loads(checked.stdout))
+
+
+def test_collectors_turned_off_are_no_failed_tool_and_no_check(tmp_path: Path) -> None:
+    """A healthy node whose config turns some collectors off reads ok to the agent: a source not collected is no
+    call that failed, and the checks that read it are not run."""
+    node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
+    off = {"collectors": {"npu_smi": {"disable": ["npu_smi_ecc", "npu_smi_health", "npu_smi_board", "npu_smi_hccs"]},
+                          "hccn_tool": {"disable": ["hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed"]}},
+           "check": {"skip": ["agent"]}}
+    view, _ = _exported_with(node, tmp_path, off)
+    assert (view.status, view.cause) == ("ok", None), (view.status, view.cause, view.node_faults)
+    node.set_fault("link_down", chip=2)
+    view, _ = _exported_with(node, tmp_path, off)
+    assert (view.status, view.cause, view.lead_npu) == ("fail", "link_down", 2)
