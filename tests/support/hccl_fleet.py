@@ -43,7 +43,7 @@ def node_config(name: str) -> dict[str, Any]:
 
 
 class Driver:
-    """One thread that runs every agent's log scan each second and its tool groups every two;
+    """One thread that runs every agent's log scan each second and its tool groups (then its judgement) every two;
     remembers when each full pass of log scans started and ended."""
 
     def __init__(self, agents: dict[str, Any]) -> None:
@@ -73,6 +73,7 @@ class Driver:
                 for agent in self.agents.values():
                     agent.collect_group("info")
                     agent.collect_group("roce")
+                    agent.run_internal_by_name("verdict")  # the node's judgement of the round, as the agent's own
             self._stop.wait(max(0.0, LOG_SCAN_S - (time.time() - started)))
 
     def first_pass_after(self, moment: float, timeout: float = 20.0) -> float:
