@@ -11,8 +11,8 @@ from pathlib import Path
 
 from collectors.hccl.collector import HcclLogCollector
 from collectors.hccl.tail import HEAD_BYTES, LogTailer
+from tests.support.plog_files import NOW, plog_dir, write
 
-NOW = 1_800_000_000.0
 HEADER = "".join(f"[INFO] HCCL(1,python):2026-01-01-00:00:00.000.000 [init.cc:1] starting line {n:02d}\n"
                  for n in range(5))
 EI0002 = "EI0002: [PID: 1] 2026-01-01-{h:02d}:00:00.000.000 The wait execution of the Notify register times out. " \
@@ -20,16 +20,6 @@ EI0002 = "EI0002: [PID: 1] 2026-01-01-{h:02d}:00:00.000.000 The wait execution o
 ERRORS = (("code", "EI0002"), ("category", "exec_timeout"))
 
 
-def plog_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "ascend" / "log"
-    (root / "debug" / "plog").mkdir(parents=True)
-    return root
-
-
-def write(path: Path, text: str, mode: str = "a") -> None:
-    with path.open(mode, encoding="utf-8") as handle:
-        handle.write(text)
-    os.utime(path, (NOW, NOW))
 
 
 def new_tailer(root: Path, state: Path | None = None) -> LogTailer:

@@ -13,20 +13,8 @@ import pytest
 
 from collectors.hccl import tail_io
 from collectors.hccl.tail import LogTailer
-
-NOW = 1_800_000_000.0
-
-
-def plog_root(tmp_path: Path) -> Path:
-    root = tmp_path / "ascend" / "log"
-    (root / "debug" / "plog").mkdir(parents=True)
-    return root
-
-
-def write(path: Path, text: str, mode: str = "a") -> None:
-    with path.open(mode, encoding="utf-8") as handle:
-        handle.write(text)
-    os.utime(path, (NOW, NOW))
+from tests.support.plog_files import NOW, write
+from tests.support.plog_files import plog_dir as plog_root
 
 
 def new_tailer(root: Path) -> LogTailer:
