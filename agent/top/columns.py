@@ -63,14 +63,14 @@ def level_style(level: str) -> str:
 
 
 def bar(ratio: float | None, width: int, ascii_only: bool) -> Line:
-    """A bar of ``width`` characters, its percentage included."""
+    """A bar of ``width`` characters, its percentage included; one colour however full (a busy chip is no fault:
+    only the agent's findings colour a cell)."""
     if ratio is None:
         return [("-".rjust(width), "dim")]
     inner = max(1, width - 5)
     filled = min(inner, round(max(0.0, min(1.0, ratio)) * inner))
     full, empty = _BAR_ASCII if ascii_only else _BAR_FULL
-    style = "bad" if ratio >= 0.95 else "ok"
-    return [(full * filled, style), (empty * (inner - filled), "dim"), (f"{ratio * 100:4.0f}%", "")]
+    return [(full * filled, "ok"), (empty * (inner - filled), "dim"), (f"{ratio * 100:4.0f}%", "")]
 
 
 def gib(value: float) -> str:
