@@ -26,6 +26,7 @@ from agent.check.local_agent import AgentReading
 from agent.check.report import LevelReport
 from agent.check.settings import CheckSettings
 from agent.core.config import Config
+from agent.core.snapshot import SnapshotStore
 from agent.handling.escalation import ChipHistory
 from agent.handling.history import chip_key
 from agent.health import faults
@@ -37,7 +38,6 @@ from agent.health.store_reader import StoreReader, TwoRounds
 from agent.health.verdict import Verdict, lead
 from agent.health.verdict_metrics import finding_keys, verdict_samples
 from collectors.base import NoData, Sample
-from collectors.sources import RecordStore
 
 __all__ = ["JOB_NAME", "LiveJudge", "LogSource", "NodeJudgement", "log_scan_of", "verdict_interval"]
 
@@ -94,7 +94,7 @@ class NodeJudgement:
 class LiveJudge:
     """Judges the agent's latest readings; ``samples`` is the ``verdict`` job's body."""
 
-    def __init__(self, store: RecordStore, config: Config, *, history: Callable[[], dict[str, ChipHistory]],
+    def __init__(self, store: SnapshotStore, config: Config, *, history: Callable[[], dict[str, ChipHistory]],
                  logs: Callable[[float], LogScan | None] = lambda _window: None,
                  clock: Callable[[], float] = time.time) -> None:
         self._store = store
@@ -132,17 +132,13 @@ class LiveJudge:
 
     def _agent_reading(self) -> AgentReading:
         reading = AgentReading("this agent")
-        for snap in self._store_all():
+        for snap in self._store.all():
             if snap.source == JOB_NAME:
                 continue
             reading.up[snap.source] = 1.0 if snap.ok else 0.0
             if snap.down_reason:
                 reading.reasons[snap.source] = snap.down_reason
         return reading
-
-    def _store_all(self) -> Sequence[Any]:
-        every = getattr(self._store, "all", None)
-        return list(every()) if callable(every) else []
 
     def evaluate(self) -> NodeJudgement:
         """This round's judgement; ``NoData`` until every collector it reads has run once (at start)."""
