@@ -16,9 +16,10 @@ Traffic counters (packets, bytes) would add dozens of series per chip that the
 host's own RoCE stats already cover.
 
 A counter is an ASCII name of at most 64 characters and a non-negative integer
-below 2^64. A counter line with any other value (negative, fraction, text) is
+below 2^64. A counter line with another name, or with any other value (negative, fraction, text) is
 dropped and listed in ``StatRecord.rejected``, as are counters beyond
-``LIMITS["counters"]`` (1024; each error counter is a series).
+``LIMITS["counters"]`` (1024; each error counter is a series). Output with
+more lines of prose than counters is not a listing and fails to parse.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ ERROR_COUNTER_WORDS: tuple[str, ...] = (
     "err", "drop", "rty", "retry", "timeout", "unexpected", "bad", "discard")
 
 _COUNTER_RE = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]{0,63})\s*:\s*(?P<value>\S.*)$", re.ASCII)
+_COUNTER_SHAPED_RE = re.compile(r"^[^\s:]+\s*:\s*\S")
 _INTEGER_RE = re.compile(r"[0-9]{1,20}")
 
 
@@ -55,10 +57,15 @@ def is_error_counter(name: str) -> bool:
 def parse(text: str) -> StatRecord:
     counters: dict[str, int] = {}
     rejects = Rejects()
+    prose = 0
     for line_no, line in clean_lines(text, rejects):
         match = _COUNTER_RE.match(line)
         if match is None:
-            continue  # headers ("packet statistics:"), blank values, prose
+            if _COUNTER_SHAPED_RE.match(line):
+                rejects.add("counter name is not ASCII of at most 64 characters", line_no, line)
+            else:
+                prose += line.strip() != ""  # headers ("packet statistics:"), blank values, prose
+            continue
         name, value = match.group("name"), match.group("value")
         if not _INTEGER_RE.fullmatch(value) or not BOUNDS["counter"].contains(int(value)):
             rejects.add(f"counter {name}: {value!r} is not a non-negative 64-bit integer", line_no, line)
@@ -66,7 +73,8 @@ def parse(text: str) -> StatRecord:
             rejects.add(f"more than {LIMITS['counters']} counters", line_no, line)
         else:
             counters[name] = int(value)
-    if not counters:
+    if not counters or prose > len(counters):
+        # A listing is a header and counters; junk with a stray "x:1" line in it is still junk.
         raise_unparsable(text, "packet counters")
     return StatRecord(counters=counters, rejected=rejects.freeze())
 

@@ -336,6 +336,14 @@ def test_stat_header_only_is_a_parse_error() -> None:
         hccn_stat.parse("packet statistics:\n")
 
 
+def test_stat_junk_with_a_stray_counter_like_line_is_a_parse_error() -> None:
+    # The demo's random garbage once held "Qz:7" among its lines, and the port read as healthy.
+    junk = "x9|(]] aQ 3\nQz:7\n  +-= P0 ..%%\n"
+    with pytest.raises(ParseError):
+        hccn_stat.parse(junk)
+    assert hccn_stat.parse("packet statistics:\nroce_rx_err_pkt_num:0\n").counters == {"roce_rx_err_pkt_num": 0}
+
+
 # --- -speed ------------------------------------------------------------------------------------------
 
 

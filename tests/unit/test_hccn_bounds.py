@@ -66,6 +66,7 @@ def test_stat_counter_names_are_ascii_and_bounded() -> None:
     long_name = "err_" + "x" * 70
     record = hccn_stat.parse(f"roce_err_\u00e9:4\n{long_name}:5\nmac_rx_bad_pkt_num:2\n")
     assert record.counters == {"mac_rx_bad_pkt_num": 2}
+    assert [r.reason for r in record.rejected] == ["counter name is not ASCII of at most 64 characters"] * 2
     labels = [dict(s.labels)["counter"] for s in hccn_stat.samples(record, CHIP, CTX)]
     assert labels == ["mac_rx_bad_pkt_num"]
 
