@@ -20,8 +20,9 @@ class Candidate:
     rank: int | None = None
     ip: str | None = None
     via: str = ""
-    blamers: set[tuple[str, object]] = field(default_factory=set)
-    hows: Counter[str] = field(default_factory=Counter)
+    blamers: set[tuple[object, ...]] = field(default_factory=set)  # who blamed it: one key per reporting rank
+    blamers_how: set[tuple[tuple[object, ...], str]] = field(default_factory=set)
+    hows: Counter[str] = field(default_factory=Counter)  # blamers by how they blamed it
     first_blame: float | None = None
     silent: bool = False
     silent_observed: bool = False
@@ -126,7 +127,9 @@ def _absorb(target: Candidate, old: Candidate) -> None:
     target.ip = target.ip or old.ip
     target.via = target.via or old.via
     target.blamers |= old.blamers
-    target.hows.update(old.hows)
+    for pair in old.blamers_how - target.blamers_how:
+        target.blamers_how.add(pair)
+        target.hows[pair[1]] += 1
     if old.first_blame is not None:
         target.first_blame = min(target.first_blame or old.first_blame, old.first_blame)
     target.silent = target.silent or old.silent

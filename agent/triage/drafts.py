@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from agent.triage.evidence import RankFailure
 from agent.triage.flight import FlightFinding
 from agent.triage.locate import Locator
+from collectors.hccl.codes import is_ascend_code
 
-__all__ = ["FLIGHT_BEFORE_S", "INCIDENT_GAP_S", "Draft", "Scope", "attach_flight", "drafts", "scope_of"]
+__all__ = ["FLIGHT_BEFORE_S", "INCIDENT_GAP_S", "Draft", "Scope", "attach_flight", "drafts", "pid_ranks",
+           "reporter_of", "scope_of"]
 
 INCIDENT_GAP_S = 1200.0
 FLIGHT_BEFORE_S = 2 * 3600.0  # a collective is enqueued up to an exec timeout before it fails
@@ -144,7 +146,10 @@ def scope_of(draft: Draft, locator: Locator) -> Scope:
     reporting = {f.rank for f in draft.failures if f.rank is not None}
     if not draft.failures and finding is not None:
         reporting = set(finding.reached)
-    reporters = len({(f.node, f.rank if f.rank is not None else f.pid) for f in draft.failures}) or len(reporting)
+    ranks_of = pid_ranks(draft.failures)
+    reporters = len({reporter_of(f.node, f.rank, f.pid, ranks_of) for f in draft.failures}) or len(reporting)
+    if size is not None:
+        reporters = min(reporters, size)  # what no line names twice over: never more reporters than ranks
     ops = Counter(f.op for f in draft.failures if f.op)
     op = ops.most_common(1)[0][0] if ops else (finding.op if finding is not None else None)
     return Scope(draft, draft.start, draft.end, size, rank_size, tuple(sorted(reporting)), reporters,
@@ -152,6 +157,29 @@ def scope_of(draft: Draft, locator: Locator) -> Scope:
                  draft.nodes)
 
 
+def pid_ranks(failures: Iterable[RankFailure]) -> dict[tuple[str, int], int]:
+    """(node, pid) -> rank, from the reports that name both: another copy of a report (the job log's, with
+    the process id and no rank) is the same rank's."""
+    found: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for failure in failures:
+        if failure.pid is not None and failure.rank is not None:
+            found[(failure.node, failure.pid)].add(failure.rank)
+    return {key: next(iter(ranks)) for key, ranks in found.items() if len(ranks) == 1}
+
+
+def reporter_of(node: str, rank: int | None, pid: int | None,
+                ranks_of: dict[tuple[str, int], int]) -> tuple[object, ...]:
+    """Who reported: one key per rank however many lines and copies (plog, job log) say it; a report with
+    neither rank nor process is its node's."""
+    if rank is None and pid is not None:
+        rank = ranks_of.get((node, pid))
+    return ("rank", node, rank) if rank is not None else ("pid", node, pid)
+
+
 def _codes(failures: Iterable[RankFailure]) -> list[str]:
-    codes = {f.code for f in failures}
-    return sorted(codes, key=lambda code: (not (code[:2] in ("EI", "EJ", "EE") or code.isdigit()), code))
+    """The codes printed, a wording's synthetic code only where no printed code of its category is: EI0002 and
+    ``task_exec_timeout`` are one failure's code and its wording."""
+    failures = list(failures)
+    printed = {f.category for f in failures if is_ascend_code(f.code)}
+    codes = {f.code for f in failures if is_ascend_code(f.code) or f.category not in printed}
+    return sorted(codes, key=lambda code: (not is_ascend_code(code), code))

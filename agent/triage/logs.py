@@ -38,7 +38,7 @@ from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
 from collectors.hccl.comm import CommFactParser
 from collectors.hccl.facts import CollectiveFailure, CollectiveOp, Fact, InitTimeout, RankIdentity, WatchdogTimeout
 from collectors.hccl.hints import ATTACH_WINDOW_S, Hint, blame_how, decode_peer
-from collectors.hccl.lines import BLOCK_LINES, QUIET_LEVELS, parse_timestamp
+from collectors.hccl.lines import BLOCK_LINES, QUIET_LEVELS, line_rank_device, parse_timestamp
 
 __all__ = ["CHUNK_BYTES", "MAX_LINE", "LogReader", "candidate_lines", "read_stream"]
 
@@ -52,6 +52,8 @@ _RARE_TOKENS = (b"Entry-Hccl", b"ankNum[", b"Key Info]", b"crimer")
 _NOT_QUIET_START = re.compile(rb"\n(?!(?:" + b"|".join(re.escape(level) for level in _QUIET) + rb"))")
 _PID_RE = re.compile(r"[A-Z][A-Z0-9_]*\((\d+),[^)]*\):|\[PID: (\d+)\]")
 _LOCAL_DEVICE_RE = re.compile(r"localInfo\{server\[[^\]]*\],deviceId\[(\d+)\]")
+# a heartbeat line names its reporter as ``Discoverer:[<device IP>/<rank>]``
+_DISCOVERER_RE = re.compile(r"Discoverer:\[[^\]/]*/(\d+)\]")
 
 
 def candidate_lines(data: bytes, first_line_no: int) -> tuple[list[tuple[int, bytes]], int]:
@@ -234,6 +236,7 @@ class _HintSeen:
     how: str
     pid: int | None
     line_no: int
+    rank: int | None = None  # the rank its line's prefix names (``[rank0]:``): the reporter
 
 
 @dataclass
@@ -270,6 +273,9 @@ class LogReader:
     last_at: float | None = None
     keep_hints: bool = False  # also keep every hint as the classifier gave it (``raw_hints``)
     raw_hints: list[Hint] = field(default_factory=list)
+    # line number -> the rank its prefix names (``[rank9]:``, ``[Rank 9]``): a job log's copy of a
+    # failure block says whose it is there, not in the block
+    prefix_ranks: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._comm = CommFactParser(self.ref_time)
@@ -282,6 +288,10 @@ class LogReader:
         self.last_at = at if self.last_at is None else max(self.last_at, at)
 
     def feed(self, line_no: int, line: str) -> None:
+        if line[:1] in "[(" and "ank" in line[:16]:
+            rank = line_rank_device(line[:32])[0]
+            if rank is not None:
+                self.prefix_ranks[line_no] = rank
         self._comm.line_no = line_no - 1
         for fact in self._comm.feed(line):
             self._fact(fact)
@@ -296,6 +306,10 @@ class LogReader:
 
     def _hints(self, line: str, line_no: int, hints: list[Hint]) -> None:
         pid = _line_pid(line)
+        rank = self.prefix_ranks.get(line_no)
+        if rank is None and "Discoverer:[" in line:
+            found = _DISCOVERER_RE.search(line)
+            rank = int(found.group(1)) if found is not None else None
         for hint in hints:
             if hint.kind == "device":  # the kernel's "Heartbeat lost! (device=N"
                 self.lost_devices.append((_int(hint.value), hint.timestamp, line_no))
@@ -303,7 +317,7 @@ class LogReader:
             how = blame_how(hint.kind, line)
             if how is None:
                 continue
-            self.hints.append(_HintSeen(hint, how, pid, line_no))
+            self.hints.append(_HintSeen(hint, how, pid, line_no, rank))
             if how == "cqe":
                 local = _LOCAL_DEVICE_RE.search(line)
                 peer = decode_peer(hint.kind, hint.value)
@@ -379,6 +393,7 @@ class LogReader:
         for seen in self.hints:
             comm, reporter = reports.nearest(seen.pid, seen.hint.timestamp) or self._identity(
                 seen.pid, by_pid, seen.hint.timestamp)[:2]
+            reporter = seen.rank if seen.rank is not None else reporter
             peer = decode_peer(seen.hint.kind, seen.hint.value, seen.how)
             if peer is None:
                 continue
@@ -414,6 +429,8 @@ class LogReader:
                 code, category = event.code, event.category
             used.add(index)
         group, rank, size, device = failure.group, failure.rank, failure.rank_size, failure.device
+        if rank is None:
+            rank = self.prefix_ranks.get(failure.line_no)
         if group is None or rank is None:
             known_group, known_rank, known_size, known_device = self._identity(failure.pid, by_pid, failure.timestamp)
             group = group or known_group

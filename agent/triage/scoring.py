@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from agent.triage.candidates import Candidate, Candidates
-from agent.triage.drafts import Scope
+from agent.triage.drafts import Scope, pid_ranks, reporter_of
 from agent.triage.evidence import Blame, Evidence, LocalFault, OpProgress
 from agent.triage.fault_chain import Chain, failure_entity, fault_chain
 from agent.triage.faults import FAULT_KINDS, fault_weight, rank_faults
@@ -84,12 +84,15 @@ class Scorer:
 
     def blame(self) -> None:
         size = self.scope.size
+        ranks_of = pid_ranks(self.scope.draft.failures)
         for blame in self.blames:
             if blame.rank is not None and size is not None and blame.rank >= size and blame.ip is None:
                 continue  # no rank of this communicator (a device id, a garbled or truncated list)
             rank = blame.rank if blame.rank is None or size is None or blame.rank < size else None
             target = self.cands.get(rank=rank, ip=blame.ip, device=blame.device)
-            reporter = blame.reporter_rank if blame.reporter_rank is not None else (blame.pid, blame.source)
+            reporter: tuple[object, ...] = ("line", blame.source)  # names neither its rank nor its process
+            if blame.reporter_rank is not None or blame.pid is not None:
+                reporter = reporter_of(blame.node, blame.reporter_rank, blame.pid, ranks_of)
             if rank is not None and rank == blame.reporter_rank:
                 continue
             if target.node == blame.node and target.npu is not None and blame.reporter_rank is not None:
@@ -97,8 +100,10 @@ class Scorer:
                                                 self.scope.rank_size or None)
                 if place is not None and (place.node, place.npu) == (target.node, target.npu):
                     continue
-            target.blamers.add((blame.node, reporter))
-            target.hows[blame.how] += 1
+            if (reporter, blame.how) not in target.blamers_how:  # one count per reporter and way, not per copy
+                target.blamers_how.add((reporter, blame.how))
+                target.hows[blame.how] += 1
+            target.blamers.add(reporter)
             if blame.at is not None:
                 target.first_blame = blame.at if target.first_blame is None else min(target.first_blame, blame.at)
 

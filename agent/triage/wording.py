@@ -54,9 +54,12 @@ class Wording:
             when = f" at {clock(best.at, ref)}" if best.at is not None else " (undated)"
             chain.append(f"{FAULT_KINDS[best.kind].label} on {self.where(candidate)}{when}")
         if candidate.blamers:
-            how = candidate.hows.most_common(1)[0][0]
+            # the way most peers blamed it; on a tie the specific one (heartbeat lost) over "waited on"
+            how = max(sorted(candidate.hows), key=lambda h: (candidate.hows[h], h != "waited_on"))
             named = candidate.ip or (f"rank {candidate.rank}" if candidate.rank is not None else "it")
             peers = len(candidate.blamers)
+            if self.scope.rank_size:  # lines that place no reporter never count past the communicator
+                peers = min(peers, max(1, self.scope.rank_size - 1))
             since = f" from {clock(candidate.first_blame, ref)}" if candidate.first_blame is not None else ""
             chain.append(f"{peers} peer{'s' if peers > 1 else ''} {_HOW_PHRASES.get(how, 'named it')} "
                          f"({named}){since}")
