@@ -1,6 +1,9 @@
 """Incident drafts: the failure reports of one communicator close in time, with the flight-recorder finding
 that joins them, and what follows from them (``Scope``: span, size, reporting and silent ranks, codes).
 
+An incident whose reports print no communicator size (torch watchdog lines, screen codes) is as large as
+the rank table when its ranks are at least half of the table's.
+
 Reports of one communicator less than ``INCIDENT_GAP_S`` apart are one incident (ranks time out
 minutes apart: each waits its own ``HCCL_EXEC_TIMEOUT`` from when it entered the collective). A
 report that names no communicator joins the incident of its node's ranks at that time, else forms
@@ -97,6 +100,12 @@ def draft_size(draft: Draft, locator: Locator) -> int | None:
     known = locator.comm_size(draft.comm)
     if known is not None:
         sizes.append(known)
+    if not sizes and locator.table_size:
+        # reports that print no size (torch's watchdog, the EI codes on the screen): the job's world, which the
+        # rank table lists (its ranks place them too), when every rank named is in it and half of it or more is
+        ranks = {f.rank for f in draft.failures if f.rank is not None}
+        if ranks and max(ranks) < locator.table_size and len(ranks) * 2 >= locator.table_size:
+            sizes.append(locator.table_size)
     return max(sizes) if sizes else None
 
 

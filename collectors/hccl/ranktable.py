@@ -11,12 +11,27 @@ Version 1.2 (A3 SuperPoD) adds ``super_device_id`` per device and a top-level
 carry ``host_ip`` / ``container_ip``. Numbers are usually strings; plain JSON integers are accepted too.
 Unknown keys (``IsMindIEEPJob``, ``hardware_type``, ``device_port``, ...) are ignored.
 
+Version 2.0 (950 SuperPoD) lists ranks, not servers::
+
+    {"version": "2.0", "status": "completed", "rank_count": 2,
+     "rank_list": [{"rank_id": 0, "local_id": 0, "device_id": 0,
+                    "level_list": [{"net_layer": 0, "net_instance_id": "rack0-srv0", "net_type": "TOPO_FILE_DESC",
+                                    "net_attr": "", "rank_addr_list": [{"addr_type": "EID", "addr": "...",
+                                                                        "ports": ["0/1"], "plane_id": "0"}]},
+                                   {"net_layer": 1, "net_instance_id": "pod0", "net_type": "CLOS", ...}]}, ...]}
+
+A rank's place is its lowest network layer's instance (``server_id`` here) and its ``device_id``
+(``local_id`` when absent); its addresses are UB endpoint ids (``eids``, no device IP), on the
+``planes`` its address list names; ``net_instances`` are its instance per layer, lowest first. A
+layer-0 instance may span several servers, so only rank ids and EIDs must be unique in 2.0.
+
 Refused with a ``ParseError`` that names the JSON path: invalid JSON (Huawei's doc examples carry
-``//`` comments), a missing ``server_id`` / ``device_id`` / ``rank_id``, an id that is not a
-non-negative integer, a rank id, a (server, device) pair or a device IP used twice, a server in two
-super pods, and a ``completed`` table without devices. The 2.0 ``rank_list`` layout (950) and the
-legacy ``group_list`` template are recognised and refused by name. Input over 64 MiB is refused
-unread (a 10k-rank table is about 2 MB).
+``//`` comments), a missing ``server_id`` / ``device_id`` / ``rank_id`` (2.0: ``level_list``,
+``net_layer``, ``net_instance_id``), an id that is not a non-negative integer, a rank id, a (server,
+device) pair, a device IP or an EID used twice, a server in two super pods, a 2.0 ``rank_count``
+other than the ranks listed, and a ``completed`` table without devices. The legacy ``group_list``
+template is recognised and refused by name. Input over 64 MiB is refused unread (a 10k-rank table
+is about 2 MB).
 
 The per-device address file ``/etc/hccn.conf`` is parsed by ``collectors.hccn_ip.parse_hccn_conf``;
 ``hccn_conf_mismatches`` compares one server's device IPs with it.
@@ -60,6 +75,10 @@ class RankEntry:
     super_pod_id: str | None = None
     host_ip: str | None = None
     container_ip: str | None = None
+    local_id: int | None = None  # 2.0: the rank's index in its lowest layer
+    eids: tuple[str, ...] = ()  # 2.0: its UB endpoint ids
+    planes: tuple[str, ...] = ()  # 2.0: the network planes of those addresses
+    net_instances: tuple[str, ...] = ()  # 2.0: its instance in each network layer, lowest first
 
 
 @dataclass(frozen=True)
@@ -202,11 +221,68 @@ def _decode(data: str | bytes, max_bytes: int) -> Mapping[str, Any]:
         raise ParseError(f"rank table is not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise ParseError("rank table: the top level is not a JSON object")
-    if "rank_list" in document:
-        raise ParseError("rank table version 2.0 (rank_list, 950) is not supported")
     if "group_list" in document:
         raise ParseError("legacy rank table template (group_list) is not supported")
     return document
+
+
+def _v2_entry(rank: Mapping[str, Any], where: str) -> RankEntry:
+    """One ``rank_list`` item of a 2.0 table."""
+    rank_id = _uint(_required(rank, "rank_id", where), f"{where}.rank_id")
+    local_id = _optional_uint(rank.get("local_id"), f"{where}.local_id")
+    device = rank.get("device_id")
+    if device is not None:
+        device_id = _uint(device, f"{where}.device_id")
+    elif local_id is not None:
+        device_id = local_id
+    else:
+        raise ParseError(f"{where}: missing 'device_id'")
+    layers: list[tuple[int, str]] = []
+    eids: list[str] = []
+    planes: list[str] = []
+    levels = _objects(_required(rank, "level_list", where), f"{where}.level_list")
+    if not levels:
+        raise ParseError(f"{where}.level_list: no network layer")
+    for n, level in enumerate(levels):
+        level_where = f"{where}.level_list[{n}]"
+        layer = _uint(_required(level, "net_layer", level_where), f"{level_where}.net_layer")
+        instance = _id_text(_required(level, "net_instance_id", level_where), f"{level_where}.net_instance_id")
+        layers.append((layer, instance))
+        for a, address in enumerate(_objects(level.get("rank_addr_list", []), f"{level_where}.rank_addr_list")):
+            address_where = f"{level_where}.rank_addr_list[{a}]"
+            text = _text(_required(address, "addr", address_where), f"{address_where}.addr")
+            if str(address.get("addr_type", "EID")).upper() == "EID" and text not in eids:
+                eids.append(text)
+            plane = address.get("plane_id")
+            if plane is not None and plane != "":
+                plane_text = _id_text(plane, f"{address_where}.plane_id")
+                if plane_text not in planes:
+                    planes.append(plane_text)
+    layers.sort()
+    return RankEntry(rank=rank_id, server_id=layers[0][1], device_id=device_id, device_ip=None,
+                     local_id=local_id, eids=tuple(eids), planes=tuple(planes),
+                     net_instances=tuple(instance for _, instance in layers))
+
+
+def _parse_v2(document: Mapping[str, Any], version: str, status: str | None) -> RankTable:
+    entries = [_v2_entry(rank, f"rank_list[{r}]") for r, rank in enumerate(_objects(document["rank_list"],
+                                                                                     "rank_list"))]
+    if status == "completed" and not entries:
+        raise ParseError("rank table is 'completed' but lists no rank")
+    count = _optional_uint(document.get("rank_count"), "rank_count")
+    if count is not None and status in (None, "completed") and count != len(entries):
+        raise ParseError(f"rank_count is {count} but rank_list holds {len(entries)} ranks")
+    ranks: dict[int, RankEntry] = {}
+    eids: dict[str, int] = {}
+    for entry in entries:
+        if entry.rank in ranks:
+            raise ParseError(f"rank_id {entry.rank} appears twice")
+        ranks[entry.rank] = entry
+        for eid in entry.eids:
+            if eids.setdefault(eid, entry.rank) != entry.rank:
+                raise ParseError(f"EID {eid} is used by ranks {eids[eid]} and {entry.rank}")
+    return RankTable(version=version, status=status, server_count=None,
+                     entries=tuple(sorted(entries, key=lambda entry: entry.rank)))
 
 
 def parse(data: str | bytes, max_bytes: int = MAX_RANK_TABLE_BYTES) -> RankTable:
@@ -215,6 +291,8 @@ def parse(data: str | bytes, max_bytes: int = MAX_RANK_TABLE_BYTES) -> RankTable
     status = document.get("status")
     if status is not None and not isinstance(status, str):
         raise ParseError(f"status: expected a string, got {status!r}")
+    if "rank_list" in document:
+        return _parse_v2(document, version, status)
     pods = _super_pods(document)
     entries: list[RankEntry] = []
     for s, server in enumerate(_objects(_required(document, "server_list", "rank table"), "server_list")):

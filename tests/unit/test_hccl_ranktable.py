@@ -50,6 +50,28 @@ def test_v1_2_super_pods_and_integer_ids() -> None:
     assert all(entry.host_ip is None for entry in table.entries)
 
 
+def test_v2_0_950_rank_list() -> None:
+    # the 950's layout: ranks, each with its network layers and UB endpoint ids; no device IP, no server list
+    table = hccl_ranktable.parse(fixture("v2.0_950_two_servers.json"))
+    assert (table.version, table.status, table.server_count) == ("2.0", "completed", None)
+    assert [entry.rank for entry in table.entries] == list(range(8))
+    assert table.servers == ("node-a", "node-b")
+    entry = table.by_rank(6)
+    assert entry is not None
+    assert (entry.server_id, entry.device_id, entry.local_id, entry.device_ip) == ("node-b", 2, 2, None)
+    assert entry.eids == ("00000000000000000000000000010200", "00000000000000000000000000010201")
+    assert (entry.planes, entry.net_instances) == (("plane0", "plane1"), ("node-b", "pod0"))
+    assert table.locate_rank(6) == ("node-b", 2)
+
+
+def test_v2_0_layers_in_any_order_and_local_id_for_a_missing_device_id() -> None:
+    table = hccl_ranktable.parse(json.dumps({"version": "2.0", "rank_list": [{
+        "rank_id": "3", "local_id": 1, "level_list": [
+            {"net_layer": 2, "net_instance_id": "cluster"}, {"net_layer": 0, "net_instance_id": 7}]}]}))
+    [entry] = table.entries
+    assert (entry.rank, entry.server_id, entry.device_id, entry.net_instances) == (3, "7", 1, ("7", "cluster"))
+
+
 def test_initializing_table_without_devices_is_accepted() -> None:
     table = hccl_ranktable.parse('{"status": "initializing", "version": "1.0", "server_list": []}')
     assert (table.completed, table.entries) == (False, ())
@@ -96,7 +118,18 @@ def _v1(devices: list[dict[str, object]], **top: object) -> str:
     (_v1([{"device_id": "0", "rank_id": "0"}], super_pod_list=[
         {"super_pod_id": "0", "server_list": [{"server_id": "s0"}]},
         {"super_pod_id": "1", "server_list": [{"server_id": "s0"}]}]), "server s0 is in super pods 0 and 1"),
-    ('{"rank_count": 2, "rank_list": []}', "2.0"),
+    ('{"version": "2.0", "rank_count": 2, "rank_list": []}', "rank_count is 2 but rank_list holds 0 ranks"),
+    ('{"version": "2.0", "status": "completed", "rank_list": []}', "lists no rank"),
+    ('{"version": "2.0", "rank_list": [{"rank_id": 0, "device_id": 0}]}', r"rank_list\[0\]: missing 'level_list'"),
+    ('{"version": "2.0", "rank_list": [{"rank_id": 0, "level_list": [{"net_layer": 0, "net_instance_id": "s"}]}]}',
+     r"rank_list\[0\]: missing 'device_id'"),
+    ('{"version": "2.0", "rank_list": [{"rank_id": 0, "device_id": 0, "level_list": [{"net_layer": 0}]}]}',
+     r"level_list\[0\]: missing 'net_instance_id'"),
+    ('{"version": "2.0", "rank_list": [{"rank_id": 0, "device_id": 0, "level_list": []}]}', "no network layer"),
+    (json.dumps({"version": "2.0", "rank_list": [
+        {"rank_id": rank, "device_id": rank, "level_list": [{"net_layer": 0, "net_instance_id": "s", "rank_addr_list": [
+            {"addr_type": "EID", "addr": "e1", "plane_id": "0"}]}]} for rank in (0, 1)]}),
+     "EID e1 is used by ranks 0 and 1"),
     ('{"group_count": "1", "group_list": []}', "group_list"),
 ])
 def test_invalid_tables_are_refused_with_a_clear_message(text: str, message: str) -> None:
