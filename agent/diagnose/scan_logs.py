@@ -4,7 +4,9 @@ PATH may be a file or a directory, read through the one intake triage reads with
 (``agent.health.log_files``: the agent's bounded walk, symlinks out of a directory not followed, gzip told
 by its content and decompressed within byte limits, files whose first 8 KiB hold a NUL byte skipped as
 binary). Plogs, device logs, training job stdout/stderr (Ray and torchrun prefixes included) and kernel log
-dumps can be mixed. Each file is one stream for incident dedup (see ``collectors.hccl.classify``).
+dumps can be mixed. Each file is one stream for incident dedup (see ``collectors.hccl.classify``); a failure
+another file already counted (the job log's copy of a plog line, the screen's code for the plog's wording: same
+category, process and second, ``collectors.hccl.copies``) counts once, under its printed code (``copies``).
 
 Output: files scanned, the first error (the earliest timestamped one; without any timestamps the
 first one read) with its ``path:line``, the time range of the errors, counts per category and per
@@ -12,7 +14,7 @@ code, the culprit hints (peers, ranks, devices the logs blame; most frequent fir
 ``path:line`` places it was read at), then a verdict that leads with its severity word and says
 what to do next. Inputs that could not be read are listed on stderr. ``--json`` prints one object
 with ``files``, ``counts_by_category``, ``counts_by_code``, ``first_error``, ``time_range``,
-``hints``, ``events_total``, ``lines``, ``bytes`` and ``errors``.
+``hints``, ``events_total``, ``copies``, ``lines``, ``bytes`` and ``errors``.
 
 The verdict on errors found is the ``hccl_errors`` check's (``agent.health.checks_node``) over what was
 read, led by ``agent.health.verdict.lead`` as ``check`` and ``diagnose`` lead it: a local fault the logs show
@@ -51,6 +53,7 @@ from agent.health.verdict import Verdict, lead
 from agent.triage.timefmt import span, stamp
 from collectors.hccl.classify import Event, StreamClassifier
 from collectors.hccl.codes import PROGRAM_CATEGORIES
+from collectors.hccl.copies import CopyFolder
 from collectors.hccl.hints import Hint
 from collectors.hccl.tail import iter_line_batches
 
@@ -93,12 +96,25 @@ class ScanReport:
     latest: float | None = None
     errors: list[str] = field(default_factory=list)
     kept: list[Event] = field(default_factory=list)  # the first KEPT_EVENTS incidents, for the verdict
+    copies: int = 0  # events another file had counted already (not in the counts)
+    _folder: CopyFolder = field(default_factory=CopyFolder, repr=False)
 
     @property
     def events_total(self) -> int:
         return sum(self.by_code.values())
 
     def add(self, event: Event) -> None:
+        counted = self._folder.fold(event)
+        if counted is not None:
+            self.copies += 1
+            if self._folder.prefer(counted, event):  # the printed code stands for the failure, not its wording
+                self.by_code[counted.code] -= 1
+                if self.by_code[counted.code] <= 0:
+                    del self.by_code[counted.code]
+                self.by_code[event.code] += 1
+                self.code_category.setdefault(event.code, event.category)
+                self._folder.recoded(counted, event)
+            return
         self.by_category[event.category] += 1
         self.by_code[event.code] += 1
         self.code_category.setdefault(event.code, event.category)
@@ -155,6 +171,7 @@ class ScanReport:
             "lines": sum(f.lines for f in self.files),
             "bytes": sum(f.bytes for f in self.files),
             "events_total": self.events_total,
+            "copies": self.copies,
             "counts_by_category": dict(self.by_category.most_common()),
             "counts_by_code": dict(self.by_code.most_common()),
             "code_categories": dict(sorted(self.code_category.items())),
@@ -242,7 +259,8 @@ def _summary_lines(report: ScanReport) -> list[str]:
         return out
     first = report.first
     assert first is not None
-    out.append(plural(report.events_total, "error incident"))
+    copies = f" ({plural(report.copies, 'copy', 'copies')} in other files counted once)" if report.copies else ""
+    out.append(plural(report.events_total, "error incident") + copies)
     out.append("first error: " + _format_event(first))
     if report.earliest is not None and report.latest is not None:
         lasted = report.latest - report.earliest

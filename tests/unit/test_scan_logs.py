@@ -94,10 +94,21 @@ def test_binary_files_are_skipped(tmp_path: Path) -> None:
 
 
 def test_each_file_is_its_own_stream(tmp_path: Path) -> None:
-    for name in ("a.log", "b.log"):
-        shutil.copy(FIXTURES / "job_sdma.log", tmp_path / name)
+    # another process's failure in another file is another incident, however alike (its copy is not: below)
+    shutil.copy(FIXTURES / "job_sdma.log", tmp_path / "a.log")
+    (tmp_path / "b.log").write_text((FIXTURES / "job_sdma.log").read_text().replace("2020", "2021"))
     report = scan_paths([str(tmp_path)])
     assert report.by_code["EI0012"] == 2
+    assert report.copies == 0
+
+
+def test_a_copy_of_a_failure_in_another_file_counts_once(tmp_path: Path) -> None:
+    for name in ("a.log", "a.log.1"):  # a rotated copy, a job log beside its plog: one process's lines twice
+        shutil.copy(FIXTURES / "job_sdma.log", tmp_path / name)
+    report = scan_paths([str(tmp_path)])
+    assert report.by_code["EI0012"] == 1
+    assert report.copies >= 1
+    assert report.events_total == sum(report.by_category.values())
 
 
 def test_no_timestamps_first_error_is_first_read(tmp_path: Path) -> None:

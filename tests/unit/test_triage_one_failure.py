@@ -21,6 +21,7 @@ from agent.demo.node import DemoNode
 from agent.triage import command
 from agent.triage.engine import analyze
 from agent.triage.evidence import Blame, Evidence, RankFailure, RankSeen
+from tests.support.ei0002_copies import SCREEN, write_node
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "logs"
 T0 = 1_760_000_000.0
@@ -66,31 +67,13 @@ def test_the_demo_four_node_hang_counts_each_rank_once(tmp_path: Path) -> None:
         assert all(count <= 32 for count in counts_in(text)), text
 
 
-SCREEN = CORPUS.parent / "tools" / (
-    "hccl-log_EI0002-torch_npu-507048-ClusterExceptionLocation__910B__src-Ascend-pytorch-docs-troubleshooting.txt")
-GROUP = "90.90.92.240%enp189s0f0_60000_0_1732766162316022"
-# rank 0's plog block of the failure that the screen capture above prints (same process, group and time)
-PLOG = (
-    "[ERROR] HCCL(7277,python3):2024-11-28-11:59:30.645.600 [task_exception_handler.cc:908] [7277][TaskExecStage]"
-    f"[Timeout][Host]Task run failed, base information is streamID:[2282987520], taskID[5], tag[AllReduce_{GROUP}], "
-    "AlgType(level 0-1-2):[fullmesh-ring-ring].\n"
-    "[ERROR] HCCL(7277,python3):2024-11-28-11:59:30.645.610 [task_exception_handler.cc:771] [7277][TaskExecStage]"
-    f"[Timeout][Host]Task run failed, groupRank information is group:[{GROUP}], user define information[], "
-    "rankSize[2], rankId[0].\n"
-)
-
-
 def test_the_job_logs_copy_of_a_plog_failure_is_the_same_report(tmp_path: Path) -> None:
     # a real torch_npu screen capture of EI0002 (rank 0 lost rank 1's heartbeat) beside rank 0's plog block;
     # the job log holds the screen under torchrun's prefix, or bare (its PID and Discoverer say whose it is)
     screen = SCREEN.read_text()
     for variant, job_log in (("prefixed", "".join(f"[rank0]:{line}\n" for line in screen.splitlines())),
                              ("bare", screen)):
-        node = tmp_path / variant / "node-a"
-        (node / "plog").mkdir(parents=True)
-        (node / "plog" / "plog-7277_20241128115930000.log").write_text(PLOG)
-        (node / "job").mkdir()
-        (node / "job" / "train.log").write_text(job_log)
+        node = write_node(tmp_path / variant / "node-a", job_log)
         report = triage(node)
         [incident] = report["incidents"]
         assert incident["codes"] == ["EI0002"], variant
