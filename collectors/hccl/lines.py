@@ -26,12 +26,15 @@ _PREFIX_RE = re.compile(r"(?:\([\w.:-]+(?: [\w.:-]+=[\w.:-]+)*? pid=\d+[^)]*\)\s
 _RANK_RULES = (("[rank", re.compile(r"\[rank(\d+)\]")), ("[Rank ", re.compile(r"\[Rank (\d+)\]")),
                ("ankI", re.compile(r"\b[Rr]ankI[Dd]\s*[:=\[]\s*(\d+)")),
                ("rank_id", re.compile(r"\brank_id\s*[:=\[]\s*(\d+)")),
-               (" rank=", re.compile(r"\(\w+ rank=(\d+) pid=")))
+               (" rank=", re.compile(r"\(\w+ rank=(\d+) pid=")),
+               ("rankSize:", re.compile(r"\brank:\s?(\d+), rankSize:")))  # MindIE's ATB runners
 _DEVICE_RULES = (("Device", re.compile(r"\bDevice\s*:\s*(\d+)")),
                  ("device(", re.compile(r"(?:error from|occurs on) the device\((?:chipId:)?(\d+)|error from "
                                         r"device\((?:chipId:)?(\d+)")))
 _PLOG_TS_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{3})\.(\d{3}))?")
 _GLOG_TS_RE = re.compile(r"^\[?[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
+# MindIE's ATB and other C++/Python logs: ``[2025-05-13 02:25:58.64217] [error] [tid] [file:line]`` at the start
+_BRACKET_TS_RE = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,:](\d{1,9}))?[^\]]*\]")
 _SYSLOG_TS_RE = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) ")
 _DMESG_T_RE = re.compile(r"^\[[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})\]")
 _MONTHS = {m: i for i, m in enumerate(
@@ -72,7 +75,8 @@ def parse_timestamp(text: str, ref_time: float | None = None) -> float | None:
 
     plog ``YYYY-MM-DD-HH:MM:SS.mmm.uuu`` anywhere on the line (the first one: later ones are
     payload such as ``timeStamp:[...]``); glog ``E0324 13:00:25.428`` / ``[E324 13:00:25...``,
-    syslog ``Aug  1 08:38:31`` and ``dmesg -T`` at the start. Year-less forms need ``ref_time``.
+    MindIE/ATB ``[2025-05-13 02:25:58.64217]``, syslog ``Aug  1 08:38:31`` and ``dmesg -T`` at the start.
+    Year-less forms need ``ref_time``.
     dmesg relative ``[ 1197.584409]`` times give None.
     """
     match = _PLOG_TS_RE.search(text)
@@ -88,6 +92,13 @@ def parse_timestamp(text: str, ref_time: float | None = None) -> float | None:
         month, day = (int(digits[0]), int(digits[1:])) if len(digits) == 3 else (int(digits[:2]),
                                                                                   int(digits[2:]))
         value = _with_year(month, day, (int(hh), int(mi), int(ss)), ref_time)
+        if value is not None and frac:
+            value += float("0." + frac)
+        return value
+    match = _BRACKET_TS_RE.match(text)
+    if match is not None:
+        y, mo, d, hh, mi, ss, frac = match.groups()
+        value = _local_epoch(int(y), int(mo), int(d), (int(hh), int(mi), int(ss)))
         if value is not None and frac:
             value += float("0." + frac)
         return value

@@ -151,7 +151,7 @@ _WEAK_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # The wrappers of a failed communicator init: the specific error printed with them leads.
     (re.compile(r"ERR02200 DIST call hccl api failed"), "dist_hccl_api_failed", "init"),
     (re.compile(r"HCCL function error: [Hh]cclCommInit\w*|\[Init\]\[CommRootInfoConfig\]"
-                r"|HcclCommInit\w* failed|HCCL get root info failed|HcclGetRootInfo\w* failed"),
+                r"|HcclCommInit\w* fail(?:ed)?\b|HCCL get root info failed|HcclGetRootInfo\w* failed"),
      "hccl_comm_init_failed", "init"),
 )
 
