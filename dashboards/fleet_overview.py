@@ -6,11 +6,14 @@ from grafana_foundation_sdk.builders import dashboard as dashboard_b
 
 from dashboards.panels import (
     JOB,
+    NODE_VALUES,
     Column,
     Query,
+    cluster_variable,
     datasource_variable,
     heatmap_distribution,
     heatmap_per_series,
+    job_variable,
     label_variable,
     new_dashboard,
     sel,
@@ -71,9 +74,13 @@ def _fleet_health_row(dash: dashboard_b.Dashboard) -> dashboard_b.Dashboard:
             unit="short", thresholds=INFO, width=4,
             queries=[Query(f"count(count by (node) ({sel('npu_chips')})) or vector(0)")]))
         .with_panel(stat(
-            "Agents down", "npuwatch scrape targets Prometheus cannot reach (up == 0).",
+            "Agents down", "npuwatch scrape targets Prometheus cannot reach (up == 0), but those whose agent "
+            "said in the last day that it is in another cluster than $cluster.",
             unit="short", thresholds=ZERO_IS_GOOD, width=4,
-            queries=[Query(f"count(up{{{JOB}}} == 0) or vector(0)")]))
+            # `up` has no cluster label (an agent's labels are on what it exports): a target drops out only
+            # when it is known to be elsewhere, so one never seen still counts
+            queries=[Query(f"count(up{{{JOB}}} == 0 unless on (job, instance) last_over_time("
+                           f'npuwatch_build_info{{{JOB},cluster!~"$cluster"}}[1d])) or vector(0)')]))
         .with_panel(stat(
             "Collectors failing", "Collectors whose last run failed, across all nodes.",
             unit="short", thresholds=ZERO_IS_GOOD, width=4,
@@ -214,7 +221,9 @@ def build() -> dashboard_b.Dashboard:
         new_dashboard(UID, "NPU fleet overview",
                       "Health, utilization and errors of every Ascend NPU chip that npuwatch reports.")
         .with_variable(datasource_variable())
-        .with_variable(label_variable("node", "Node", f"label_values(npu_chips{{{JOB}}}, node)"))
+        .with_variable(job_variable())
+        .with_variable(cluster_variable())
+        .with_variable(label_variable("node", "Node", NODE_VALUES))
     )
     for add_row in (_verdict_row, _fleet_health_row, _chips_row, _distributions_row, _hccl_row, _probes_row,
                     _agent_row):

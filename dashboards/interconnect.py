@@ -5,12 +5,16 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as dashboard_b
 
 from dashboards.panels import (
+    CLUSTER,
     JOB,
     NODE,
+    NODE_VALUES,
     NPU,
     Column,
     Query,
+    cluster_variable,
     datasource_variable,
+    job_variable,
     label_variable,
     new_dashboard,
     sel,
@@ -255,8 +259,10 @@ def build() -> dashboard_b.Dashboard:
         new_dashboard(UID, "NPU interconnect and HCCL",
                       "RoCE ports, optics, all-reduce bandwidth and HCCL errors across the fleet.")
         .with_variable(datasource_variable())
-        .with_variable(label_variable("node", "Node", f"label_values(npu_chips{{{JOB}}}, node)"))
-        .with_variable(label_variable("npu", "NPU", f"label_values(npu_roce_link_up{{{JOB},{NODE}}}, npu)"))
+        .with_variable(job_variable())
+        .with_variable(cluster_variable())
+        .with_variable(label_variable("node", "Node", NODE_VALUES))
+        .with_variable(label_variable("npu", "NPU", f"label_values(npu_roce_link_up{{{JOB},{CLUSTER},{NODE}}}, npu)"))
     )
     for add_row in (_links_row, _optics_row, _packet_errors_row, _allreduce_row, _hccl_row):
         dash = add_row(dash)

@@ -8,12 +8,16 @@ from grafana_foundation_sdk.builders import dashboard as dashboard_b
 
 from agent.health.status import EXIT_CODES
 from dashboards.panels import (
+    CLUSTER,
     JOB,
     NODE,
+    NODE_VALUES,
     NPU,
     Column,
     Query,
+    cluster_variable,
     datasource_variable,
+    job_variable,
     label_variable,
     new_dashboard,
     sel,
@@ -361,9 +365,11 @@ def build() -> dashboard_b.Dashboard:
     dash = (
         new_dashboard(UID, "NPU node detail", "Every metric npuwatch exports for the chips of one node.")
         .with_variable(datasource_variable())
-        .with_variable(label_variable("node", "Node", f"label_values(npu_chips{{{JOB}}}, node)",
+        .with_variable(job_variable())
+        .with_variable(cluster_variable())
+        .with_variable(label_variable("node", "Node", NODE_VALUES,
                                       multi=False, include_all=False))
-        .with_variable(label_variable("npu", "NPU", f"label_values(npu_info{{{JOB},{NODE}}}, npu)"))
+        .with_variable(label_variable("npu", "NPU", f"label_values(npu_info{{{JOB},{CLUSTER},{NODE}}}, npu)"))
     )
     for add_row in (_verdict_row, _node_row, _health_row, _pods_row, _utilization_row, _memory_row, _thermal_row,
                     _errors_row, _processes_row, _probes_row, _check_row, _host_row, _agent_row):

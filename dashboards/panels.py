@@ -25,15 +25,19 @@ from grafana_foundation_sdk.models import heatmap as heatmap_m
 from grafana_foundation_sdk.models import prometheus as prometheus_m
 
 __all__ = [
+    "CLUSTER",
     "DATASOURCE",
     "JOB",
     "NODE",
+    "NODE_VALUES",
     "NPU",
     "Column",
     "Query",
+    "cluster_variable",
     "datasource_variable",
     "heatmap_distribution",
     "heatmap_per_series",
+    "job_variable",
     "label_variable",
     "new_dashboard",
     "node_detail_link",
@@ -47,9 +51,14 @@ __all__ = [
 
 DATASOURCE = dashboard_m.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
-JOB = 'job="npuwatch"'
+# The scrape job(s) of the agents and the config's `cluster` label (`labels: {cluster: ...}`): both are
+# dashboard variables, so one Grafana serves any job name and several clusters. A series without a
+# `cluster` label matches "All" (``.*`` matches the empty value).
+JOB = 'job=~"$job"'
+CLUSTER = 'cluster=~"$cluster"'
 NODE = 'node=~"$node"'
 NPU = 'npu=~"$npu"'
+NODE_VALUES = f"label_values(npu_chips{{{JOB},{CLUSTER}}}, node)"  # the $node variable's query
 
 NODE_DETAIL_UID = "npuwatch-node-detail"
 
@@ -58,8 +67,8 @@ _TABLE_HIDDEN = ("Time", "__name__", "job", "instance")
 
 
 def sel(metric: str, *matchers: str) -> str:
-    """``metric{job="npuwatch",node=~"$node",...}``: the selector every query starts from."""
-    return f"{metric}{{{','.join((JOB, NODE, *matchers))}}}"
+    """``metric{job=~"$job",cluster=~"$cluster",node=~"$node",...}``: the selector every query starts from."""
+    return f"{metric}{{{','.join((JOB, CLUSTER, NODE, *matchers))}}}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +391,7 @@ def node_detail_link() -> dashboard_b.DashboardLink:
     return (
         dashboard_b.DashboardLink("Open node detail")
         .url(f"/d/{NODE_DETAIL_UID}?var-node=${{__data.fields.node}}&${{datasource:queryparam}}"
-             "&${__url_time_range}")
+             "&${job:queryparam}&${cluster:queryparam}&${__url_time_range}")
         .type(dashboard_m.DashboardLinkType.LINK)
         .target_blank(False)
     )
@@ -395,6 +404,27 @@ def datasource_variable() -> dashboard_b.DatasourceVariable:
         .type("prometheus")
         .regex("")
     )
+
+
+def job_variable() -> dashboard_b.QueryVariable:
+    """The agents' scrape job(s), from the jobs that export npuwatch_build_info; ``npuwatch`` until one is
+    picked. "All" is every such job (Grafana writes the alternation), never every job of the Prometheus."""
+    return (
+        dashboard_b.QueryVariable("job")
+        .label("Job")
+        .query("label_values(npuwatch_build_info, job)")
+        .datasource(DATASOURCE)
+        .refresh(dashboard_m.VariableRefresh.ON_DASHBOARD_LOAD)
+        .sort(dashboard_m.VariableSort.ALPHABETICAL_CASE_INSENSITIVE_ASC)
+        .multi(True)
+        .include_all(True)
+        .current(dashboard_m.VariableOption(selected=True, text=["npuwatch"], value=["npuwatch"]))
+    )
+
+
+def cluster_variable() -> dashboard_b.QueryVariable:
+    """The config's ``cluster`` label (``labels: {cluster: ...}``); "All" also matches agents without one."""
+    return label_variable("cluster", "Cluster", f"label_values(npuwatch_build_info{{{JOB}}}, cluster)")
 
 
 def label_variable(

@@ -32,6 +32,8 @@ DEFAULT_VARIABLES: dict[str, str] = {
     "__range_s": "3600",
     "__range_ms": "3600000",
     "datasource": "prometheus",
+    "job": "npuwatch",
+    "cluster": ".*",
     "node": ".*",
     "npu": ".*",
 }

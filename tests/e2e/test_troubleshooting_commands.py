@@ -2,13 +2,13 @@
 
 The page's shell lines are read from the page itself; only ``AGENT``, ``PROM`` and the rule files' path are
 replaced. Each must print what the page says it prints: a command that prints nothing when pasted is a bug.
-The Alertmanager line is not run (no Alertmanager here: the end-to-end test covers it).
+The Alertmanager line is not run (its marker says so: no Alertmanager here, the end-to-end test covers it).
+tests/e2e/test_doc_commands.py runs every page's commands for their exit status; this one reads what they print.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +18,7 @@ import pytest
 from agent.demo.node import DemoNode
 from tests.support.agent_harness import wait_for
 from tests.support.daemon import BASE_CONFIG, Daemon
+from tests.support.doc_commands import page_blocks
 from tests.support.paths import REPO
 from tests.support.prom_harness import PromProcess, shortened_rules, start_prometheus
 
@@ -28,14 +29,8 @@ RULE_FILES = sorted((REPO / "alerts").glob("*.rules.yml"))
 
 
 def _page_commands() -> list[str]:
-    """Every line of the page's ``sh`` blocks, comment removed."""
-    commands = []
-    for block in re.findall(r"```sh\n(.*?)```", PAGE.read_text(), re.DOTALL):
-        for line in block.splitlines():
-            command = re.sub(r"\s+#\s.*$", "", line).strip()
-            if command:
-                commands.append(command)
-    return commands
+    """Every command of the page's ``sh`` blocks that its markers let run, comment removed."""
+    return [command.text for block in page_blocks((PAGE,)) for command in block.run]
 
 
 def _run(command: str, agent: str, prom: str, rules: Path) -> str:

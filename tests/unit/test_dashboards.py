@@ -36,8 +36,9 @@ EXPECTED_UIDS = {
 }
 # Series Prometheus itself writes for every scrape target (the "Agents down" stat reads `up`).
 PROMETHEUS_SERIES = {"up"}
-# Labels every npuwatch series carries besides its catalogue labels: scrape labels + config's `node`.
-TARGET_LABELS = ("job", "instance", "node")
+# Labels every npuwatch series carries besides its catalogue labels: scrape labels + the config's `node`
+# and `cluster` (docs/configuration.md, `labels`).
+TARGET_LABELS = ("job", "instance", "node", "cluster")
 DATASOURCE_VARIABLE = "${datasource}"
 
 
@@ -217,12 +218,30 @@ def test_panels_are_grouped_in_rows(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_queries_select_the_npuwatch_job_and_chosen_nodes(name: str) -> None:
+def test_queries_select_the_chosen_job_cluster_and_nodes(name: str) -> None:
     for title, expr in iter_panel_queries(DASHBOARDS[name]):
         for metric, body in _selectors(expr):
-            assert 'job="npuwatch"' in body, f"{title}: {metric} without job filter"
-            if metric not in PROMETHEUS_SERIES:
-                assert 'node=~"$node"' in body, f"{title}: {metric} without the $node filter"
+            assert 'job=~"$job"' in body and "npuwatch" not in body, f"{title}: {metric} without the $job filter"
+            if metric in PROMETHEUS_SERIES or 'cluster!~"$cluster"' in body:
+                continue  # `up` has no cluster or node label; an exclusion (`unless`) selects the others
+            assert 'cluster=~"$cluster"' in body, f"{title}: {metric} without the $cluster filter"
+            assert 'node=~"$node"' in body, f"{title}: {metric} without the $node filter"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_dashboard_picks_the_job_and_the_cluster(name: str) -> None:
+    variables = {v["name"]: v for v in DASHBOARDS[name]["templating"]["list"]}
+    assert list(variables)[:4] == ["datasource", "job", "cluster", "node"]
+    job, cluster = variables["job"], variables["cluster"]
+    assert job["query"] == "label_values(npuwatch_build_info, job)" and job["current"]["value"] == ["npuwatch"]
+    assert job["includeAll"] and "allValue" not in job  # "All" is the jobs listed, not every job there is
+    assert cluster["query"] == 'label_values(npuwatch_build_info{job=~"$job"}, cluster)'
+    assert cluster["allValue"] == ".*"  # matches the agents with no cluster label too
+    for variable in variables.values():
+        if variable["name"] not in ("datasource", "job"):
+            assert 'job=~"$job"' in variable["query"], variable["name"]
+        if variable["name"] not in ("datasource", "job", "cluster"):
+            assert 'cluster=~"$cluster"' in variable["query"], variable["name"]
 
 
 def _selectors(expr: str) -> list[tuple[str, str]]:
