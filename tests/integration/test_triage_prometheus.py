@@ -316,7 +316,7 @@ def test_the_command_reports_an_unreachable_prometheus_as_unreadable() -> None:
     code, out, _ = run("--prometheus", f"http://127.0.0.1:{port}", "--prometheus-timeout", "2s", "--json")
     assert code == 3
     report = json.loads(out)
-    assert f"cannot reach http://127.0.0.1:{port}" in report["verdict"]
+    assert f"cannot reach http://127.0.0.1:{port}" in report["verdict"]["text"]
 
 
 def test_the_command_reads_the_password_file_and_prints_the_report(tmp_path: Path) -> None:
