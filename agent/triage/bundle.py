@@ -20,7 +20,9 @@ Members, under one top directory ``<node>-<YYYYmmdd-HHMMSS>/``:
   ``<npu>-<chip>/{health,ecc}.json`` (the npu-smi parsers' records as JSON; triage reads only the text).
 - ``etc/hccn.conf``, ``ranktable/<file>`` (``--rank-table`` or ``$RANK_TABLE_FILE``),
   ``metrics.prom`` (the running agent's ``/metrics``, 2 s timeout; absent is fine),
-  ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files);
+  ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files),
+  ``config.json`` (the node's effective config, secrets redacted: ``agent.triage.node_config``; triage judges
+  the saved readings with its limits, as ``check`` judged them on the node);
 - ``manifest.json`` last: node, host addresses, creation time, window, and what was included, cut
   and failed.
 
@@ -55,6 +57,7 @@ from agent.health.logscan import recent_logs
 from agent.health.node import PORT_READINGS, chip_list, info_parse, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
+from agent.triage.node_config import CONFIG_MEMBER, config_document
 from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError, Source
 from collectors.hccn_link import device_id
@@ -462,6 +465,7 @@ def write_bundle(config: Config, options: BundleOptions, progress: Callable[[str
             if options.metrics:
                 _metrics(writer, config)
             writer.add_bytes("versions.txt", _versions())
+            writer.add_bytes(CONFIG_MEMBER, config_document(config))
             data = manifest.to_json()
             tar.addfile(writer._info("manifest.json", len(data)), io.BytesIO(data))
         os.chmod(temporary, 0o600)

@@ -21,6 +21,7 @@ from agent.health import faults
 from agent.health.results import Result
 from agent.health.thresholds import INCIDENT_LOOK_BACK_S
 from agent.triage.evidence import Address, LocalFault
+from agent.triage.node_config import NodeLimits
 from collectors import (
     hccn_ip,
     hccn_link,
@@ -116,7 +117,8 @@ LINK_WINDOW_S = INCIDENT_LOOK_BACK_S  # link_stat changes this far back (the too
 
 @dataclass
 class ToolReadings:
-    """The saved tool outputs of one node, parsed as they come in; ``judge`` turns them into faults.
+    """The saved tool outputs of one node, parsed as they come in; ``judge`` turns them into faults, with the
+    node's own limits (``agent.triage.node_config``: its temperature, isolated pages and chip count).
 
     ``add`` takes the command (``recognise``'s names), the device id (``hccn_tool -i``) or, for
     npu-smi, the chip's device id as the caller maps it, and the time the output was taken.
@@ -132,6 +134,9 @@ class ToolReadings:
     health: dict[int | None, tuple[str, str | None, tuple[str, ...], float | None]] = field(default_factory=dict)
     ecc: dict[int | None, tuple[EccRecord, float | None]] = field(default_factory=dict)
     conf: dict[int, HccnConfEntry] = field(default_factory=dict)
+    temperatures: dict[int, tuple[int, float, float | None]] = field(default_factory=dict)  # dev: npu, C, when
+    chips_seen: tuple[int, float | None] | None = None  # the info table's chip count, and when
+    limits: NodeLimits = field(default_factory=NodeLimits)  # the node's config (its bundle's config.json)
 
     def add(self, command: str, device: int | None, text: str, seen_at: float | None) -> None:
         """Parse one saved output; ``ParseError``/``ValueError`` for one that does not parse."""
@@ -140,8 +145,11 @@ class ToolReadings:
             return
         if command == "info":
             table = npu_smi_info.parse(text)
+            self.chips_seen = (len(table.chips), seen_at)
             for chip in table.chips:
                 dev = chip.phy_id if chip.phy_id is not None else chip.npu
+                if chip.temperature_celsius is not None:
+                    self.temperatures[dev] = (chip.npu, chip.temperature_celsius, seen_at)
                 if dev not in self.health:
                     self.health[dev] = (f"npu-smi info says {chip.health} for NPU {chip.npu} chip {chip.chip}",
                                         chip.health, (), seen_at)
@@ -197,8 +205,15 @@ class ToolReadings:
         for npu, (said, word, codes, at) in sorted(self.health.items(), key=lambda item: (item[0] is None, item[0])):
             if word:
                 found.append((npu, faults.chip_health(word, codes, said=said), at))
+        limits = self.limits
         for npu, (ecc, at) in sorted(self.ecc.items(), key=lambda item: (item[0] is None, item[0])):
-            found.append((npu, faults.hbm_ecc(ecc), at))
+            found.append((npu, faults.hbm_ecc(ecc, max_pages=limits.max_isolated_pages,
+                                              basis=limits.max_isolated_pages_basis), at))
+        for device, (npu, celsius, at) in sorted(self.temperatures.items()):
+            found.append((device, faults.temperature(celsius, max_celsius=limits.max_temperature,
+                                                     basis=limits.max_temperature_basis, npu=npu), at))
+        if self.chips_seen is not None and limits.expected_chips:
+            found.append((None, faults.chip_count(self.chips_seen[0], limits.expected_chips), self.chips_seen[1]))
         local = [_local(node, npu, result, at) for npu, result, at in found]
         found_faults = [fault for fault in local if fault is not None]
         addresses = [ip_address(node, device, device, record) for device, record in sorted(self.ips.items())]
