@@ -28,7 +28,7 @@ from agent.triage.locate import Locator
 from agent.triage.report import Incident, TriageReport
 from agent.triage.scoring import Scorer
 from agent.triage.ties import find_tie
-from agent.triage.verdict import triage_lead
+from agent.triage.verdict import finding_dict, triage_lead
 from agent.triage.weights import WEIGHTS
 from agent.triage.wording import Wording
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
@@ -62,7 +62,8 @@ def analyze(evidence: Evidence, window: Window | None = None) -> TriageReport:
     """Incidents in ``window`` (default: everything) with their culprits, best first, and the lead verdict."""
     report = _incidents(evidence, window or Window())
     lead = triage_lead(report.status, report.verdict, report.incidents, evidence.faults)
-    return replace(report, lead=lead.verdict, lead_node=lead.node)
+    return replace(report, lead=lead.verdict, lead_node=lead.node,
+                   findings=tuple(finding_dict(node, finding) for node, finding in lead.findings))
 
 
 def _incidents(evidence: Evidence, window: Window) -> TriageReport:

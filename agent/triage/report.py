@@ -4,6 +4,7 @@ The JSON form (``TriageReport.to_dict``) is a contract other tools read::
 
     {"verdict": {"status", "cause", "npu", "node", "check", "text", "summary", "also", "action", "runbook"},
      "exit_code": int, "outcome": "none" | "culprit" | "unknown" | "unreadable",
+     "findings": [{"node", "npu", "kind", "status", "check", "where", "detail"}],
      "incidents": [{"comm": str, "start": epoch, "codes": [...], "rank_size": int,
                     "reporting_ranks": [...], "silent_ranks": [...],
                     "culprits": [{"node": str, "npu": int|null, "rank": int|null, "cause": str,
@@ -114,6 +115,7 @@ class TriageReport:
     problems: tuple[str, ...] = ()
     lead: Verdict | None = None  # the one verdict (agent.triage.verdict); None only before the engine sets it
     lead_node: str | None = None
+    findings: tuple[dict[str, Any], ...] = ()  # every node's local findings, in check's order
 
     @property
     def exit_code(self) -> int:
@@ -124,4 +126,5 @@ class TriageReport:
         return {"verdict": verdict, "exit_code": self.exit_code, "outcome": self.status,
                 "window": {"start": self.window.start, "end": self.window.end},
                 "nodes": list(self.nodes), "incidents": [incident.to_dict() for incident in self.incidents],
+                "findings": list(self.findings),
                 "problems": list(self.problems)}

@@ -18,15 +18,16 @@ The exit status is ``agent.health.status.EXIT_CODES`` of that status, as for ``c
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from agent.health.status import FAIL, WARN
+from agent.health.status import FAIL, VERDICT_OF, WARN
 from agent.health.thresholds import FAULT_KINDS, fault_kind
 from agent.health.verdict import Finding, Verdict, devices_text, ranked, runbook_url, unsubsumed, verdict_of
 from agent.triage.evidence import LocalFault
 from agent.triage.report import Incident
 
-__all__ = ["TRIAGE_CAUSES", "TriageLead", "local_findings", "triage_lead"]
+__all__ = ["TRIAGE_CAUSES", "TriageLead", "finding_dict", "local_findings", "triage_lead"]
 
 # The causes only triage's verdict names (besides fault kinds and culprit cause groups): what to do, and the alert
 # whose runbook says more.
@@ -40,17 +41,25 @@ TRIAGE_CAUSES: dict[str, tuple[str, str | None]] = {
 
 @dataclass(frozen=True)
 class TriageLead:
-    """The verdict, and the node its NPU is on (None: no NPU, or a culprit nothing places)."""
+    """The verdict, the node its NPU is on (None: no NPU, or a culprit nothing places), and every node's local
+    findings in check's order (node, finding)."""
 
     verdict: Verdict
     node: str | None = None
+    findings: tuple[tuple[str, Finding], ...] = ()
+
+
+def finding_dict(node: str, finding: Finding) -> dict[str, Any]:
+    """One local finding in triage's JSON ``findings``: where, what, and as which check and status."""
+    return {"node": node, "npu": finding.npu, "kind": finding.kind, "status": VERDICT_OF[finding.status],
+            "check": finding.check, "where": finding.where, "detail": finding.detail}
 
 
 def _where(fault: LocalFault) -> str:
     return f"{fault.node} NPU {fault.npu}" if fault.npu is not None else fault.node
 
 
-def local_findings(faults: Iterable[LocalFault]) -> list[Finding]:
+def local_findings(faults: Iterable[LocalFault]) -> list[tuple[str, Finding]]:
     """Each node's local faults as check's findings (one per node, NPU and kind), in check's order."""
     by_node: dict[str, dict[tuple[int | None, str], Finding]] = {}
     for fault in faults:
@@ -61,7 +70,9 @@ def local_findings(faults: Iterable[LocalFault]) -> list[Finding]:
         if (fault.npu, fault.kind) not in found:
             found[(fault.npu, fault.kind)] = Finding(fault.status or entry.status, fault.kind, entry.check, fault.npu,
                                                      _where(fault), fault.detail, at=fault.at)
-    return ranked([finding for found in by_node.values() for finding in unsubsumed(list(found.values()))])
+    nodes = {id(finding): node for node, found in by_node.items() for finding in found.values()}
+    kept = [finding for found in by_node.values() for finding in unsubsumed(list(found.values()))]
+    return [(nodes[id(finding)], finding) for finding in ranked(kept)]
 
 
 def _incident_lead(incident: Incident, summary: str, also: tuple[str, ...]) -> TriageLead:
@@ -89,14 +100,16 @@ def _labels(found: Sequence[Finding]) -> tuple[str, ...]:
     return tuple(f"{label} on {devices_text(where)}" for label, where in by_cause.items())
 
 
-def _node_of(finding: Finding, faults: Sequence[LocalFault]) -> str | None:
-    return next((fault.node for fault in faults if _where(fault) == finding.where), None)
-
-
 def triage_lead(status: str, text: str, incidents: Sequence[Incident], faults: Sequence[LocalFault]) -> TriageLead:
     """The lead of a report whose outcome is ``status`` (``agent.triage.report.OUTCOMES``) and verdict text
     ``text``, with the inputs' local ``faults``."""
-    found = local_findings(faults)
+    local = local_findings(faults)
+    return replace(_lead(status, text, incidents, local), findings=tuple(local))
+
+
+def _lead(status: str, text: str, incidents: Sequence[Incident], local: list[tuple[str, Finding]]) -> TriageLead:
+    found = [finding for _, finding in local]
+    node_of = {id(finding): node for node, finding in local}
     fails = [finding for finding in found if finding.status == FAIL]
     warns = [finding for finding in found if finding.status == WARN]
     named = [incident for incident in incidents if incident.named]
@@ -109,11 +122,11 @@ def triage_lead(status: str, text: str, incidents: Sequence[Incident], faults: S
         also = tuple(f"FAIL {label}" for label in _labels(fails)) + tuple(f"WARN {label}" for label in _labels(warns))
         return _named("culprit_unknown", "unknown", text, also)
     if fails:
-        return TriageLead(verdict_of("fail", fails), _node_of(fails[0], faults))
+        return TriageLead(verdict_of("fail", fails), node_of[id(fails[0])])
     also = (f"WARN {verdict_of('warn', warns).summary}",) if warns else ()
     if status == "unreadable":
         return _named("unreadable", "unknown", text, also)
     if warns:
-        return TriageLead(verdict_of("warn", warns), _node_of(warns[0], faults))
+        return TriageLead(verdict_of("warn", warns), node_of[id(warns[0])])
     return TriageLead(Verdict("ok", None, None, text))
 

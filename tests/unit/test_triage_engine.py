@@ -151,6 +151,9 @@ def test_without_an_incident_the_local_faults_lead_status_first_as_check_leads()
     assert (lead["status"], lead["cause"], lead["npu"], lead["node"], lead["check"]) == (
         "fail", "chip_too_hot", 3, "node-b", "temperature")
     assert lead["text"] == "chip too hot on node-b NPU 3 (96 C)"
+    assert [(f["node"], f["npu"], f["kind"], f["status"]) for f in report.to_dict()["findings"]] == [
+        ("node-b", 3, "chip_too_hot", "fail"), ("node-a", 2, "device_oom", "warn"),
+        ("node-b", 1, "chip_warning", "warn")]
     warned = analyze(Evidence(faults=[LocalFault("node-a", 2, "device_oom", "out of memory", at=T0)],
                               nodes=cluster().nodes))
     assert (warned.lead.status if warned.lead else None, warned.exit_code) == ("warn", 1)
