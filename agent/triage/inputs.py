@@ -181,7 +181,7 @@ class _Input:
         device: int | None
         if command in ("hccn_conf", "info"):
             device = None
-        elif command in ("health", "ecc") and parent in self.chips:
+        elif command in ("health", "ecc", "hccs") and parent in self.chips:
             device = self.chips[parent]
         elif parent.isdigit():
             device = int(parent)

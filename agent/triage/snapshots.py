@@ -30,6 +30,7 @@ from collectors import (
     hccn_optical,
     hccn_stat,
     npu_smi_ecc,
+    npu_smi_hccs,
     npu_smi_health,
     npu_smi_info,
 )
@@ -41,6 +42,7 @@ from collectors.hccn_net_health import NetHealthRecord
 from collectors.hccn_optical import OpticalRecord
 from collectors.hccn_stat import StatRecord
 from collectors.npu_smi_ecc import EccRecord
+from collectors.npu_smi_hccs import HccsRecord
 
 __all__ = ["LINK_WINDOW_S", "ToolReadings", "conf_addresses", "device_from_name", "rank_table_addresses", "recognise"]
 
@@ -77,6 +79,7 @@ _RECOGNISERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("stat", re.compile(r"^\s*(?:packet statistics|roce_\w+_num\s*:\s*\d+$)", re.M)),
     ("ecc", re.compile(r"^\s*HBM\s+(?:Single|Double)\s+Bit", re.M)),
     ("health", re.compile(r"^\s*Health(?: Status)?\s*:\s*\S+.*\n(?:.*\n)*?\s*Error Code\s*:", re.M)),
+    ("hccs", re.compile(r"^\s*hccs health status\s*:", re.M | re.I)),
     ("info", re.compile(r"^\|\s*npu-smi\s+\S+\s+Version:", re.M)),
     ("hccn_conf", re.compile(r"^\s*address_\d+\s*=\s*\d", re.M)),
 )
@@ -90,7 +93,7 @@ _NAME_DEVICE_RES = (
 
 def recognise(text: str) -> str | None:
     """Which saved output this is: ``link``, ``link_stat``, ``net_health``, ``optical``, ``ip``, ``stat``,
-    ``ecc``, ``health``, ``info`` (npu-smi info table), ``hccn_conf``; None for anything else."""
+    ``ecc``, ``health``, ``hccs``, ``info`` (npu-smi info table), ``hccn_conf``; None for anything else."""
     head = text[:65536]
     for name, pattern in _RECOGNISERS:
         if pattern.search(head):
@@ -133,6 +136,7 @@ class ToolReadings:
     ips: dict[int, IpRecord] = field(default_factory=dict)
     health: dict[int | None, tuple[str, str | None, tuple[str, ...], float | None]] = field(default_factory=dict)
     ecc: dict[int | None, tuple[EccRecord, float | None]] = field(default_factory=dict)
+    hccs: dict[int | None, tuple[HccsRecord, float | None]] = field(default_factory=dict)
     conf: dict[int, HccnConfEntry] = field(default_factory=dict)
     temperatures: dict[int, tuple[int, float, float | None]] = field(default_factory=dict)  # dev: npu, C, when
     chips_seen: tuple[int, float | None] | None = None  # the info table's chip count, and when
@@ -161,6 +165,9 @@ class ToolReadings:
             return
         if command == "ecc":
             self.ecc[device] = (npu_smi_ecc.parse(text), seen_at)
+            return
+        if command == "hccs":
+            self.hccs[device] = (npu_smi_hccs.parse(text), seen_at)
             return
         if device is None:
             raise ValueError(f"hccn_tool -{command} output without a device id")
@@ -205,6 +212,8 @@ class ToolReadings:
         for npu, (said, word, codes, at) in sorted(self.health.items(), key=lambda item: (item[0] is None, item[0])):
             if word:
                 found.append((npu, faults.chip_health(word, codes, said=said), at))
+        for npu, (hccs, at) in sorted(self.hccs.items(), key=lambda item: (item[0] is None, item[0])):
+            found.append((npu, faults.hccs(hccs), at))
         limits = self.limits
         for npu, (ecc, at) in sorted(self.ecc.items(), key=lambda item: (item[0] is None, item[0])):
             found.append((npu, faults.hbm_ecc(ecc, max_pages=limits.max_isolated_pages,

@@ -72,7 +72,7 @@ PLANTED = (
     Planted("net_health_fail", 3, "net_health"),
     Planted("hbm_dbe", 4, "hbm_dbe"),
     Planted("health", 5, "chip_fault_reset", (("state", "Alarm"), ("codes", "8C084E00"))),
-    Planted("hccs_error", 6, "hccs_unhealthy", in_bundle=False),
+    Planted("hccs_error", 6, "hccs_unhealthy"),
     Planted("hot", 7, "chip_too_hot", (("celsius", 97.0),)),
     Planted("health", 8, "chip_warning", (("state", "Warning"), ("codes", "80CB8002"))),
     Planted("vanish", 9, "chip_missing"),

@@ -9,7 +9,7 @@ import pytest
 
 from agent.core.config import build_config
 from agent.triage.node_config import REDACTED, NodeLimits, config_document, redacted
-from agent.triage.snapshots import ToolReadings
+from agent.triage.snapshots import ToolReadings, recognise
 from tests.support.paths import REPO
 
 INFO = (REPO / "tests/fixtures/npu_smi_tables/info_910b3_x2_procs.txt").read_text()
@@ -68,3 +68,12 @@ def test_a_chip_missing_from_the_table_is_judged_against_the_nodes_expected_chip
     expecting = ToolReadings("node-a", limits=NodeLimits(expected_chips=3))
     expecting.add("info", None, hot_info(44), 1.0)
     assert kinds(expecting) == {(None, "chip_missing")}
+
+
+def test_a_saved_hccs_reading_is_recognised_and_judged_as_check_judges_it() -> None:
+    text = (REPO / "tests/fixtures/npu_smi_kv/hccs_nok_full.txt").read_text()
+    assert recognise(text) == "hccs"
+    readings = ToolReadings("node-a")
+    readings.add("hccs", 5, text, 1.0)
+    readings.add("hccs", 6, text.replace(": NOK", ": OK"), 1.0)
+    assert kinds(readings) == {(5, "hccs_unhealthy")}
