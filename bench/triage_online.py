@@ -227,8 +227,8 @@ def main() -> int:
                 [sys.executable, "-m", "agent", "triage", "--prometheus", prom.url, "--since", str(window.start),
                  "--until", str(end), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
             whole_s = time.perf_counter() - started
-            exit_ok = command.returncode == 1 and json.loads(command.stdout)["status"] == "culprit"
-            table.add("npuwatch triage --prometheus (new process)", f"{whole_s:.2f} s", "exit 1", verdict(exit_ok))
+            exit_ok = command.returncode == 2 and json.loads(command.stdout)["outcome"] == "culprit"
+            table.add("npuwatch triage --prometheus (new process)", f"{whole_s:.2f} s", "exit 2", verdict(exit_ok))
             rules_s = 0.0
             for name, expr in inlined_rules():
                 started = time.perf_counter()

@@ -25,15 +25,15 @@ EXIT_CODES: dict[str, dict[str, int]] = {
 }
 # The one exit-status policy, as every judging command's --help prints it (docs/health-checks.md#exit-status).
 EXIT_STATUS_HELP = """\
-exit status (check, diagnose, scan-logs and triage alike):
-  0  ok: nothing wrong found
-  1  warn: a warning or log errors (check, diagnose, scan-logs); every incident's
-     culprit named (triage)
+exit status (check, diagnose, scan-logs and triage alike: the verdict's status):
+  0  ok: nothing wrong found (triage: no incident and no local fault)
+  1  warn: a warning or log errors (triage: no incident, local faults that warn)
   2  fail: a fault on this node (check, diagnose; scan-logs: one the logs show, a
-     device that dropped out or an SDMA fault); an incident whose culprit could
-     not be named (triage)
+     device that dropped out or an SDMA fault); triage: an incident whose culprit
+     is named, or no incident and a local fault that fails
   3  unknown: could not tell: nothing read or checked (a missing npu-smi, an empty
-     directory, binary files only) or an input that could not be read
+     directory, binary files only) or an input that could not be read; triage:
+     an incident whose culprit could not be named (a tie)
 check --exit-codes npd: 0 ok and warn, 1 fail, 2 unknown.
 """
 

@@ -27,7 +27,8 @@ from agent.health.status import EXIT_CODES, FAIL, PASS, UNKNOWN, WARN, rank
 from agent.health.thresholds import fault_kind
 
 __all__ = ["RUNBOOK_BASE", "SEVERITY_WORDS", "VERDICT_CAUSES", "Finding", "Verdict", "devices_text", "exit_code",
-           "findings", "lead", "ranked", "runbook_url"]
+           "findings", "lead", "ranked", "runbook_url",
+           "unsubsumed", "verdict_of"]
 
 SEVERITY_WORDS = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
 # The causes only a verdict names (no fault kind): what to do, and the alert whose runbook says more.
@@ -116,9 +117,14 @@ def findings(checks: Sequence[CheckResult]) -> list[Finding]:
             if result.kind is None and (check.name == "hccl_errors" or result.basis == BLAMED):
                 continue
             found.append(_finding(check, result, blamed))
+    return ranked(unsubsumed(found))
+
+
+def unsubsumed(found: Sequence[Finding]) -> list[Finding]:
+    """``found`` less each finding another kind on the same NPU explains (a flapping port read down); one node's."""
     kinds = {(finding.npu, finding.kind) for finding in found}
-    return ranked([finding for finding in found
-                   if finding.kind not in _SUBSUMED or (finding.npu, _SUBSUMED[finding.kind]) not in kinds])
+    return [finding for finding in found
+            if finding.kind not in _SUBSUMED or (finding.npu, _SUBSUMED[finding.kind]) not in kinds]
 
 
 def ranked(found: Sequence[Finding]) -> list[Finding]:
@@ -172,8 +178,9 @@ def exit_code(status: str, style: str = "nagios") -> int:
     return EXIT_CODES[style][status]
 
 
-def _findings_verdict(status: str, found: Sequence[Finding]) -> Verdict:
-    """The top cause on every device it was found on, then each other cause with its devices."""
+def verdict_of(status: str, found: Sequence[Finding]) -> Verdict:
+    """``status``'s verdict over ``found`` (ranked, all of that status): the top cause on every device it was
+    found on, then each other cause with its devices."""
     by_cause: dict[str, list[Finding]] = {}
     for finding in found:
         by_cause.setdefault(finding.cause, []).append(finding)
@@ -205,7 +212,7 @@ def lead(checks: Sequence[CheckResult], *, chip_list_error: str | None = None, r
     found = findings(checks)
     fails = [finding for finding in found if finding.status == FAIL]
     if fails:
-        return _findings_verdict("fail", fails)
+        return verdict_of("fail", fails)
     warns = [finding for finding in found if finding.status == WARN]
     if chip_list_error is not None:
         tools = next((check for check in checks if check.name == "tools" and check.status == UNKNOWN), None)
@@ -217,11 +224,11 @@ def lead(checks: Sequence[CheckResult], *, chip_list_error: str | None = None, r
     unchecked = [check for check in checks if check.status == UNKNOWN]
     if unchecked:
         names = ", ".join(check.name for check in unchecked)
-        also = (f"WARN {_findings_verdict('warn', warns).summary}",) if warns else ()
+        also = (f"WARN {verdict_of('warn', warns).summary}",) if warns else ()
         return replace(_named("not_checked", "unknown", f"could not check {names}: {unchecked[0].evidence}", also),
                        check=unchecked[0].name, evidence=unchecked[0].evidence)
     if warns:
-        return _findings_verdict("warn", warns)
+        return verdict_of("warn", warns)
     logs = next((check for check in checks if check.name == "hccl_errors" and check.status != PASS), None)
     if logs is not None:
         if remote is not None:

@@ -11,16 +11,18 @@ Members, under one top directory ``<node>-<YYYYmmdd-HHMMSS>/``:
   (torch_npu), their defaults (``/tmp/nccl_trace_rank_``, ``/tmp/hccl_trace_rank_``) and
   ``--dump-path`` (a directory or a prefix). The training job's environment is not this command's:
   pass the job's dump prefix with ``--dump-path`` when it is not a default.
-- ``tools/npu-smi/info.txt``, ``info-m.txt``, ``<npu>-<chip>/health.txt``, ``<npu>-<chip>/ecc.txt``,
+- ``tools/npu-smi/info.txt``, ``info-m.txt``, ``<npu>-<chip>/{health,ecc,hccs}.txt``,
   ``tools/hccn_tool/<device>/{link,link_stat,net_health,optical,stat,ip}.txt`` and
   ``tools/chips.json`` (npu, chip -> device id): every call a collector's Source, through
   ``agent.health.reader.open_reader`` with the configured timeout; a tool that hangs once is not called again.
   Where npu-smi cannot answer (not installed: a container with only the driver library) and DCMI
   serves the source, its records are saved instead as ``tools/dcmi/info.json``, ``info-m.json`` and
-  ``<npu>-<chip>/{health,ecc}.json`` (the npu-smi parsers' records as JSON; triage reads only the text).
+  ``<npu>-<chip>/{health,ecc,hccs}.json`` (the npu-smi parsers' records as JSON; triage reads only the text).
 - ``etc/hccn.conf``, ``ranktable/<file>`` (``--rank-table`` or ``$RANK_TABLE_FILE``),
   ``metrics.prom`` (the running agent's ``/metrics``, 2 s timeout; absent is fine),
-  ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files);
+  ``versions.txt`` (npuwatch, Python, kernel, Ascend driver and toolkit version files),
+  ``config.json`` (the node's effective config, secrets redacted: ``agent.triage.node_config``; triage judges
+  the saved readings with its limits, as ``check`` judged them on the node);
 - ``manifest.json`` last: node, host addresses, creation time, window, and what was included, cut
   and failed.
 
@@ -55,7 +57,8 @@ from agent.health.logscan import recent_logs
 from agent.health.node import PORT_READINGS, chip_list, info_parse, port_devices
 from agent.health.reader import ToolReader, as_text, open_reader
 from agent.health.readings import Reading
-from collectors import npu_smi_ecc, npu_smi_health, npu_smi_info, npu_smi_mapping
+from agent.triage.node_config import CONFIG_MEMBER, config_document
+from collectors import npu_smi_ecc, npu_smi_hccs, npu_smi_health, npu_smi_info, npu_smi_mapping
 from collectors.base import ChipRef, ParseError, Source
 from collectors.hccn_link import device_id
 
@@ -185,7 +188,8 @@ class _Exact:
 
 
 # Each snapshot file and the collector whose Source is run for it (the file names are what triage reads).
-NPU_SMI_SNAPSHOTS: tuple[tuple[str, Source], ...] = (("health", npu_smi_health.SOURCE), ("ecc", npu_smi_ecc.SOURCE))
+NPU_SMI_SNAPSHOTS: tuple[tuple[str, Source], ...] = (("health", npu_smi_health.SOURCE), ("ecc", npu_smi_ecc.SOURCE),
+                                                      ("hccs", npu_smi_hccs.SOURCE))
 HCCN_SNAPSHOTS: tuple[tuple[str, Source], ...] = tuple((name, source) for name, (source, _) in PORT_READINGS.items())
 
 
@@ -462,6 +466,7 @@ def write_bundle(config: Config, options: BundleOptions, progress: Callable[[str
             if options.metrics:
                 _metrics(writer, config)
             writer.add_bytes("versions.txt", _versions())
+            writer.add_bytes(CONFIG_MEMBER, config_document(config))
             data = manifest.to_json()
             tar.addfile(writer._info("manifest.json", len(data)), io.BytesIO(data))
         os.chmod(temporary, 0o600)

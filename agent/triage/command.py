@@ -7,8 +7,9 @@ inside a directory are inputs of their own). ``--since``/``--until`` take a dura
 now (``2h``, ``30m``), a local time (``2025-10-24 10:00``, ``2025-10-24T10:00:00``) or epoch
 seconds; without them the window is everything in the inputs.
 
-Exit status: 0 no incident, 1 culprit named for every incident, 2 an incident whose culprit is
-unknown, 3 no input could be read (2 for a bad option, as argparse does).
+Exit status: the lead verdict's (``agent.triage.verdict``), as for ``check``: 0 ok (no incident, no local
+fault), 1 warn (local faults that warn), 2 fail (a culprit named, or a local fault that fails), 3 unknown (an
+incident whose culprit is not named, or nothing readable); 2 for a bad option, as argparse does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import replace
 from datetime import datetime
 from typing import IO, Any
 
@@ -24,10 +24,8 @@ from agent.core.config_values import parse_duration
 from agent.core.printable import printable
 from agent.triage.engine import analyze
 from agent.triage.evidence import Evidence, Window
-from agent.triage.faults import fault_kind, rank_faults
 from agent.triage.inputs import read_inputs, read_rank_table
 from agent.triage.render import render_json, render_text
-from agent.triage.report import TriageReport
 
 __all__ = ["main", "parse_time", "window_from_args"]
 
@@ -79,15 +77,6 @@ class _Progress:
         self.stream.flush()
 
 
-def with_local_faults(report: TriageReport, evidence: Evidence) -> TriageReport:
-    """A report without an HCCL incident still names the local faults the inputs show, most convincing first."""
-    if report.status != "none" or not evidence.faults:
-        return report
-    seen = [f"{fault_kind(fault.kind).label} on {fault.node}" + (f" NPU {fault.npu}" if fault.npu is not None else "")
-            for fault in rank_faults(evidence.faults, discount_undated=False)]
-    return replace(report, verdict="no incident; local faults: " + ", ".join(dict.fromkeys(seen)))
-
-
 def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     stream = out if out is not None else sys.stdout
     errors = err if err is not None else sys.stderr
@@ -118,7 +107,7 @@ def main(args: Any, out: IO[str] | None = None, err: IO[str] | None = None) -> i
         addresses, problems = read_rank_table(args.rank_table)
         evidence.addresses.extend(addresses)
         evidence.problems.extend(problems)
-    report = with_local_faults(analyze(evidence, window), evidence)
+    report = analyze(evidence, window)
     if getattr(args, "json", False):
         render_json(report, stream)
     else:

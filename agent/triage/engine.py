@@ -12,14 +12,14 @@ continue); else process_exit (heartbeat lost); else a weaker fault's cause; else
 
 A culprit is *named* when its score reaches ``named_score``, something identifies it (a node,
 a rank or an address) and no other culprit scores the same (``agent.triage.ties``: a tie is
-reported with the evidence that would break it, never broken by name or order). Exit status:
-0 no incident, 1 every incident has a named culprit, 2 an incident without one (a tie included),
-3 nothing could be read.
+reported with the evidence that would break it, never broken by name or order). The report's lead
+verdict and exit status are ``agent.triage.verdict``'s: the incidents and the inputs' local faults, status first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from agent.triage.drafts import Draft, attach_flight, drafts, scope_of
 from agent.triage.evidence import Blame, Evidence, Window
@@ -28,6 +28,7 @@ from agent.triage.locate import Locator
 from agent.triage.report import Incident, TriageReport
 from agent.triage.scoring import Scorer
 from agent.triage.ties import find_tie
+from agent.triage.verdict import finding_dict, triage_lead
 from agent.triage.weights import WEIGHTS
 from agent.triage.wording import Wording
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
@@ -58,8 +59,14 @@ def _incident(draft: Draft, evidence: Evidence, blames: Sequence[Blame], locator
 
 
 def analyze(evidence: Evidence, window: Window | None = None) -> TriageReport:
-    """Incidents in ``window`` (default: everything) with their culprits, best first."""
-    window = window or Window()
+    """Incidents in ``window`` (default: everything) with their culprits, best first, and the lead verdict."""
+    report = _incidents(evidence, window or Window())
+    lead = triage_lead(report.status, report.verdict, report.incidents, evidence.faults)
+    return replace(report, lead=lead.verdict, lead_node=lead.node,
+                   findings=tuple(finding_dict(node, finding) for node, finding in lead.findings))
+
+
+def _incidents(evidence: Evidence, window: Window) -> TriageReport:
     nodes = tuple(sorted(evidence.nodes))
     problems = tuple(evidence.problems)
     if evidence.empty:

@@ -149,6 +149,7 @@ class LocalFault:
     until: float | None = None
     source: str = ""
     peers: tuple[str, ...] = ()
+    status: str = ""  # FAIL or WARN as the node judged it (its exported finding); "" for the kind's own
 
     @property
     def dated(self) -> bool:

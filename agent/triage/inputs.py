@@ -9,7 +9,8 @@ not read or cut is a problem of the input.
 is extracted to disk. Only regular files are read; a member with an absolute name, a ``..``
 part, or that is a link or device is refused and reported. Where a member belongs comes from its path
 in the bundle (``logs/``, ``fr/``, ``tools/``, ``etc/hccn.conf``, ``ranktable/``, ``metrics.prom``,
-``manifest.json``); the manifest names the node (until it is read, the bundle's file name does).
+``manifest.json``, ``config.json``: the node's config, whose limits its saved readings are judged with,
+``agent.triage.node_config``); the manifest names the node (until it is read, the bundle's file name does).
 
 **Directories**: the directory's name is the node's unless a ``manifest.json`` at its top (an unpacked
 bundle) says otherwise; bundles found inside are inputs of their own. Each file is told apart by its
@@ -35,6 +36,7 @@ from typing import Any
 from agent.health.log_files import HEAD_BYTES, Content, Intake, Limits, is_binary
 from agent.triage.evidence import Address, Evidence, FlightEntry, FlightRecord
 from agent.triage.logs import LogReader, read_stream
+from agent.triage.node_config import CONFIG_MEMBER, NodeLimits
 from agent.triage.series import faults_from_samples, parse_exposition
 from agent.triage.snapshots import ToolReadings, device_from_name, rank_table_addresses, recognise
 from collectors.base import ParseError
@@ -140,6 +142,8 @@ class _Input:
                 return "ranktable"
             if base == "manifest.json" and b'"npuwatch_version"' in head:
                 return "manifest"
+            if base == CONFIG_MEMBER and b'"npuwatch_config"' in head:
+                return "node_config"
             return "skip"
         if is_binary(head):
             return "skip"
@@ -161,6 +165,8 @@ class _Input:
         elif kind == "metrics":
             samples = parse_exposition(body.decode("utf-8", "replace"))
             self.evidence.faults.extend(faults_from_samples(self.node, samples, mtime))
+        elif kind == "node_config":
+            self.tools.limits = NodeLimits.from_document(body)
         elif kind == "chips":
             for row in json.loads(body):
                 self.chips[f"{row['npu']}-{row['chip']}"] = int(row["device"])
@@ -175,7 +181,7 @@ class _Input:
         device: int | None
         if command in ("hccn_conf", "info"):
             device = None
-        elif command in ("health", "ecc") and parent in self.chips:
+        elif command in ("health", "ecc", "hccs") and parent in self.chips:
             device = self.chips[parent]
         elif parent.isdigit():
             device = int(parent)
@@ -257,7 +263,7 @@ def flight_records(node: str, dump: RankDump, source: str) -> list[FlightRecord]
 
 
 _BUNDLE_ROLES = (("manifest.json", "manifest"), ("metrics.prom", "metrics"), ("etc/hccn.conf", "hccn_conf"),
-                 ("tools/chips.json", "chips"))
+                 ("tools/chips.json", "chips"), (CONFIG_MEMBER, "node_config"))
 
 
 def _bundle_role(name: str) -> str | None:

@@ -31,7 +31,7 @@ from agent.triage.flight import rank_ranges
 from agent.triage.report import Incident, TriageReport
 from agent.triage.timefmt import span, stamp
 
-__all__ = ["render_json", "render_text"]
+__all__ = ["render_json", "render_text", "verdict_text"]
 
 WIDTH = 110
 SHOWN_CULPRITS = 3
@@ -109,9 +109,19 @@ def render_text(report: TriageReport) -> str:
         if len(report.problems) > 20:
             lines.append(f"  ({len(report.problems) - 20} more in --json)")
     lines.append("")
-    lines.extend(textwrap.wrap(f"verdict: {printable(report.verdict)}", WIDTH, subsequent_indent="  ",
+    lines.extend(textwrap.wrap(f"verdict: {printable(verdict_text(report))}", WIDTH, subsequent_indent="  ",
                                break_on_hyphens=False, break_long_words=False))
     return printable_lines("\n".join(lines)) + "\n"  # and whatever else a bundle put in a line
+
+
+def verdict_text(report: TriageReport) -> str:
+    """The lead verdict as check words it (``FAIL <text>``, ``ok: <text>``), the node named where it leads."""
+    lead = report.lead
+    if lead is None:
+        return report.verdict
+    if lead.status == "ok":
+        return lead.text
+    return f"{lead.word} {lead.text}"
 
 
 def render_json(report: TriageReport, stream: IO[str]) -> None:

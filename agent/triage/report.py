@@ -1,8 +1,10 @@
-"""What ``engine.analyze`` returns: incidents with ranked culprits, a verdict and an exit status.
+"""What ``engine.analyze`` returns: incidents with ranked culprits, the lead verdict and an exit status.
 
 The JSON form (``TriageReport.to_dict``) is a contract other tools read::
 
-    {"verdict": str,
+    {"verdict": {"status", "cause", "npu", "node", "check", "text", "summary", "also", "action", "runbook"},
+     "exit_code": int, "outcome": "none" | "culprit" | "unknown" | "unreadable",
+     "findings": [{"node", "npu", "kind", "status", "check", "where", "detail"}],
      "incidents": [{"comm": str, "start": epoch, "codes": [...], "rank_size": int,
                     "reporting_ranks": [...], "silent_ranks": [...],
                     "culprits": [{"node": str, "npu": int|null, "rank": int|null, "cause": str,
@@ -11,7 +13,10 @@ The JSON form (``TriageReport.to_dict``) is a contract other tools read::
                                    "would_break_it": [str, ...]}}]}
 
 with culprits best first; culprits that share the top score are a ``tie`` and none of them is named
-(the order among them is only for display). Extra keys may be added; these never change meaning.
+(the order among them is only for display). ``verdict`` is the object ``check --json`` prints
+(``agent.health.verdict.Verdict``, with the lead's ``node``), ranked as ``agent.triage.verdict`` says; the exit
+status is its status's, as for ``check``. ``outcome`` is the incidents' question alone (no incident, every culprit
+named, an incident without one, nothing readable). Extra keys may be added; these never change meaning.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.health.verdict import Verdict, exit_code
 from agent.triage.evidence import Window
 
-__all__ = ["EXIT_CODES", "Culprit", "Incident", "Tie", "TriageReport"]
+__all__ = ["OUTCOMES", "Culprit", "Incident", "Tie", "TriageReport"]
 
 # none: no incident; culprit: every incident has a named culprit; unknown: an incident without one;
-# unreadable: no input could be read.
-EXIT_CODES = {"none": 0, "culprit": 1, "unknown": 2, "unreadable": 3}
+# unreadable: no input could be read (or none but what could not be read may hold one).
+OUTCOMES = ("none", "culprit", "unknown", "unreadable")
 
 
 @dataclass(frozen=True)
@@ -101,19 +107,24 @@ class Incident:
 
 @dataclass(frozen=True)
 class TriageReport:
-    status: str  # a key of EXIT_CODES
-    verdict: str
+    status: str  # one of OUTCOMES: the incidents' outcome
+    verdict: str  # the incidents' verdict in words (the lead's summary when no local fault leads)
     incidents: tuple[Incident, ...]
     window: Window
     nodes: tuple[str, ...]
     problems: tuple[str, ...] = ()
+    lead: Verdict | None = None  # the one verdict (agent.triage.verdict); None only before the engine sets it
+    lead_node: str | None = None
+    findings: tuple[dict[str, Any], ...] = ()  # every node's local findings, in check's order
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
+        return self.lead.exit_code() if self.lead is not None else exit_code("unknown")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "status": self.status, "exit_code": self.exit_code,
+        verdict = {**self.lead.to_dict(), "node": self.lead_node} if self.lead is not None else None
+        return {"verdict": verdict, "exit_code": self.exit_code, "outcome": self.status,
                 "window": {"start": self.window.start, "end": self.window.end},
                 "nodes": list(self.nodes), "incidents": [incident.to_dict() for incident in self.incidents],
+                "findings": list(self.findings),
                 "problems": list(self.problems)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from agent.health.status import FAIL, WARN
 from agent.health.thresholds import FAULT_KINDS
 from agent.health.verdict_metrics import FAULT_METRIC
 from agent.triage.evidence import LocalFault
@@ -21,6 +22,7 @@ from agent.triage.evidence import LocalFault
 __all__ = ["FAULT_METRIC", "Sample", "faults_from_samples", "parse_exposition"]
 
 Sample = tuple[str, Mapping[str, str], float]
+_STATUS = {"fail": FAIL, "warn": WARN}
 
 
 def _npu(labels: Mapping[str, str]) -> int | None:
@@ -41,7 +43,7 @@ def faults_from_samples(node: str, samples: Iterable[Sample], seen_at: float | N
         seen.add((npu, kind))
         status = labels.get("status", "")
         faults.append(LocalFault(node, npu, kind, f"the agent's finding ({status}: {FAULT_KINDS[kind].label})",
-                                 at=value, seen_at=seen_at, source="metrics"))
+                                 at=value, seen_at=seen_at, source="metrics", status=_STATUS.get(status, "")))
     return faults
 
 

@@ -21,6 +21,7 @@ from agent.health import faults
 from agent.health.results import Result
 from agent.health.thresholds import INCIDENT_LOOK_BACK_S
 from agent.triage.evidence import Address, LocalFault
+from agent.triage.node_config import NodeLimits
 from collectors import (
     hccn_ip,
     hccn_link,
@@ -29,6 +30,7 @@ from collectors import (
     hccn_optical,
     hccn_stat,
     npu_smi_ecc,
+    npu_smi_hccs,
     npu_smi_health,
     npu_smi_info,
 )
@@ -40,6 +42,7 @@ from collectors.hccn_net_health import NetHealthRecord
 from collectors.hccn_optical import OpticalRecord
 from collectors.hccn_stat import StatRecord
 from collectors.npu_smi_ecc import EccRecord
+from collectors.npu_smi_hccs import HccsRecord
 
 __all__ = ["LINK_WINDOW_S", "ToolReadings", "conf_addresses", "device_from_name", "rank_table_addresses", "recognise"]
 
@@ -76,6 +79,7 @@ _RECOGNISERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("stat", re.compile(r"^\s*(?:packet statistics|roce_\w+_num\s*:\s*\d+$)", re.M)),
     ("ecc", re.compile(r"^\s*HBM\s+(?:Single|Double)\s+Bit", re.M)),
     ("health", re.compile(r"^\s*Health(?: Status)?\s*:\s*\S+.*\n(?:.*\n)*?\s*Error Code\s*:", re.M)),
+    ("hccs", re.compile(r"^\s*hccs health status\s*:", re.M | re.I)),
     ("info", re.compile(r"^\|\s*npu-smi\s+\S+\s+Version:", re.M)),
     ("hccn_conf", re.compile(r"^\s*address_\d+\s*=\s*\d", re.M)),
 )
@@ -89,7 +93,7 @@ _NAME_DEVICE_RES = (
 
 def recognise(text: str) -> str | None:
     """Which saved output this is: ``link``, ``link_stat``, ``net_health``, ``optical``, ``ip``, ``stat``,
-    ``ecc``, ``health``, ``info`` (npu-smi info table), ``hccn_conf``; None for anything else."""
+    ``ecc``, ``health``, ``hccs``, ``info`` (npu-smi info table), ``hccn_conf``; None for anything else."""
     head = text[:65536]
     for name, pattern in _RECOGNISERS:
         if pattern.search(head):
@@ -116,7 +120,8 @@ LINK_WINDOW_S = INCIDENT_LOOK_BACK_S  # link_stat changes this far back (the too
 
 @dataclass
 class ToolReadings:
-    """The saved tool outputs of one node, parsed as they come in; ``judge`` turns them into faults.
+    """The saved tool outputs of one node, parsed as they come in; ``judge`` turns them into faults, with the
+    node's own limits (``agent.triage.node_config``: its temperature, isolated pages and chip count).
 
     ``add`` takes the command (``recognise``'s names), the device id (``hccn_tool -i``) or, for
     npu-smi, the chip's device id as the caller maps it, and the time the output was taken.
@@ -131,7 +136,11 @@ class ToolReadings:
     ips: dict[int, IpRecord] = field(default_factory=dict)
     health: dict[int | None, tuple[str, str | None, tuple[str, ...], float | None]] = field(default_factory=dict)
     ecc: dict[int | None, tuple[EccRecord, float | None]] = field(default_factory=dict)
+    hccs: dict[int | None, tuple[HccsRecord, float | None]] = field(default_factory=dict)
     conf: dict[int, HccnConfEntry] = field(default_factory=dict)
+    temperatures: dict[int, tuple[int, float, float | None]] = field(default_factory=dict)  # dev: npu, C, when
+    chips_seen: tuple[int, float | None] | None = None  # the info table's chip count, and when
+    limits: NodeLimits = field(default_factory=NodeLimits)  # the node's config (its bundle's config.json)
 
     def add(self, command: str, device: int | None, text: str, seen_at: float | None) -> None:
         """Parse one saved output; ``ParseError``/``ValueError`` for one that does not parse."""
@@ -140,8 +149,11 @@ class ToolReadings:
             return
         if command == "info":
             table = npu_smi_info.parse(text)
+            self.chips_seen = (len(table.chips), seen_at)
             for chip in table.chips:
                 dev = chip.phy_id if chip.phy_id is not None else chip.npu
+                if chip.temperature_celsius is not None:
+                    self.temperatures[dev] = (chip.npu, chip.temperature_celsius, seen_at)
                 if dev not in self.health:
                     self.health[dev] = (f"npu-smi info says {chip.health} for NPU {chip.npu} chip {chip.chip}",
                                         chip.health, (), seen_at)
@@ -153,6 +165,9 @@ class ToolReadings:
             return
         if command == "ecc":
             self.ecc[device] = (npu_smi_ecc.parse(text), seen_at)
+            return
+        if command == "hccs":
+            self.hccs[device] = (npu_smi_hccs.parse(text), seen_at)
             return
         if device is None:
             raise ValueError(f"hccn_tool -{command} output without a device id")
@@ -197,8 +212,17 @@ class ToolReadings:
         for npu, (said, word, codes, at) in sorted(self.health.items(), key=lambda item: (item[0] is None, item[0])):
             if word:
                 found.append((npu, faults.chip_health(word, codes, said=said), at))
+        for npu, (hccs, at) in sorted(self.hccs.items(), key=lambda item: (item[0] is None, item[0])):
+            found.append((npu, faults.hccs(hccs), at))
+        limits = self.limits
         for npu, (ecc, at) in sorted(self.ecc.items(), key=lambda item: (item[0] is None, item[0])):
-            found.append((npu, faults.hbm_ecc(ecc), at))
+            found.append((npu, faults.hbm_ecc(ecc, max_pages=limits.max_isolated_pages,
+                                              basis=limits.max_isolated_pages_basis), at))
+        for device, (npu, celsius, at) in sorted(self.temperatures.items()):
+            found.append((device, faults.temperature(celsius, max_celsius=limits.max_temperature,
+                                                     basis=limits.max_temperature_basis, npu=npu), at))
+        if self.chips_seen is not None and limits.expected_chips:
+            found.append((None, faults.chip_count(self.chips_seen[0], limits.expected_chips), self.chips_seen[1]))
         local = [_local(node, npu, result, at) for npu, result, at in found]
         found_faults = [fault for fault in local if fault is not None]
         addresses = [ip_address(node, device, device, record) for device, record in sorted(self.ips.items())]

@@ -219,7 +219,7 @@ def test_the_culprit_is_named_online_within_two_cycles(online: Online) -> None:
 
     # npuwatch triage --prometheus runs the offline engine on the same series and agrees
     report, code = triage_online(prom.url)
-    assert code == 1, report["verdict"]
+    assert code == 2, report["verdict"]
     assert len(report["incidents"]) == 1, report["incidents"]
     incident = report["incidents"][0]
     assert incident["comm"] == summary["comm"]

@@ -6,32 +6,43 @@ must give the same status on the same NPU for every check, and the same lead cau
 cause and NPU). The agent's own judgement of the same node (``npuwatch once --demo``: its exported findings,
 chip statuses and node verdict), read as ``npuwatch top`` reads it, must show the same kind and status on
 that NPU and lead with the same cause, status and NPU as ``check``; the table's bounds of the kind's alert
-hold on that NPU's series and on no healthy NPU's. A one-node ``npuwatch bundle`` read by ``npuwatch triage``
-lists the same local faults (the bundle holds no HCCL incident,
-so its verdict is "no incident; local faults: ..."). That the shipped alert of each fault fires on
+hold on that NPU's series and on no healthy NPU's. The same exposition, served to the real ``npuwatch top
+--once`` (its header leads as check does, each faulty NPU's Health cell names its kind) and scraped by a real
+Prometheus (one for the module), gives ``npuwatch triage --prometheus`` check's verdict object with the same
+status, cause and NPU, and the planted kinds among its findings; a one-node ``npuwatch bundle`` (with the
+node's config) read by ``npuwatch triage`` does the same for every fault whose readings a bundle holds. A log
+fault is judged alike by check, diagnose, ``scan-logs`` and the agent. That the shipped alert of each fault fires on
 its NPU is the fleet end-to-end test's (tests/e2e/test_fleet_alerts.py); tests/unit/test_health_thresholds.py
 holds every alert's threshold and look-back to the thresholds table.
 """
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from agent.cli import main as npuwatch_in_process
 from agent.demo.node import DemoNode
 from agent.health.thresholds import AlertBound, fault_kind
 from agent.top.model import NodeView, parse_view, samples_of
 from tests.support.paths import REPO
+from tests.support.prom_harness import PromProcess, start_prometheus
 
 CHIPS = 10
 NODE = "consistency-node"
@@ -61,11 +72,12 @@ PLANTED = (
     Planted("net_health_fail", 3, "net_health"),
     Planted("hbm_dbe", 4, "hbm_dbe"),
     Planted("health", 5, "chip_fault_reset", (("state", "Alarm"), ("codes", "8C084E00"))),
-    Planted("hccs_error", 6, "hccs_unhealthy", in_bundle=False),
-    Planted("hot", 7, "chip_too_hot", (("celsius", 97.0),), in_bundle=False),
+    Planted("hccs_error", 6, "hccs_unhealthy"),
+    Planted("hot", 7, "chip_too_hot", (("celsius", 97.0),)),
     Planted("health", 8, "chip_warning", (("state", "Warning"), ("codes", "80CB8002"))),
-    Planted("vanish", 9, "chip_missing", in_bundle=False),
+    Planted("vanish", 9, "chip_missing"),
 )
+CASES = itertools.count(1)  # each case's node name, so Prometheus holds one case's series in its window
 
 
 def npuwatch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -108,15 +120,26 @@ def run_both(tmp_path: Path, node: DemoNode) -> tuple[dict[str, Any], dict[str, 
 _OPS = {"==": float.__eq__, ">": float.__gt__, "<": float.__lt__, ">=": float.__ge__}
 
 
-def exported(node: DemoNode, tmp_path: Path) -> tuple[NodeView, list[tuple[str, dict[str, str], float]]]:
+@dataclass(frozen=True)
+class Exported:
+    """The agent's exposition of one case's node (its own node name), and the view top makes of it."""
+
+    name: str
+    text: str
+    view: NodeView
+    samples: list[tuple[str, dict[str, str], float]]
+
+
+def exported(node: DemoNode, tmp_path: Path, settings: dict[str, Any] | None = None) -> Exported:
     """The agent's exposition of the node, one pass of every collector, and the view top makes of it."""
+    name = f"{NODE}-{next(CASES)}"
     config = tmp_path / "once.yaml"
-    config.write_text(yaml.safe_dump({"expected_chips": CHIPS, "labels": {"node": NODE}}))
+    config.write_text(yaml.safe_dump({"expected_chips": CHIPS, **(settings or {}), "labels": {"node": name}}))
     once = npuwatch("once", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
                     "--config", str(config))
-    assert once.returncode == 0, once.stderr
-    samples = [(name, dict(labels), value) for name, labels, value in samples_of(once.stdout)]
-    return parse_view(samples), samples
+    assert once.stdout, once.stderr  # exit 1 when a collector is down, the exposition all the same
+    samples = [(metric, dict(labels), value) for metric, labels, value in samples_of(once.stdout)]
+    return Exported(name, once.stdout, parse_view(samples), samples)
 
 
 def holds(bound: AlertBound, samples: list[tuple[str, dict[str, str], float]], npu: int) -> bool:
@@ -169,8 +192,143 @@ def assert_agree(check: dict[str, Any], diagnose: dict[str, Any], planted: tuple
         assert by_diagnose.get((name, npu)) == status, (name, npu, status, by_diagnose.get((name, npu)))
 
 
+# ----------------------------------------------------------------------------- the surfaces that read the export
+
+
+class Exposition:
+    """A ``/metrics`` whose body the test sets: what the agent of the current case would serve."""
+
+    def __init__(self) -> None:
+        self.body = b""
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = outer.body
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass(frozen=True)
+class Fleet:
+    exposition: Exposition
+    prometheus: PromProcess
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """One Prometheus for the module, scraping every second the exposition each case serves in turn."""
+    exposition = Exposition()
+    prometheus = start_prometheus(tmp_path_factory.mktemp("prometheus"), [exposition.target])
+    try:
+        yield Fleet(exposition, prometheus)
+    finally:
+        prometheus.stop()
+        exposition.close()
+
+
+def in_process(*argv: str) -> tuple[int, str]:
+    """``npuwatch ARGV`` in this process (no interpreter start: the file runs many), its exit code and stdout."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = npuwatch_in_process(list(argv))
+    assert out.getvalue(), err.getvalue()
+    return code, out.getvalue()
+
+
+def served(fleet: Fleet, export: Exported) -> float:
+    """Serve the case's exposition until Prometheus has scraped it twice; the start of a window that holds this
+    case's series alone (the previous case's node went stale at the first scrape of this one)."""
+    fleet.exposition.body = export.text.encode()
+    selector = f'timestamp(npu_node_status{{node="{export.name}"}})'
+    first = float(fleet.prometheus.wait_for(selector)[0]["value"][1])
+    fleet.prometheus.wait_for(f"{selector} > {first + 0.5}")
+    return first + 0.5
+
+
+def assert_triage_leads_as_check(report: dict[str, Any], code: int, check: dict[str, Any], *,
+                                 planted: tuple[Planted, ...], source: str, lead: bool = True) -> None:
+    """Triage's verdict is check's object with check's status, cause and NPU, and check's exit code (``lead``);
+    each planted kind is among its findings with its status on its NPU."""
+    ours, theirs = report["verdict"], check["verdict"]
+    assert set(ours) >= set(theirs), (source, sorted(ours), sorted(theirs))
+    if lead:
+        assert (ours["status"], ours["cause"], ours["npu"]) == (theirs["status"], theirs["cause"], theirs["npu"]), \
+            (source, ours, theirs)
+        assert (code, report["exit_code"]) == (check["exit_code"],) * 2, (source, code, check["exit_code"])
+    found = {(f["npu"], f["kind"], f["status"]) for f in report["findings"]}
+    for fault in planted:
+        npu = None if fault.kind == "chip_missing" else fault.npu
+        assert (npu, fault.kind, fault.status.lower()) in found, (source, fault, sorted(found, key=str))
+
+
+def assert_top_once_leads_as_check(fleet: Fleet, export: Exported, check: dict[str, Any],
+                                   planted: tuple[Planted, ...]) -> None:
+    """The real ``top --once`` over the served exposition: its verdict line leads with check's status, cause and
+    NPU; each faulty NPU's Health cell names the kind that leads on that chip in the agent's export."""
+    code, frame = in_process("top", "--once", "--no-color", "--url", f"http://{fleet.exposition.target}/metrics")
+    assert code == 0, frame
+    lines = frame.splitlines()
+    verdict = check["verdict"]
+    header = next((line for line in lines if re.match(r"(FAIL|WARN|UNKNOWN|ok)\b", line)), None)
+    assert header is not None, frame
+    label = fault_kind(verdict["cause"]).label
+    assert header.startswith(f"{verdict['status'].upper() if verdict['status'] != 'ok' else 'ok'}: {label}"), \
+        (header, verdict)
+    if verdict["npu"] is not None:
+        assert f"NPU {verdict['npu']}" in header, (header, verdict)
+    columns = next(line for line in lines if line.startswith("NPU"))
+    start, end = columns.index("Health"), columns.index("Link")
+    health = {int(line.split()[0]): line[start:end].strip() for line in lines if re.match(r"\s*\d+ ", line)}
+    rows = {row.npu: row for row in export.view.rows}
+    for fault in planted:
+        if fault.kind != "chip_missing":
+            assert health[fault.npu] == fault_kind(rows[fault.npu].cause).short, (fault, health[fault.npu])
+
+
+def assert_every_surface_agrees(fleet: Fleet, export: Exported, check: dict[str, Any], *,
+                                planted: tuple[Planted, ...], tmp_path: Path, node: DemoNode,
+                                config: Path | None = None) -> None:
+    """top --once, triage over Prometheus and (when a bundle holds every planted fault's readings) triage over
+    the node's bundle, against check."""
+    since = served(fleet, export)
+    assert_top_once_leads_as_check(fleet, export, check, planted)
+    code, out = in_process("triage", "--json", "--prometheus", fleet.prometheus.url, "--since", f"{since:.3f}")
+    report = json.loads(out)
+    assert report["nodes"] == [export.name] and report["verdict"]["node"] in (export.name, None), report["nodes"]
+    assert_triage_leads_as_check(report, code, check, planted=planted, source="triage --prometheus")
+    held = tuple(fault for fault in planted if fault.in_bundle)
+    if held:  # the lead too when the bundle holds what leads
+        bundle = tmp_path / "node.tar.gz"
+        made = npuwatch("bundle", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
+                        "--config", str(config or tmp_path / "config.yaml"), "-o", str(bundle))
+        assert made.returncode == 0, made.stderr
+        code, out = in_process("triage", "--json", str(bundle))
+        lead = len(held) == len(planted) or check["verdict"]["cause"] in {fault.kind for fault in held}
+        assert_triage_leads_as_check(json.loads(out), code, check, planted=held, source="triage over a bundle",
+                                     lead=lead)
+
+
 @pytest.mark.parametrize("planted", PLANTED, ids=[f"{p.fault}-{p.kind}" for p in PLANTED])
-def test_each_fault_alone_has_one_status_in_check_and_diagnose(tmp_path: Path, planted: Planted) -> None:
+def test_each_fault_alone_has_one_status_on_every_surface(tmp_path: Path, planted: Planted, fleet: Fleet) -> None:
     node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
     plant(node, planted)
     check, diagnose = run_both(tmp_path, node)
@@ -181,12 +339,13 @@ def test_each_fault_alone_has_one_status_in_check_and_diagnose(tmp_path: Path, p
     # the planted kind leads, or a heavier one the same fault brings (no light also takes the link down)
     label = fault_kind(planted.kind).label
     assert verdict["cause"] == planted.kind or any(other.startswith(label) for other in verdict["also"]), verdict
-    view, samples = exported(node, tmp_path)
-    assert_top_and_alerts_agree(view, samples, (planted,))
-    assert_agent_leads_as_check(view, check)
+    export = exported(node, tmp_path)
+    assert_top_and_alerts_agree(export.view, export.samples, (planted,))
+    assert_agent_leads_as_check(export.view, check)
+    assert_every_surface_agrees(fleet, export, check, planted=(planted,), tmp_path=tmp_path, node=node)
 
 
-def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_path: Path) -> None:
+def test_every_fault_together_has_one_lead_on_every_surface(tmp_path: Path, fleet: Fleet) -> None:
     node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
     for planted in PLANTED:
         plant(node, planted)
@@ -195,36 +354,39 @@ def test_every_fault_together_and_the_bundle_lists_the_same_local_faults(tmp_pat
     assert (check["exit_code"], diagnose["exit_code"]) == (2, 2)
     assert_same_lead(check, diagnose)
     assert (check["verdict"]["cause"], check["verdict"]["npu"]) == ("link_down", 0)  # the heaviest kind
-    view, samples = exported(node, tmp_path)
-    assert_top_and_alerts_agree(view, samples, PLANTED)
-    assert_agent_leads_as_check(view, check)
-
-    bundle = tmp_path / "node.tar.gz"
-    made = npuwatch("bundle", "--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS),
-                    "-o", str(bundle))
-    assert made.returncode == 0, made.stderr
-    triaged = npuwatch("triage", "--json", str(bundle))
-    report = json.loads(triaged.stdout)
-    assert report["incidents"] == []
-    verdict = report["verdict"]
-    assert verdict.startswith("no incident; local faults: "), verdict
-    listed = verdict.split(": ", 1)[1]
-    for planted in PLANTED:
-        if planted.in_bundle:
-            label = re.escape(fault_kind(planted.kind).label)
-            assert re.search(rf"(^|, ){label} on \S+ NPU {planted.npu}(,|$)", listed), (planted, listed)
+    export = exported(node, tmp_path)
+    assert_top_and_alerts_agree(export.view, export.samples, PLANTED)
+    assert_agent_leads_as_check(export.view, check)
+    assert_every_surface_agrees(fleet, export, check, planted=PLANTED, tmp_path=tmp_path, node=node)
 
 
-def _exported_with(node: DemoNode, tmp_path: Path, settings: dict[str, Any]) -> tuple[NodeView, dict[str, Any]]:
+@pytest.mark.parametrize(("fault", "npu"), [("roce_cqe", 2), ("hccl_timeout", 1)])
+def test_a_log_fault_has_one_verdict_in_check_diagnose_scan_logs_and_the_agent(tmp_path: Path, fault: str,
+                                                                               npu: int) -> None:
+    """HCCL errors in the node's logs: ``scan-logs`` over the log directory leads with check's verdict (status,
+    cause, NPU) and exits as check does, as diagnose and the agent do. (Triage asks who stopped the job: a
+    timeout is an incident there, docs/health-checks.md#exit-status.)"""
+    node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
+    node.set_fault(fault, chip=npu)
+    check, diagnose = run_both(tmp_path, node)
+    assert_same_lead(check, diagnose)
+    assert check["verdict"]["check"] == "hccl_errors" and check["verdict"]["status"] != "ok", check["verdict"]
+    scanned = npuwatch("scan-logs", "--json", str(node.log_root))
+    scan = json.loads(scanned.stdout)
+    assert (scan["verdict"]["status"], scan["verdict"]["cause"], scan["verdict"]["npu"]) == (
+        check["verdict"]["status"], check["verdict"]["cause"], check["verdict"]["npu"]), (scan["verdict"], check)
+    assert scanned.returncode == check["exit_code"], (scanned.returncode, check["exit_code"])
+    export = exported(node, tmp_path, {"check": {"skip": ["agent"]}})
+    assert_agent_leads_as_check(export.view, check)
+
+
+def _exported_with(node: DemoNode, tmp_path: Path, settings: dict[str, Any]) -> tuple[Exported, dict[str, Any]]:
     config = tmp_path / "override.yaml"
     config.write_text(yaml.safe_dump({"expected_chips": CHIPS, "labels": {"node": NODE}, **settings}))
     demo = ["--demo", "--demo-dir", str(node.directory), "--demo-chips", str(CHIPS), "--config", str(config)]
-    once = npuwatch("once", *demo)
-    assert once.stdout, once.stderr  # exit 1 when a collector is down, the exposition all the same
     checked = npuwatch("check", "--json", *demo)
     assert checked.stdout, checked.stderr
-    view = parse_view([(name, dict(labels), value) for name, labels, value in samples_of(once.stdout)])
-    return view, json.loads(checked.stdout)
+    return exported(node, tmp_path, settings), json.loads(checked.stdout)
 
 
 @pytest.mark.parametrize(("fault", "params", "settings", "kind"), [
@@ -232,12 +394,19 @@ def _exported_with(node: DemoNode, tmp_path: Path, settings: dict[str, Any]) -> 
     ("npu_smi_crash", {}, {"check": {"skip": ["agent"]}}, "tool_hung"),
 ], ids=["max_temperature-override", "crashing-npu-smi"])
 def test_the_agent_judges_with_the_config_and_node_checks_as_check_does(
-        tmp_path: Path, fault: str, params: dict[str, Any], settings: dict[str, Any], kind: str) -> None:
+        tmp_path: Path, fleet: Fleet, *, fault: str, params: dict[str, Any], settings: dict[str, Any], kind: str
+) -> None:
+    """The agent and every surface that reads it judge with the node's config: the override's bundle carries it, so
+    triage over the bundle finds the 92 C chip too hot as check does (a hung tool leaves nothing to bundle)."""
     node = DemoNode(tmp_path / "demo").create(chips=CHIPS)
     node.set_fault(fault, chip=3, **params) if fault == "hot" else node.set_fault(fault)
-    view, check = _exported_with(node, tmp_path, settings)
+    export, check = _exported_with(node, tmp_path, settings)
     assert check["verdict"]["status"] == "fail" and check["verdict"]["cause"] == kind, check["verdict"]
-    assert_agent_leads_as_check(view, check)
+    assert_agent_leads_as_check(export.view, check)
+    planted = (Planted(fault, 3, kind, in_bundle=fault == "hot"),)
+    if fault == "hot":
+        assert_every_surface_agrees(fleet, export, check, planted=planted, tmp_path=tmp_path, node=node,
+                                    config=tmp_path / "override.yaml")
 
 
 def test_a_chip_that_faults_again_and_again_is_a_repeat_offender_to_the_agent_and_to_check(tmp_path: Path) -> None:
@@ -275,8 +444,8 @@ def test_collectors_turned_off_are_no_failed_tool_and_no_check(tmp_path: Path) -
     off = {"collectors": {"npu_smi": {"disable": ["npu_smi_ecc", "npu_smi_health", "npu_smi_board", "npu_smi_hccs"]},
                           "hccn_tool": {"disable": ["hccn_net_health", "hccn_optical", "hccn_stat", "hccn_speed"]}},
            "check": {"skip": ["agent"]}}
-    view, _ = _exported_with(node, tmp_path, off)
+    view = _exported_with(node, tmp_path, off)[0].view
     assert (view.status, view.cause) == ("ok", None), (view.status, view.cause, view.node_faults)
     node.set_fault("link_down", chip=2)
-    view, _ = _exported_with(node, tmp_path, off)
+    view = _exported_with(node, tmp_path, off)[0].view
     assert (view.status, view.cause, view.lead_npu) == ("fail", "link_down", 2)

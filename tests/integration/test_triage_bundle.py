@@ -80,16 +80,20 @@ def test_round_trip_on_demo_nodes(tmp_path: Path) -> None:
     assert info["window"]["until"] - info["window"]["since"] == pytest.approx(7200)
     assert any("metrics" in failure for failure in info["failed"])  # no agent running: absent is fine
     done = cli("triage", "--json", *(str(out / f"{name}.tar.gz") for name in nodes))
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr
     report = json.loads(done.stdout)
     (found,) = report["incidents"]
     assert found["comm"] == GROUP
     assert found["silent_ranks"] == [dead]
     culprit = found["culprits"][0]
     assert (culprit["node"], culprit["npu"], culprit["rank"], culprit["cause"]) == ("node-c", 1, dead, "link_down")
+    lead = report["verdict"]  # check's verdict object, led by the named culprit
+    assert (lead["status"], lead["cause"], lead["npu"], lead["node"], report["outcome"]) == (
+        "fail", "link_down", 1, "node-c", "culprit")
+    assert json.loads(files["config.json"])["npuwatch_config"]["labels"] is not None  # the node's config rides along
     text = cli("triage", *(str(out / f"{name}.tar.gz") for name in nodes))
-    assert text.returncode == 1
-    assert text.stdout.splitlines()[-2].startswith("verdict: node-c NPU 1 (rank 9): RoCE link down")
+    assert text.returncode == 2
+    assert text.stdout.splitlines()[-2].startswith("verdict: FAIL node-c NPU 1 (rank 9): RoCE link down")
 
 
 def test_logs_newest_first_up_to_the_cap(tmp_path: Path) -> None:

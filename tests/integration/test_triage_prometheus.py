@@ -178,7 +178,7 @@ def test_the_engine_names_the_culprit_from_them() -> None:
     with serving(fleet_answer) as fake:
         evidence = read_evidence(client(f"http://127.0.0.1:{fake.port}"), WINDOW)
     report = analyze(evidence, WINDOW)
-    assert report.exit_code == 1
+    assert report.exit_code == 2
     [incident] = report.incidents
     assert (incident.comm, incident.reporting_ranks, incident.silent_ranks) == (COMM, (0, 1, 3), (2,))
     best = incident.culprits[0]
@@ -316,7 +316,7 @@ def test_the_command_reports_an_unreachable_prometheus_as_unreadable() -> None:
     code, out, _ = run("--prometheus", f"http://127.0.0.1:{port}", "--prometheus-timeout", "2s", "--json")
     assert code == 3
     report = json.loads(out)
-    assert f"cannot reach http://127.0.0.1:{port}" in report["verdict"]
+    assert f"cannot reach http://127.0.0.1:{port}" in report["verdict"]["text"]
 
 
 def test_the_command_reads_the_password_file_and_prints_the_report(tmp_path: Path) -> None:
@@ -325,7 +325,7 @@ def test_the_command_reads_the_password_file_and_prints_the_report(tmp_path: Pat
     with serving(fleet_answer) as fake:
         code, out, _ = run("--prometheus", f"http://127.0.0.1:{fake.port}", "--prometheus-user", "triage",
                            "--prometheus-password-file", str(secret), "--since", str(T_START), "--until", str(T_END))
-    assert code == 1
+    assert code == 2
     assert "node-b NPU 1 (rank 2)" in out and "link_down" in out
     expected = "Basic " + base64.b64encode(b"triage:s3cret").decode()
     assert {headers.get("Authorization") for _, _, _, headers in fake.requests} == {expected}
@@ -360,9 +360,9 @@ def test_the_shards_are_read_and_joined_as_one_fleet(tmp_path: Path) -> None:
         code, out, _ = run("--prometheus", url_a, "--prometheus", url_b, *auth, *window)
     # the victims alone blame an address that no node read holds: no node, no link-down cause
     [lone] = json.loads(out_alone)["incidents"]
-    assert alone == 1 and lone["culprits"][0]["node"] != "node-b", out_alone
+    assert alone == 2 and lone["culprits"][0]["node"] != "node-b", out_alone
     assert lone["culprits"][0]["cause"] != "link_down", out_alone
-    assert code == 1, out
+    assert code == 2, out
     [incident] = json.loads(out)["incidents"]
     best = incident["culprits"][0]
     assert (best["node"], best["npu"], best["rank"], best["cause"]) == ("node-b", 1, 2, "link_down")

@@ -89,5 +89,5 @@ def test_triage_names_an_unreachable_prometheus_in_words() -> None:
         code = npuwatch(["triage", "--prometheus", f"http://127.0.0.1:{port}", "--prometheus-timeout", "2s",
                          "--json"])
     assert code == 3
-    verdict = json.loads(out.getvalue())["verdict"]
+    verdict = json.loads(out.getvalue())["verdict"]["text"]
     assert REFUSED in verdict and in_words(verdict), verdict

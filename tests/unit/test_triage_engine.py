@@ -65,7 +65,7 @@ def test_link_down_on_a_blamed_npu_wins() -> None:
                                       at=T0 - 400, seen_at=T0 + 900))
     evidence.faults.append(LocalFault("node-a", 2, "roce_error_counters", "roce_rx_err_pkt_num 3", seen_at=T0))
     report = analyze(evidence)
-    assert report.exit_code == 1
+    assert report.exit_code == 2
     (incident,) = report.incidents
     assert incident.silent_ranks == (5,)
     assert incident.reporting_ranks == (0, 1, 2, 3, 4, 6, 7)
@@ -82,14 +82,14 @@ def test_silence_alone_names_a_hung_rank_when_its_logs_go_on() -> None:
     report = analyze(evidence)
     top = report.incidents[0].culprits[0]
     assert (top.node, top.npu, top.rank, top.cause) == ("node-a", 3, 3, "process_hang")
-    assert report.exit_code == 1
+    assert report.exit_code == 2
 
 
 def test_every_rank_reporting_and_nothing_else_is_unknown() -> None:
     evidence = cluster()
     timeouts(evidence, list(range(8)))
     report = analyze(evidence)
-    assert report.exit_code == 2
+    assert report.exit_code == 3
     assert report.incidents[0].culprits == ()
     assert "culprit unknown" in report.verdict
 
@@ -117,7 +117,7 @@ def test_flight_recorder_hang_without_logs() -> None:
     top = incident.culprits[0]
     assert (top.node, top.rank, top.cause) == ("job", 3, "process_hang")
     assert incident.silent_ranks == (3,)
-    assert report.exit_code == 1
+    assert report.exit_code == 2
 
 
 def test_entry_log_names_the_rank_that_issued_fewer_collectives() -> None:
@@ -136,3 +136,26 @@ def test_entry_log_names_the_rank_that_issued_fewer_collectives() -> None:
     assert (top.node, top.npu, top.rank, top.cause) == ("node-b", 2, 6, "process_hang")
     assert top.evidence[0] == ("entry log: rank 6 issued 40 collectives (the last, AllReduce, at "
                                f"{time.strftime('%H:%M:%S', time.localtime(T0))}); ranks 0-5,7 issued 41")
+
+
+def test_without_an_incident_the_local_faults_lead_status_first_as_check_leads() -> None:
+    """A WARN out-of-memory in the logs weighs more than a FAIL hot chip, yet the FAIL leads, as in ``check``; the
+    verdict is check's object with the node, and the exit status its status's (2)."""
+    evidence = cluster()
+    evidence.faults.append(LocalFault("node-a", 2, "device_oom", "out of memory", at=T0))
+    evidence.faults.append(LocalFault("node-b", 3, "chip_too_hot", "96 C", seen_at=T0))
+    evidence.faults.append(LocalFault("node-b", 1, "chip_warning", "npu-smi says Warning", seen_at=T0))
+    report = analyze(evidence)
+    lead = report.to_dict()["verdict"]
+    assert (report.status, report.exit_code) == ("none", 2)
+    assert (lead["status"], lead["cause"], lead["npu"], lead["node"], lead["check"]) == (
+        "fail", "chip_too_hot", 3, "node-b", "temperature")
+    assert lead["text"] == "chip too hot on node-b NPU 3 (96 C)"
+    assert [(f["node"], f["npu"], f["kind"], f["status"]) for f in report.to_dict()["findings"]] == [
+        ("node-b", 3, "chip_too_hot", "fail"), ("node-a", 2, "device_oom", "warn"),
+        ("node-b", 1, "chip_warning", "warn")]
+    warned = analyze(Evidence(faults=[LocalFault("node-a", 2, "device_oom", "out of memory", at=T0)],
+                              nodes=cluster().nodes))
+    assert (warned.lead.status if warned.lead else None, warned.exit_code) == ("warn", 1)
+    quiet = analyze(cluster())
+    assert (quiet.lead.status if quiet.lead else None, quiet.exit_code) == ("ok", 0)

@@ -30,7 +30,7 @@ def triage(*paths: str) -> tuple[int, dict[str, Any]]:
 def test_torch_npu_dumps() -> None:
     """torch_npu's JSON dump (``profiling_name`` empty): rank 1 stopped before collective 4."""
     code, report = triage(str(FIXTURES))
-    assert code == 1
+    assert code == 2
     culprit = report["incidents"][0]["culprits"][0]
     assert (culprit["rank"], culprit["cause"]) == (1, "process_hang")
     assert culprit["evidence"][0] == "flight recorder: rank 1 last entered collective 3; rank 0 entered collective 4"

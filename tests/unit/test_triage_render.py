@@ -30,7 +30,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-@pytest.mark.parametrize(("name", "code"), [("dead_link", 1), ("two_incidents", 2), ("no_incident", 0)])
+@pytest.mark.parametrize(("name", "code"), [("dead_link", 2), ("two_incidents", 2), ("no_incident", 0)])
 def test_golden_text(name: str, code: int, tmp_path: Path, utc: None) -> None:
     got_code, text = triage_golden.render(name, tmp_path)
     assert got_code == code
@@ -41,8 +41,8 @@ def test_unreadable_report_text() -> None:
     report = analyze(Evidence(problems=["/x/node-a.tar.gz: unreadable bundle: not a gzip file"]), Window())
     text = render_text(report)
     assert "could not read\n  - /x/node-a.tar.gz: unreadable bundle: not a gzip file" in text
-    assert text.rstrip().endswith("verdict: could not read any input: /x/node-a.tar.gz: unreadable bundle: not a "
-                                  "gzip file")
+    assert text.rstrip().endswith("verdict: UNKNOWN could not read any input: /x/node-a.tar.gz: unreadable bundle: "
+                                  "not a gzip file")
 
 
 def test_parse_time(utc: None) -> None:

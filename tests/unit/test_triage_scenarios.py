@@ -50,7 +50,8 @@ def test_healthy_cluster_has_no_incident(cluster: Cluster) -> None:
     code, report = triage(*cluster.paths())
     assert code == 0
     assert report["incidents"] == []
-    assert report["verdict"].startswith("no HCCL incident")
+    assert (report["verdict"]["status"], report["exit_code"], report["outcome"]) == ("ok", 0, "none")
+    assert report["verdict"]["summary"].startswith("no HCCL incident")
 
 
 def test_dead_link_on_one_node(cluster: Cluster) -> None:
@@ -58,7 +59,7 @@ def test_dead_link_on_one_node(cluster: Cluster) -> None:
     dead = cluster.rank(2, 1)
     cluster.timeouts(others(cluster, dead), T0, peers=[(cluster.device_ip(2, 1), dead)], state="lost")
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     (incident,) = report["incidents"]
     assert set(incident) >= CONTRACT_INCIDENT
     assert all(set(c) >= CONTRACT_CULPRIT for c in incident["culprits"])
@@ -73,7 +74,10 @@ def test_dead_link_on_one_node(cluster: Cluster) -> None:
     assert chain.startswith("RoCE link down on node-c NPU 1 at ")
     assert "11 peers lost its heartbeat (29.3.1.11)" in chain
     assert "29.3.1.11 is node-c NPU 1 (hccn_tool -ip of node-c)" in chain
-    assert report["verdict"].startswith("node-c NPU 1 (rank 9): RoCE link down; 11 of 12 ranks")
+    assert report["verdict"]["text"].startswith("node-c NPU 1 (rank 9): RoCE link down; 11 of 12 ranks")
+    lead = report["verdict"]  # check's verdict object: the named culprit fails, exit 2 as check's FAIL
+    assert (lead["status"], lead["cause"], lead["npu"], lead["node"], report["exit_code"]) == (
+        "fail", "link_down", 1, "node-c", 2)
 
 
 def test_flapping_optic(cluster: Cluster) -> None:
@@ -86,7 +90,7 @@ def test_flapping_optic(cluster: Cluster) -> None:
         cluster.cqe(neighbour, T0 - 295, cluster.device_ip(1, 2))
     cluster.timeouts(list(range(cluster.size)), T0)
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     (incident,) = report["incidents"]
     assert incident["silent_ranks"] == []
     culprit = top(report)
@@ -103,7 +107,7 @@ def test_process_that_exited(cluster: Cluster) -> None:
     gone = cluster.rank(1, 0)
     cluster.timeouts(others(cluster, gone), T0, peers=[(cluster.device_ip(1, 0), gone)], state="lost")
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     assert where(top(report)) == ("node-b", 0, gone, "process_exit")
     assert report["incidents"][0]["silent_ranks"] == [gone]
 
@@ -113,7 +117,7 @@ def test_hung_rank_without_hardware_fault(cluster: Cluster) -> None:
     cluster.timeouts(others(cluster, hung), T0, peers=[(cluster.device_ip(2, 2), hung)], state="stuck")
     cluster.noise(hung, T0 + 1200)  # the process still logs: it is alive, not dead
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     culprit = top(report)
     assert where(culprit) == ("node-c", 2, hung, "process_hang")
     assert any("saw it stuck" in line for line in culprit["evidence"])
@@ -125,7 +129,7 @@ def test_silent_rank_alone_is_a_hang(cluster: Cluster) -> None:
     cluster.timeouts(others(cluster, hung), T0)
     cluster.noise(hung, T0 + 1200)
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     assert where(top(report)) == ("node-a", 3, hung, "process_hang")
 
 
@@ -135,7 +139,7 @@ def test_desync(tmp_path: Path) -> None:
     cluster.timeouts(others(cluster, odd), T0, op="AllReduce")
     cluster.timeout(odd, T0 + 5, op="AllGather")
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     culprit = top(report)
     assert where(culprit) == ("node-b", 2, odd, "desync")
     assert "HCCL: rank 6 timed out in AllGather at operation index 21, ranks 0-5,7 in AllReduce" in culprit["evidence"]
@@ -151,11 +155,11 @@ def test_two_unrelated_incidents_in_one_window(tmp_path: Path) -> None:
     second.timeouts(others(second, hung), T0 + 600, peers=[(second.device_ip(0, 1), hung)], state="stuck")
     second.noise(hung, T0 + 2000)
     code, report = triage(*first.paths(), *second.paths())
-    assert code == 1
+    assert code == 2
     assert [i["comm"] for i in report["incidents"]] == [first.group, second.group]
     assert where(top(report, 0)) == ("node-b", 3, dead, "link_down")
     assert where(top(report, 1)) == ("node-c", 1, hung, "process_hang")
-    assert report["verdict"].startswith("2 incidents: [1] node-b NPU 3 (rank 7): RoCE link down")
+    assert report["verdict"]["text"].startswith("2 incidents: [1] node-b NPU 3 (rank 7): RoCE link down")
     # each incident's culprits come from its own nodes
     assert {c["node"] for c in report["incidents"][0]["culprits"]} <= {"node-a", "node-b"}
     assert {c["node"] for c in report["incidents"][1]["culprits"]} <= {"node-c", "node-d"}
@@ -173,7 +177,7 @@ def test_old_incident_outside_the_window(cluster: Cluster) -> None:
     assert where(top(everything, 0))[:3] == ("node-a", 2, old_culprit)
     assert where(top(everything, 1)) == ("node-c", 1, dead, "link_down")
     code, report = triage(*cluster.paths(), "--since", str(T0 - 3600), "--until", str(T0 + 3600))
-    assert code == 1
+    assert code == 2
     assert len(report["incidents"]) == 1
     assert where(top(report)) == ("node-c", 1, dead, "link_down")
     assert report["window"] == {"start": T0 - 3600, "end": T0 + 3600}
@@ -186,7 +190,7 @@ def test_blamed_node_whose_bundle_is_missing(cluster: Cluster, tmp_path: Path) -
         cluster.manifest(node)
     table = cluster.rank_table(tmp_path / "hccl.json")
     code, report = triage(*cluster.paths(skip=[2]), "--rank-table", str(table))
-    assert code == 1
+    assert code == 2
     culprit = top(report)
     # no bundle from node-c: the rank table names its server and device
     assert where(culprit) == (cluster.host_ip(2), 1, dead, "process_exit")
@@ -194,7 +198,7 @@ def test_blamed_node_whose_bundle_is_missing(cluster: Cluster, tmp_path: Path) -
     assert any("no logs from 10.0.0.3" in line for line in culprit["evidence"])
     # without the rank table the address and rank still name it
     code, report = triage(*cluster.paths(skip=[2]))
-    assert code == 1
+    assert code == 2
     culprit = top(report)
     assert (culprit["node"], culprit["rank"]) == ("unknown", dead)
     assert "no bundle, rank table or address maps it to a node" in culprit["evidence"]
@@ -220,7 +224,7 @@ def test_one_ports_errors_reported_from_both_ends_of_three_links(tmp_path: Path)
         cluster.cqe(cluster.rank(node, 1), T0 - 59, cluster.device_ip(2, 1))
     cluster.timeouts(list(range(cluster.size)), T0)
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     (incident,) = report["incidents"]
     assert incident["tie"] is None
     culprit = top(report)
@@ -241,7 +245,7 @@ def test_the_knowledge_graph_chain_from_a_link_down_to_the_hccl_error(cluster: C
         plog.write(f"[ERROR] HCCL({pid},python3):{stamp} [network_manager.cc:210] [{pid}]rdma init fail, ret[-1]\n")
     cluster.timeouts(others(cluster, dead), T0, peers=[(cluster.device_ip(2, 1), dead)], state="lost")
     code, report = triage(*cluster.paths())
-    assert code == 1
+    assert code == 2
     culprit = top(report)
     assert where(culprit) == ("node-c", 1, dead, "link_down")
     assert ("fault graph: the port's link went from up to down (0x81078603) -> the RDMA NIC could not be "

@@ -39,7 +39,7 @@ def test_the_two_ends_of_one_erroring_link_are_a_tie_whichever_sorts_first(names
     assert incident.tie is not None
     assert {(c.node, c.rank) for c in incident.tie.culprits} == {(names[0], 0), (names[1], 1)}
     assert not incident.named
-    assert analyze(evidence_of(names)).exit_code == 2
+    assert analyze(evidence_of(names)).exit_code == 3
     first, second = sorted(names[:2])
     assert incident.verdict.startswith(f"undecided: {first} NPU 0 (rank {names.index(first)}) and {second} NPU 0 "
                                        f"(rank {names.index(second)}) score 1.5 each (RoCE errors); ")
@@ -63,7 +63,7 @@ def test_the_tie_is_in_the_text_report_with_what_would_break_it() -> None:
     report = analyze(evidence_of(["node-a", "node-b", "node-c", "node-d"]))
     text = render_text(report)
     assert "note      tie: node-a NPU 0 (rank 0) and node-b NPU 0 (rank 1) score 1.5 each: nothing in these" in text
-    assert "verdict: undecided: node-a NPU 0 (rank 0) and node-b NPU 0 (rank 1)" in text
+    assert "verdict: UNKNOWN undecided: node-a NPU 0 (rank 0) and node-b NPU 0 (rank 1)" in text
 
 
 def test_a_lone_top_score_is_no_tie() -> None:
