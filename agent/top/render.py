@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from agent.top.columns import CODES, columns
+from agent.top.columns import CODES, columns, stale_cell
+from agent.top.freshness import Freshness
 from agent.top.history import History
 from agent.top.lines import Line, fit, plain, wrap
 from agent.top.model import Fetched
@@ -68,7 +69,8 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
         text = f"no data from {fetched.where}: {fetched.error or 'waiting for the first read'}"
         return [fit([("npuwatch top", "head")], width), *wrap(text, width, "bad", 2)][:height]
     view = fetched.view
-    top = header(fetched, node, now, width, history)
+    fresh = Freshness(view, now)
+    top = header(fetched, node, now, width, history, fresh=fresh)
     rows = sorted_rows(view, state)
     state.selected = max(0, min(state.selected, len(rows) - 1))
     if state.detail and rows:
@@ -80,7 +82,10 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
         title.append((label.ljust(column.width) if column.title != CODES else label, "head"))
     table: list[Line] = []
     for index, row in enumerate(rows):
-        line: Line = [segment for column in shown for segment in column.cell(row)]
+        line: Line = []
+        for column in shown:
+            cell = column.cell(row)
+            line += stale_cell(cell) if column.metric and fresh.is_stale(column.metric) else cell
         if index == state.selected:
             line = [(text, "sel" if style in ("", "dim") else style) for text, style in line]
         table.append(fit(line, width))
@@ -91,7 +96,7 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
         table = table[start:start + max(0, room)]
     lines += table
     lines += panels(view, history, now, width)[:max(0, height - len(lines) - 1)]
-    lines += processes(view, width, height - len(lines) - 1)
+    lines += processes(view, width, height - len(lines) - 1, history, now)
     if len(lines) < height:
         lines.append(_footer(state, width))
     return lines[:height]

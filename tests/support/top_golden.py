@@ -20,7 +20,7 @@ from tests.support.paths import FIXTURES
 
 GOLDEN = FIXTURES / "top"
 EXPOSITION = GOLDEN / "demo_metrics.txt"
-NOW = 1_796_601_792.1  # the frames' clock: the exposition (captured at 1796601717) is 75 s old by it
+NOW = 1_796_613_590.1  # the frames' clock: 3 s after the exposition's last npu-smi round (every reading fresh)
 SIZES = ((80, 24), (200, 60))
 
 
