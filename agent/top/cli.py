@@ -13,13 +13,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from agent.top.fetch import PASSWORD_ENV, Reader, source_from_args
 from agent.top.history import History
-from agent.top.model import Fetched, parse_view, samples_of
+from agent.top.model import Fetched, NodeView, parse_view, samples_of
 from agent.top.render import SORT_KEYS, TopState, frame, plain
 
 if TYPE_CHECKING:
     from agent.core.config import Config
 
-__all__ = ["EXIT_NO_AGENT", "add_arguments", "main"]
+__all__ = ["DEMO_NODE", "EXIT_NO_AGENT", "add_arguments", "main"]
 
 EXIT_OK = 0
 EXIT_NO_AGENT = 2
@@ -43,15 +43,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     client.add_argument("--timeout", default="5s", metavar="DURATION", help="per read (default 5s)")
 
 
-def _node_name(args: Any, config: Config) -> str:
-    if getattr(args, "url", None):
-        return urllib.parse.urlparse(args.url).hostname or args.url
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _node_name(args: Any, config: Config, view: NodeView | None = None) -> str:
+    """The node the agent says it is (its ``node`` label), else the one ``--url`` names, else this node (a
+    loopback address is this node too: the name says more than 127.0.0.1)."""
+    if view is not None and view.node:
+        return view.node
+    host = urllib.parse.urlparse(args.url).hostname if getattr(args, "url", None) else None
+    if host and host not in _LOOPBACK and not host.startswith("127."):
+        return host
     return str(config.labels.get("node") or socket.gethostname())
 
 
+DEMO_NODE = "demo-node"  # what the header calls the demo's simulated node (not this machine's NPUs)
+
+
 def main(args: Any, config: Config, *, render: Callable[[], bytes] | None = None, out: IO[str] | None = None,
-         err: IO[str] | None = None) -> int:
-    """``render``: the exposition of an agent in this process (``--demo``), instead of reading one."""
+         err: IO[str] | None = None, node: str | None = None) -> int:
+    """``render``: the exposition of an agent in this process (``--demo``), instead of reading one; ``node``: the
+    header's name for the node (default: the agent's ``node`` label, else the host ``--url`` names, else this
+    host's name)."""
     from agent.core.config_values import parse_duration
 
     out = out or sys.stdout
@@ -70,7 +83,7 @@ def main(args: Any, config: Config, *, render: Callable[[], bytes] | None = None
         print(f"npuwatch top: no agent to read at {first.where}: {first.error}", file=err)
         return EXIT_NO_AGENT
     state = TopState(sort=args.sort, ascii_only=not _utf8(out))
-    node = _node_name(args, config)
+    node = node or _node_name(args, config, first.view)
     if args.once:
         history = History()
         history.add(first.view)

@@ -127,6 +127,7 @@ class Probe:
 class NodeView:
     rows: list[NpuRow] = field(default_factory=list)
     version: str | None = None
+    node: str | None = None  # the agent's ``node`` label (config ``labels.node``), when it sets one
     started_at: float | None = None
     collectors: list[Collector] = field(default_factory=list)
     timeouts: list[HcclRank] = field(default_factory=list)  # local ranks that timed out in the incident window
@@ -285,6 +286,7 @@ def _process_sample(process: Process, name: str, labels: Mapping[str, str], valu
 def _node_sample(view: NodeView, name: str, labels: Mapping[str, str], value: float) -> None:
     if name == "npuwatch_build_info":
         view.version = labels.get("version")
+        view.node = labels.get("node") or None
     elif name == "npuwatch_start_time_seconds":
         view.started_at = value
     elif name == "npuwatch_collector_up":

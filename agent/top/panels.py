@@ -189,8 +189,7 @@ def processes(view: NodeView, width: int, room: int, history: History | None = N
         return []
     if not listed:
         total = int(sum(counts))
-        said = (f"{total}; list them with {PER_PROCESS_KEY}: true" if total else
-                f"none (a list needs {PER_PROCESS_KEY}: true)")
+        said = f"{total}; list them with {PER_PROCESS_KEY}: true" if total else "none on the NPUs"
         return wrap("Processes " + said, width, "dim", _INDENT)[:room]
     now = time.time() if now is None else now
     listed.sort(key=lambda item: (-(item[1].memory or 0.0), item[0].npu, item[0].chip, item[1].pid))

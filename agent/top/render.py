@@ -18,6 +18,7 @@ from agent.top.lines import Line, fit, plain, wrap
 from agent.top.model import Fetched
 from agent.top.panels import detail, header, panels, processes
 from agent.top.state import SORT_KEYS, TopState, sorted_rows
+from agent.top.trends import trends
 
 __all__ = ["HELP", "SORT_KEYS", "Line", "TopState", "frame", "plain", "sorted_rows"]
 
@@ -92,11 +93,26 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
     lines = [*top, fit(title, width)]
     room = height - len(lines) - 1  # the footer
     if len(table) > room:
-        start = max(0, min(state.selected - room + 1, len(table) - room)) if room > 0 else 0
-        table = table[start:start + max(0, room)]
+        table = _scrolled(table, state.selected, room, width)
     lines += table
     lines += panels(view, history, now, width)[:max(0, height - len(lines) - 1)]
+    left = height - len(lines) - 1
+    listed = processes(view, width, left, history, now)
+    if not any(column.keep == 0 for column in shown) and left - min(len(listed), 3) > len(rows):
+        lines += trends(rows, history, width, left - min(len(listed), 3), state.ascii_only)
     lines += processes(view, width, height - len(lines) - 1, history, now)
     if len(lines) < height:
         lines.append(_footer(state, width))
     return lines[:height]
+
+
+def _scrolled(table: list[Line], selected: int, room: int, width: int) -> list[Line]:
+    """The rows around the selected one in ``room`` lines, the last of them saying how many are hidden where."""
+    if room <= 1:
+        return table[:max(0, room)]
+    shown = room - 1
+    start = max(0, min(selected - shown + 1, len(table) - shown))
+    above, below = start, len(table) - start - shown
+    where = ", ".join(f"{n} {side}" for n, side in ((above, "above"), (below, "below")) if n)
+    said = f"{above + below} more NPUs: {where} (up/down scrolls)"
+    return [*table[start:start + shown], fit([(said, "warn")], width)]
