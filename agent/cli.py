@@ -498,7 +498,9 @@ def cmd_top(args: argparse.Namespace) -> int:
     config = _load(args)
     demo_dir = _demo_dir(args)
     if demo_dir is None:
-        return top_cli.main(args, config)
+        from agent.daemon.standalone import standalone_agent
+
+        return top_cli.main(args, config, standalone=lambda: standalone_agent(config))
     from agent.demo.discovery import running_agent_url
 
     serving = running_agent_url(demo_dir)

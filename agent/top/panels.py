@@ -51,8 +51,6 @@ def header(fetched: Fetched, node: str, now: float, width: int, history: History
     assert view is not None
     fresh = fresh or Freshness(view, now)
     first: Line = [("npuwatch top", "head"), (f"  {node}", "bold")]
-    if fetched.mode:
-        first.append((f"  {fetched.mode}", "warn"))
     optional: list[tuple[int, Line]] = []  # (the order it is left out in: highest first, its segments)
     stale = fresh.stale_sources()
     oldest = fresh.oldest()
@@ -72,6 +70,8 @@ def header(fetched: Fetched, node: str, now: float, width: int, history: History
     while optional and width_of(first) + sum(width_of(part) for _, part in optional) > width:
         optional.remove(max(optional, key=lambda item: item[0]))
     lines = [first + [segment for _, part in optional for segment in part]]
+    if fetched.mode:  # not an agent's view: say whose it is before anything else
+        lines += wrap(fetched.mode, width, "warn", 2)
     if fetched.error:
         lines += wrap(f"the agent stopped answering: {fetched.error}", width, "bad", 2)
     if stale:

@@ -4,15 +4,19 @@ width, q quits 0), ``--once`` (at 60 columns a DOWN link stays and the codes go)
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.agent_harness import wait_for
@@ -158,3 +162,66 @@ def test_top_in_tmux_shows_faults_within_two_refreshes_fits_80x24_and_quits(agen
         assert tmux.rc.read_text().strip() == "0"
     finally:
         tmux.kill()
+
+
+class _Asks(http.server.BaseHTTPRequestHandler):
+    """An agent whose web config asks for basic auth: 401 to every request."""
+
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="npuwatch"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def asks_for_a_password() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Asks)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_401_names_the_flags_that_give_a_password(asks_for_a_password: str, tmp_path: Path) -> None:
+    run = npuwatch("top", "--once", "--url", asks_for_a_password)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip() == (f"npuwatch top: the agent at {asks_for_a_password}/metrics answered HTTP 401 "
+                                  "Unauthorized: the agent asks for a password: give --user and --password-file "
+                                  "(or $NPUWATCH_AGENT_PASSWORD)")
+    secret = tmp_path / "password"
+    secret.write_text("wrong\n")
+    wrong = npuwatch("top", "--once", "--url", asks_for_a_password, "--user", "ops", "--password-file", str(secret))
+    assert "the agent refused user 'ops' with that password: check --user and --password-file" in wrong.stderr
+
+
+def test_with_no_agent_on_the_node_it_reads_the_tools_itself_and_says_so(tmp_path: Path) -> None:
+    from agent.demo.node import DemoNode
+
+    node = DemoNode(tmp_path / "demo").open(chips=4)
+    node.set_fault("hot", chip=2)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "web": {"port": free_port()},  # nothing listens there
+        "collectors": {"npu_smi": {"path": str(node.bin_dir / "npu-smi")},
+                       "hccn_tool": {"path": str(node.bin_dir / "hccn_tool"),
+                                     "hccn_conf": str(node.directory / "hccn.conf")},
+                       "hccl_logs": {"paths": [str(node.directory / "log")]}},
+    }))
+    before = set(Path(tempfile.gettempdir()).glob("npuwatch-top-*"))
+    run = npuwatch("top", "--once", "--config", str(config), env=node.env())
+    assert run.returncode == 0, run.stderr
+    assert "no agent answered at http://127.0.0.1:" in run.stderr and "reading the tools in this process" in run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[1] == "standalone: no agent answered, top reads the tools itself"
+    assert [line.split()[0] for line in lines if line[:5].strip().isdigit()] == ["0", "1", "2", "3"]
+    hot = _row(run.stdout, 2)
+    assert "97°C" in hot and "too hot" in hot  # read from the tools and judged as check judges
+    assert lines[3] == "FAIL: chip too hot on NPU 2"  # the verdict check's evaluation gives
+    assert set(Path(tempfile.gettempdir()).glob("npuwatch-top-*")) == before  # its state went with it
