@@ -62,6 +62,7 @@ DEMO_NODE = "demo-node"  # what the header calls the demo's simulated node (not 
 
 Standalone = Callable[[], "tuple[Callable[[], bytes], Callable[[], None]]"]
 STANDALONE_MODE = "standalone: no agent answered, top reads the tools itself"
+DEMO_MODE = "demo: no demo agent is running, top runs one in this process"
 
 
 def main(args: Any, config: Config, *, render: Callable[[], bytes] | None = None, out: IO[str] | None = None,
@@ -81,12 +82,15 @@ def main(args: Any, config: Config, *, render: Callable[[], bytes] | None = None
         if interval <= 0:
             raise ValueError(f"--interval must be positive, got {args.interval!r}")
         if render is not None:
-            read = _in_process(render, "the demo agent in this process")
+            read = _in_process(render, "the demo agent in this process", DEMO_MODE)
         else:
             read = Reader(source_from_args(args, config)).read
             first = read()
     except NoLocalAgent as exc:
-        first = Fetched(None, None, str(exc), "this node's agent")
+        if standalone is None:
+            print(f"npuwatch top: {exc}", file=err)
+            return EXIT_NO_AGENT
+        first = Fetched(None, None, str(exc), "this node's agent")  # read below, by the standalone agent
     except ValueError as exc:
         print(f"npuwatch top: {exc}", file=err)
         return EXIT_NO_AGENT
@@ -128,8 +132,13 @@ def _show(args: Any, read: Callable[[], Fetched], first: Fetched, *, out: IO[str
         height = len(first.view.rows) + 30  # every NPU and every panel: a ticket wants them all
         out.write(plain(frame(first, history, state, width=width, height=height, node=node)))
         return EXIT_OK
+    import logging
+
     from agent.top.screen import run_screen
 
+    # The screen owns the terminal: an agent in this process (standalone, --demo) must not log over it; the
+    # header says which collectors are down and why.
+    logging.disable(logging.ERROR)
     color = not (args.no_color or os.environ.get("NO_COLOR"))
     return run_screen(read, interval_s=interval, node=node, state=state, color=color)
 

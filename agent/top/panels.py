@@ -203,44 +203,52 @@ def processes(view: NodeView, width: int, room: int, history: History | None = N
     return [fit(line, width) for line in lines[:room]]
 
 
-def detail(row: NpuRow, now: float, width: int) -> list[Line]:
+def detail(row: NpuRow, now: float, width: int, fresh: Freshness | None = None) -> list[Line]:
+    """One NPU's readings and findings, each reading whose collector is stale marked ``? stale``."""
     said: list[tuple[str, str]] = []
+    shown: list[str | None] = []  # the metric behind each line of ``said`` (None: not a reading)
+
+    def add(text: str, style: str, metric: str | None = None) -> None:
+        said.append((text, style))
+        shown.append(metric)
     if row.codes or row.handling:
         for code, level in sorted(row.codes.items()):
-            said.append((f"  code {code}  {level}: {LEVEL_ACTIONS.get(level, '?')}", level_style(level)))
+            add(f"  code {code}  {level}: {LEVEL_ACTIONS.get(level, '?')}", level_style(level), "npu_error_code_active")
         if row.handling and row.handling not in row.codes.values():
-            said.append((f"  held  {row.handling}: {LEVEL_ACTIONS.get(row.handling, '?')}", level_style(row.handling)))
+            add(f"  held  {row.handling}: {LEVEL_ACTIONS.get(row.handling, '?')}", level_style(row.handling),
+                "npu_fault_handling")
     if row.link_up is not None:
         changed = (f", last change {duration(max(0.0, now - row.link_changed_at))} ago"
                    if row.link_changed_at else "")
-        said.append((f"  RoCE link {'up' if row.link_up else 'DOWN'}{changed}; net health {row.net_health or '-'}",
-                     "ok" if row.link_up else "bad"))
+        add(f"  RoCE link {'up' if row.link_up else 'DOWN'}{changed}; net health {row.net_health or '-'}",
+            "ok" if row.link_up else "bad", "npu_roce_link_up")
     if row.optics_rx:
         rx = " ".join(f"{v * 1000:.2f}" for _, v in sorted(row.optics_rx.items()))
         tx = " ".join(f"{v * 1000:.2f}" for _, v in sorted(row.optics_tx.items()))
-        said.append((f"  optics rx {rx} mW; tx {tx} mW{'; SIGNAL LOST' if row.optics_lost else ''}",
-                     "bad" if row.optics_lost else ""))
+        add(f"  optics rx {rx} mW; tx {tx} mW{'; SIGNAL LOST' if row.optics_lost else ''}",
+            "bad" if row.optics_lost else "", "npu_optical_rx_power_watts")
     if row.ecc_current or row.ecc_isolated:
-        said.append(("  HBM ECC now " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_current.items()))
-                     + "; isolated pages " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_isolated.items())),
-                     "bad" if row.ecc_current.get("double") else ""))
+        add("  HBM ECC now " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_current.items()))
+            + "; isolated pages " + ", ".join(f"{b} {v:.0f}" for b, v in sorted(row.ecc_isolated.items())),
+            "bad" if row.ecc_current.get("double") else "", "npu_hbm_ecc_isolated_pages")
     if row.hccs_healthy is not None:
-        said.append(("  HCCS " + ("healthy" if row.hccs_healthy else "unhealthy (npu-smi info -t hccs: not OK)"),
-                     "ok" if row.hccs_healthy else "bad"))
+        add("  HCCS " + ("healthy" if row.hccs_healthy else "unhealthy (npu-smi info -t hccs: not OK)"),
+            "ok" if row.hccs_healthy else "bad", "npu_hccs_healthy")
     for found in sorted(row.faults.values(), key=lambda f: (-f.rank, f.kind != row.cause, f.kind)):
-        said.append((f"  {SEVERITY_WORDS.get(found.status, found.status)} {_label(found.kind)}, found "
-                     f"{duration(max(0.0, now - found.since))} ago", finding_style(found)))
+        add(f"  {SEVERITY_WORDS.get(found.status, found.status)} {_label(found.kind)}, found "
+            f"{duration(max(0.0, now - found.since))} ago", finding_style(found), "npu_fault_since_timestamp_seconds")
     if row.processes is not None:
-        said.append((f"  processes {row.processes:.0f}", ""))
+        add(f"  processes {row.processes:.0f}", "", "npu_processes")
         for _, process in sorted(row.procs.items()):
             memory = f"  {gib(process.memory)} GiB" if process.memory is not None else ""
             user = f"  {process.user}" if process.user else ""
-            said.append((f"    {process.label}{user}{memory}  {process.command}".rstrip(), ""))
+            add(f"    {process.label}{user}{memory}  {process.command}".rstrip(), "", "npu_process_memory_bytes")
     if row.gemm_efficiency:
-        said.append(("  GEMM probe " + ", ".join(f"{d} {e * 100:.0f}% of peak"
-                                                 for d, e in sorted(row.gemm_efficiency.items())), ""))
-    said.append(("  (esc or enter: back to the table)", "dim"))
+        add("  GEMM probe " + ", ".join(f"{d} {e * 100:.0f}% of peak" for d, e in sorted(row.gemm_efficiency.items())),
+            "")
+    add("  (esc or enter: back to the table)", "dim")
     lines: list[Line] = [fit([(f"NPU {row.name}", "head"), (f"  {row.model or ''}", "")], width)]
-    for text, style in said:
-        lines += wrap(text, width, style, 4)
+    for (text, style), metric in zip(said, shown):
+        stale = fresh is not None and metric is not None and fresh.is_stale(metric)
+        lines += wrap(f"{text} {STALE_MARK} stale" if stale else text, width, "dim" if stale else style, 4)
     return lines

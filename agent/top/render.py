@@ -75,7 +75,7 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
     rows = sorted_rows(view, state)
     state.selected = max(0, min(state.selected, len(rows) - 1))
     if state.detail and rows:
-        return [*top, *detail(rows[state.selected], now, width)][:height]
+        return [*top, *detail(rows[state.selected], now, width, fresh)][:height]
     shown = columns(rows, width, history, state)
     title: Line = []
     for column in shown:

@@ -145,6 +145,9 @@ def test_top_in_tmux_shows_faults_within_two_refreshes_fits_80x24_and_quits(agen
         tmux.until(lambda s: " DOWN" in _row(s, 6), timeout=2 * REFRESH_S + 1.5)
         assert time.monotonic() - had_link <= 2 * REFRESH_S + 1.5
 
+        wide = tmux.until(lambda s: "\nHistory " in s, timeout=5)  # 120x40: the history under the table
+        assert "AI Core history" not in wide and all(len(line) <= 120 for line in wide.splitlines())
+
         tmux.run("resize-window", "-t", "top", "-x", "80", "-y", "24")
         small = tmux.until(lambda s: s.startswith("npuwatch top") and "DOWN" in _row(s, 6), timeout=10)
         lines = small.rstrip("\n").splitlines()
@@ -201,14 +204,15 @@ def test_a_401_names_the_flags_that_give_a_password(asks_for_a_password: str, tm
     assert "the agent refused user 'ops' with that password: check --user and --password-file" in wrong.stderr
 
 
-def test_with_no_agent_on_the_node_it_reads_the_tools_itself_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("web", ["nothing listens", "disabled"])
+def test_with_no_agent_on_the_node_it_reads_the_tools_itself_and_says_so(tmp_path: Path, web: str) -> None:
     from agent.demo.node import DemoNode
 
     node = DemoNode(tmp_path / "demo").open(chips=4)
     node.set_fault("hot", chip=2)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
-        "web": {"port": free_port()},  # nothing listens there
+        "web": {"port": free_port()} if web == "nothing listens" else {"enabled": False},
         "collectors": {"npu_smi": {"path": str(node.bin_dir / "npu-smi")},
                        "hccn_tool": {"path": str(node.bin_dir / "hccn_tool"),
                                      "hccn_conf": str(node.directory / "hccn.conf")},
@@ -217,7 +221,8 @@ def test_with_no_agent_on_the_node_it_reads_the_tools_itself_and_says_so(tmp_pat
     before = set(Path(tempfile.gettempdir()).glob("npuwatch-top-*"))
     run = npuwatch("top", "--once", "--config", str(config), env=node.env())
     assert run.returncode == 0, run.stderr
-    assert "no agent answered at http://127.0.0.1:" in run.stderr and "reading the tools in this process" in run.stderr
+    assert "reading the tools in this process" in run.stderr
+    assert ("no agent answered at http://127.0.0.1:" if web == "nothing listens" else "serves nothing") in run.stderr
     lines = run.stdout.splitlines()
     assert lines[1] == "standalone: no agent answered, top reads the tools itself"
     assert [line.split()[0] for line in lines if line[:5].strip().isdigit()] == ["0", "1", "2", "3"]

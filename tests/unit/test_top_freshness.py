@@ -115,3 +115,16 @@ def test_cpu_is_the_use_between_the_agents_last_two_rounds() -> None:
 
 def test_run_time_reads_as_ps_prints_it() -> None:
     assert [run_time(s) for s in (5, 65, 3725, 90061)] == ["00:05", "01:05", "1:02:05", "1d 01h"]
+
+
+def test_the_detail_marks_each_stale_reading() -> None:
+    up = 'npuwatch_collector_up{collector="hccn_link"} '
+    down = TEXT.replace(up + '1.0', up + '0.0')
+    assert down != TEXT
+    got = Fetched(parse_view(samples_of(down)), NOW - 1.0, None, "http://n/metrics")
+    text = plain(frame(got, History(), TopState(detail=True, selected=6), width=200, height=60, node="n", now=NOW))
+    said = " ".join(text.split())
+    assert "RoCE link DOWN" in said and "net health" in said
+    link = next(line for line in text.splitlines() if line.startswith("  RoCE link"))
+    assert link.endswith("? stale")
+    assert not next(line for line in text.splitlines() if "processes" in line).endswith("stale")
