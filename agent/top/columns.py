@@ -208,7 +208,7 @@ def stale_cell(cell: Line) -> Line:
     blank to spare (the column's gap), else one character wider (the last column)."""
     text = "".join(t for t, _ in cell)
     content = text.rstrip()
-    if not content:
+    if content.strip() in ("", "-"):  # no reading to mark
         return cell
     pad = max(0, len(text) - len(content) - 1)
     return [(content, "dim"), (STALE_MARK, "warn"), (" " * pad, "")]

@@ -230,3 +230,39 @@ def test_with_no_agent_on_the_node_it_reads_the_tools_itself_and_says_so(tmp_pat
     assert "97°C" in hot and "too hot" in hot  # read from the tools and judged as check judges
     assert lines[3] == "FAIL: chip too hot on NPU 2"  # the verdict check's evaluation gives
     assert set(Path(tempfile.gettempdir()).glob("npuwatch-top-*")) == before  # its state went with it
+
+
+def _up(daemon: Daemon, collector: str) -> float | None:
+    try:
+        text = daemon.metrics()
+    except OSError:
+        return None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "npuwatch_collector_up" and sample.labels.get("collector") == collector:
+                return float(sample.value)
+    return None
+
+
+def test_after_an_npu_smi_hang_top_marks_the_old_readings_stale(tmp_path: Path) -> None:
+    # npu-smi every 5 s, killed after 2 s: the agent serves its last good readings for 15 s (3 intervals)
+    npu_smi = {**BASE_CONFIG["collectors"]["npu_smi"], "interval": "5s", "timeout": "2s"}
+    config = {**BASE_CONFIG, "collectors": {**BASE_CONFIG["collectors"], "npu_smi": npu_smi}}
+    daemon = Daemon(tmp_path, config, chips=4)
+    try:
+        assert wait_for(lambda: _value(daemon, "npu_temperature_celsius", "3") is not None, timeout=60), \
+            daemon.log_text()
+        fresh = npuwatch("top", "--once", "--url", daemon.url)
+        assert fresh.returncode == 0 and "stale" not in fresh.stdout and "°C?" not in fresh.stdout, fresh.stdout
+        set_hang = npuwatch("demo", "--demo-dir", str(daemon.demo_dir), "set", "npu_smi_hang")
+        assert set_hang.returncode == 0, set_hang.stderr
+        assert wait_for(lambda: _up(daemon, "npu_smi_info") == 0, timeout=60), daemon.log_text()
+        hung = npuwatch("top", "--once", "--url", daemon.url)
+        assert hung.returncode == 0, hung.stderr
+        rows = [_row(hung.stdout, npu) for npu in range(4)]
+        assert all("°C?" in row for row in rows), hung.stdout  # the last good temperatures, marked
+        said = " ".join(hung.stdout.split())
+        assert ", ? stale" in hung.stdout.splitlines()[0] and "? marks a stale reading:" in said
+        assert "npu_smi_info last read" in said and "now timeout" in said, said
+    finally:
+        daemon.stop()

@@ -128,3 +128,10 @@ def test_the_detail_marks_each_stale_reading() -> None:
     link = next(line for line in text.splitlines() if line.startswith("  RoCE link"))
     assert link.endswith("? stale")
     assert not next(line for line in text.splitlines() if "processes" in line).endswith("stale")
+
+
+def test_a_reading_the_agent_no_longer_serves_is_left_out_not_marked() -> None:
+    gone = "\n".join(line for line in TEXT.splitlines() if not line.startswith("npu_temperature_celsius{"))
+    text = _frame(gone, _last_success("npu_smi_info") + 60)
+    for row in _rows(text).values():
+        assert "°C" not in row and " -? " not in row and not row.endswith("-?")
