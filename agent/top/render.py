@@ -4,7 +4,9 @@ them, ``--once`` prints them as plain text. Pure: the view, the history and the 
 Nothing is cut inside a word: the table drops its columns of lowest priority as the terminal narrows
 (``agent.top.columns``), the header leaves out its least needed parts, and the panels' text is folded. Rows go,
 in this order, to the header, the table's title, the footer, every NPU (scrolling to the selected one when they
-do not all fit), the HCCL, probe and check panels, then the process list.
+do not all fit, the last row then saying how many are hidden above and below), the HCCL, probe and check panels,
+the History panel (when the table has no history columns and the rows left hold it and the first processes),
+then the process list. A cell whose reading is stale (``agent.top.freshness``) carries the stale mark.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ HELP = [
     ("enter", "the selected NPU's detail: codes, link, optics, ECC, HCCS, processes"),
     ("esc", "back to the table"),
     ("", ""),
-    ("Colours follow the checks' thresholds; set NO_COLOR (or --no-color) for none.", ""),
+    ("Colours are the agent's findings; set NO_COLOR (or --no-color) for none.", ""),
+    ("A ? after a reading: stale (its collector is down or late); the header says which and since when.", ""),
 ]
 _KEY_W = 13
 
