@@ -120,10 +120,14 @@ def _hccl(view: NodeView, history: History, now: float) -> list[tuple[str, str]]
     return said
 
 
-def panels(view: NodeView, history: History, now: float, width: int) -> list[Line]:
-    """HCCL, then the probes and the checks when the agent exports them (they run only where torch does)."""
+def panels(view: NodeView, history: History, now: float, width: int, fresh: Freshness | None = None) -> list[Line]:
+    """HCCL (marked when the log scanner is stale), then the probes and the checks when the agent exports them
+    (they run only where torch does)."""
     lines: list[Line] = []
-    for text, style in _hccl(view, history, now):
+    said = _hccl(view, history, now)
+    if fresh is not None and fresh.is_stale("npu_hccl_rank_timeout_timestamp_seconds"):
+        said[0] = (f"{said[0][0]} {STALE_MARK} stale: the log scanner is down or late", "dim")
+    for text, style in said:
         lines += wrap(text, width, style, _INDENT)
     probes: list[tuple[str, str]] = []
     for probe in sorted(view.probes, key=lambda p: p.name):

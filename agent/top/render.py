@@ -98,7 +98,7 @@ def frame(fetched: Fetched, history: History, state: TopState, *, width: int, he
     if len(table) > room:
         table = _scrolled(table, state.selected, room, width)
     lines += table
-    lines += panels(view, history, now, width)[:max(0, height - len(lines) - 1)]
+    lines += panels(view, history, now, width, fresh)[:max(0, height - len(lines) - 1)]
     left = height - len(lines) - 1
     listed = processes(view, width, left, history, now)
     if not any(column.keep == 0 for column in shown) and left - min(len(listed), 3) > len(rows):

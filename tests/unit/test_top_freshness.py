@@ -135,3 +135,12 @@ def test_a_reading_the_agent_no_longer_serves_is_left_out_not_marked() -> None:
     text = _frame(gone, _last_success("npu_smi_info") + 60)
     for row in _rows(text).values():
         assert "°C" not in row and " -? " not in row and not row.endswith("-?")
+
+
+def test_the_hccl_panel_says_when_the_log_scanner_is_stale() -> None:
+    assert "the log scanner" not in _frame(TEXT, NOW)
+    up = 'npuwatch_collector_up{collector="hccl_logs"} '
+    down = TEXT.replace(up + "1.0", up + "0.0")
+    assert down != TEXT
+    said = " ".join(_frame(down, NOW).split())
+    assert "HCCL local rank 1 timed out" in said and "? stale: the log scanner is down or late" in said
