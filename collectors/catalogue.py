@@ -250,8 +250,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npuwatch_collector_last_success_timestamp_seconds", "gauge",
                "Time of the collector's last successful run.", ("collector",), "agent"),
     MetricSpec("npuwatch_collector_interval_seconds", "gauge",
-               "How often the collector runs: a reading whose last success is older than this (and the run's "
-               "duration) is stale (npuwatch top marks it).", ("collector",), "agent"),
+               "How often the collector runs (npuwatch top marks a reading stale when its collector's last "
+               "success is older than this, half of it again, the run's duration and 2 s).", ("collector",), "agent"),
     MetricSpec("npuwatch_collector_errors_total", "counter", "Collector failures by reason.",
                ("collector", "reason"), "agent"),
     MetricSpec("npuwatch_parse_rejections_total", "counter",

@@ -4,8 +4,10 @@ reading's collector (the catalogue's owning source), when that collector last su
 (``npuwatch_collector_interval_seconds``).
 
 A reading is stale when its collector is down (the agent serves its last good samples for a while) or its last
-success is older than its interval plus its last run's duration and a little scheduling slack: a round that was
-due has not landed (an npu-smi that hangs). This compares times, never a reading: top still judges nothing."""
+success is older than its interval, plus half an interval, its last run's duration and 2 s: a round that was due
+has not landed (an npu-smi that hangs until its timeout). The half interval is the grace of a round that starts
+late because the one before it in its group overran (the scheduler skips a turn, it does not queue one). This
+compares times, never a reading: top still judges nothing."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from collections.abc import Iterable
 from agent.top.model import Collector, NodeView
 from collectors.catalogue import CATALOGUE
 
-__all__ = ["SLACK_S", "STALE_MARK", "TABLE_METRICS", "Freshness", "source_of"]
+__all__ = ["GRACE", "SLACK_S", "STALE_MARK", "TABLE_METRICS", "Freshness", "source_of"]
 
 SLACK_S = 2.0  # the scheduler's jitter between one run's end and the next's
+GRACE = 0.5  # of an interval: a round delayed by its group's previous one
 STALE_MARK = "?"
 # What the NPU table shows, by the metric each column reads (the header's age is the oldest of these).
 TABLE_METRICS = (
@@ -39,7 +42,8 @@ def _stale(collector: Collector, now: float) -> bool:
         return True  # the last good readings, served while it fails
     if collector.interval is None:
         return False  # an agent that exports no interval: nothing to compare with
-    return now - collector.last_success > collector.interval + (collector.duration or 0.0) + SLACK_S
+    due = collector.interval * (1.0 + GRACE) + (collector.duration or 0.0) + SLACK_S
+    return now - collector.last_success > due
 
 
 class Freshness:

@@ -144,3 +144,15 @@ def test_the_hccl_panel_says_when_the_log_scanner_is_stale() -> None:
     assert down != TEXT
     said = " ".join(_frame(down, NOW).split())
     assert "HCCL local rank 1 timed out" in said and "? stale: the log scanner is down or late" in said
+
+
+def test_a_round_is_late_after_its_interval_half_again_its_duration_and_2_s() -> None:
+    text = ('npuwatch_collector_up{collector="npu_smi_info"} 1\n'
+            'npuwatch_collector_last_success_timestamp_seconds{collector="npu_smi_info"} 1000\n'
+            'npuwatch_collector_interval_seconds{collector="npu_smi_info"} 10\n'
+            'npuwatch_collector_duration_seconds{collector="npu_smi_info"} 1\n')
+    view = parse_view(samples_of(text))
+    due = 1000 + 10 * 1.5 + 1 + 2
+    assert not Freshness(view, due - 0.1).is_stale("npu_temperature_celsius")  # a round delayed by its group
+    assert Freshness(view, due + 0.1).is_stale("npu_temperature_celsius")
+    assert not Freshness(view, due + 0.1).is_stale("npu_roce_link_up")  # another collector's reading
