@@ -498,13 +498,15 @@ def cmd_top(args: argparse.Namespace) -> int:
     config = _load(args)
     demo_dir = _demo_dir(args)
     if demo_dir is None:
-        return top_cli.main(args, config)
+        from agent.daemon.standalone import standalone_agent
+
+        return top_cli.main(args, config, standalone=lambda: standalone_agent(config))
     from agent.demo.discovery import running_agent_url
 
     serving = running_agent_url(demo_dir)
     if serving is not None and not args.url:
         args.url = serving
-        return top_cli.main(args, config)
+        return top_cli.main(args, config, node=top_cli.DEMO_NODE)
     from agent.daemon.assemble import build_agent
 
     bundle = build_agent(config, demo_dir, args.demo_chips)  # a demo agent in this process, serving no port
@@ -512,7 +514,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     agent.collect_once()
     agent.start(serve_http=False)
     try:
-        return top_cli.main(args, config, render=lambda: agent.cache.render().body)
+        return top_cli.main(args, config, render=lambda: agent.cache.render().body, node=top_cli.DEMO_NODE)
     finally:
         agent.stop()
 

@@ -92,7 +92,8 @@ class CollectContext:
     ``inventory`` maps (npu, chip) to extra ``npu_info`` labels gathered by
     other sources (logic id, serial, firmware, driver). ``process_owner``
     resolves a pid to (process name, user) via psutil; it is only set when
-    per-process metrics are enabled. ``fault_levels`` judges a chip's active
+    per-process metrics are enabled, as is ``process_usage``: a pid's (CPU seconds, start time, command line),
+    None when it is gone or in another namespace. ``fault_levels`` judges a chip's active
     error codes (chip, health word, codes) with the agent's history of them
     (``agent.handling.levels.FaultLevels``); None: the packaged table alone, without history.
     ``inventory_chips`` is how many chips the node is known to have (``npu-smi info -m``,
@@ -102,6 +103,7 @@ class CollectContext:
     inventory: Mapping[tuple[int, int], Mapping[str, str]] = field(default_factory=dict)
     per_process_metrics: bool = False
     process_owner: Callable[[int], tuple[str, str]] | None = None
+    process_usage: Callable[[int], tuple[float, float, str] | None] | None = None
     fault_levels: Callable[[ChipRef, str | None, Sequence[str]], ChipLevels] | None = None
     inventory_chips: int = 0
 

@@ -55,6 +55,15 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npu_process_memory_bytes", "gauge",
                "Device memory used by one process (opt-in: one series per pid).",
                (*CHIP, "pid", "process", "user"), "npu_smi_info"),
+    MetricSpec("npu_process_cpu_seconds_total", "counter",
+               "Host CPU time (user and system) of one process on the chip (opt-in with npu_process_memory_bytes; "
+               "absent for a pid the agent cannot see).", (*CHIP, "pid"), "npu_smi_info"),
+    MetricSpec("npu_process_start_time_seconds", "gauge",
+               "Unix time one process on the chip started (opt-in with npu_process_memory_bytes).",
+               (*CHIP, "pid"), "npu_smi_info"),
+    MetricSpec("npu_process_info", "gauge",
+               "The command line of one process on the chip, cut to 120 characters (always 1; opt-in with "
+               "npu_process_memory_bytes: one series per pid).", (*CHIP, "pid", "command"), "npu_smi_info"),
     # --- npu-smi -t usages / common (every 30 s)
     MetricSpec("npu_aivector_utilization_ratio", "gauge", "AI Vector utilization (0..1).", CHIP,
                "npu_smi_usages"),
@@ -240,6 +249,9 @@ _SPECS: tuple[MetricSpec, ...] = (
                ("collector",), "agent"),
     MetricSpec("npuwatch_collector_last_success_timestamp_seconds", "gauge",
                "Time of the collector's last successful run.", ("collector",), "agent"),
+    MetricSpec("npuwatch_collector_interval_seconds", "gauge",
+               "How often the collector runs (npuwatch top marks a reading stale when its collector's last "
+               "success is older than this, half of it again, the run's duration and 2 s).", ("collector",), "agent"),
     MetricSpec("npuwatch_collector_errors_total", "counter", "Collector failures by reason.",
                ("collector", "reason"), "agent"),
     MetricSpec("npuwatch_parse_rejections_total", "counter",

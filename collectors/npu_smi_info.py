@@ -211,6 +211,9 @@ def _board_pending(inventory: Any, key: tuple[int, int]) -> bool:
     return BOARD_PENDING in inventory.get(EVERY_CHIP, {})
 
 
+COMMAND_CHARS = 120  # npu_process_info's command: enough for the script and its first arguments
+
+
 def _label(value: str | None) -> str:
     """A label value from another source or from psutil, or "" when it is not printable ASCII of bounded length."""
     return value if value is not None and is_label_text(value) else ""
@@ -281,7 +284,21 @@ def _process_samples(table: InfoTable, ctx: CollectContext) -> list[Sample]:
             name, user = _label(owner_name) or printed_name, _label(owner_user)
         labels = label_pairs(npu=npu, chip=chip, pid=pid, process=name, user=user)
         out.append(Sample("npu_process_memory_bytes", labels, used))
+        usage = ctx.process_usage(pid) if ctx.process_usage is not None else None
+        if usage is not None:
+            cpu, started, command = usage
+            at = label_pairs(npu=npu, chip=chip, pid=pid)
+            out += [Sample("npu_process_cpu_seconds_total", at, cpu),
+                    Sample("npu_process_start_time_seconds", at, started),
+                    Sample("npu_process_info", (*at, ("command", command_label(command))), 1.0)]
     return out
+
+
+def command_label(command: str) -> str:
+    """A command line as a label value: each character that is not printable ASCII a ``?``, cut to
+    ``COMMAND_CHARS`` (a cut one ends in ``...``)."""
+    text = "".join(c if " " <= c <= "~" else "?" for c in command)
+    return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS - 3] + "..."
 
 
 def chip_refs(table: InfoTable, mapping: Iterable[MappingRow] | None = None) -> list[ChipRef]:

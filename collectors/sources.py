@@ -14,7 +14,8 @@ import psutil
 
 from collectors.base import ChipRef, Source
 
-__all__ = ["SOURCES", "SOURCE_MODULES", "RecordStore", "chip_refs", "chips_from", "inventory", "process_owner"]
+__all__ = ["SOURCES", "SOURCE_MODULES", "RecordStore", "chip_refs", "chips_from", "inventory", "process_owner",
+           "process_usage"]
 
 
 class RecordStore(Protocol):
@@ -144,3 +145,15 @@ def process_owner(pid: int) -> tuple[str, str]:
             return process.name(), process.username()
     except (psutil.Error, OSError, KeyError):
         return "", ""
+
+
+def process_usage(pid: int) -> tuple[float, float, str] | None:
+    """(CPU seconds in user and system mode, start time, command line) of a host pid; None when it is gone or in
+    another namespace."""
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            cpu = process.cpu_times()
+            return cpu.user + cpu.system, process.create_time(), " ".join(process.cmdline())
+    except (psutil.Error, OSError):
+        return None

@@ -142,7 +142,10 @@ class NpuSmiSection(ConfigSection):
     inventory_interval: float = setting(every, 600.0, "`-m`, `-t topo` (also run at start)")
     timeout: float = setting(positive_duration, 10.0, "per call; the process group is killed after it")
     max_parallel: int = setting(integer(1, 16), 2, "npu-smi processes at once (per-chip calls share this pool)")
-    per_process_metrics: bool = setting(boolean, False, "export `npu_process_memory_bytes` (one series per pid)")
+    per_process_metrics: bool = setting(boolean, False,
+                                        "export `npu_process_memory_bytes`, `npu_process_cpu_seconds_total`, "
+                                        "`npu_process_start_time_seconds` and `npu_process_info` "
+                                        "(one series each per pid)")
     job_info: bool = setting(boolean, True,
                              "export `npu_job_info` (job and rank of the process on each chip, from its environment "
                              "or rank table; one series per chip) on this interval")

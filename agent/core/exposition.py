@@ -140,6 +140,8 @@ def self_metric_samples(snapshots: Iterable[SourceSnapshot], expected_chips: int
             out.append(Sample("npuwatch_collector_duration_seconds", collector, snap.duration_s))
         if snap.last_success is not None:
             out.append(Sample("npuwatch_collector_last_success_timestamp_seconds", collector, snap.last_success))
+        if snap.interval_s > 0:
+            out.append(Sample("npuwatch_collector_interval_seconds", collector, snap.interval_s))
         for reason in ERROR_REASONS:
             out.append(Sample("npuwatch_collector_errors_total", (*collector, ("reason", reason)),
                               float(snap.errors.get(reason, 0))))
@@ -175,6 +177,7 @@ class SnapshotRenderer:
         "npuwatch_collector_down_reason",
         "npuwatch_collector_duration_seconds",
         "npuwatch_collector_last_success_timestamp_seconds",
+        "npuwatch_collector_interval_seconds",
         "npuwatch_collector_errors_total",
         "npuwatch_parse_rejections_total",
     )

@@ -250,6 +250,9 @@ class Agent:
             process_owner=source_registry.process_owner
             if self.config.collectors.npu_smi.per_process_metrics
             else None,
+            process_usage=source_registry.process_usage
+            if self.config.collectors.npu_smi.per_process_metrics
+            else None,
             fault_levels=self.fault_levels,
             inventory_chips=max(int(self.config.expected_chips), source_registry.mapped_chips(self.store)),
         )

@@ -410,6 +410,8 @@ def demo_overrides(demo_dir: Path, bin_dir: Path, config: Config, *, torch_found
         "probes.python": str(bin_dir / PROBE_PYTHON),
         "probes.backend": "cpu",
         "probes.idle_aicore_threshold": 1.0,
+        # One node with a few processes: top's process list shows them (the README's picture).
+        "collectors.npu_smi.per_process_metrics": True,
     }
     node = DemoNode(demo_dir)
     if not config.expected_chips and node.has_state():

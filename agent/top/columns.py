@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from agent.health.faults import LEVEL_ACTIONS, LEVEL_KINDS
 from agent.health.status import FAIL
 from agent.health.thresholds import FAULT_KINDS, fault_kind
+from agent.top.freshness import STALE_MARK
 from agent.top.history import History, sparkline
 from agent.top.lines import Line
 from agent.top.model import Finding, NpuRow
 from agent.top.state import TopState
 
-__all__ = ["CODES", "Column", "bar", "columns", "finding_style", "gib", "level_style", "short", "status_style"]
+__all__ = ["CODES", "Column", "bar", "columns", "finding_style", "gib", "level_style", "short", "stale_cell",
+           "status_style"]
 
 _STYLES = {"fail": "bad", "warn": "warn", "unknown": "dim", "ok": "ok"}
 _LINK_KINDS = ("link_down", "link_flap", "link_down_once")
@@ -39,6 +41,7 @@ class Column:
     width: int
     keep: int  # the lowest goes first when the terminal is too narrow for every column
     cell: Callable[[NpuRow], Line]
+    metric: str | None = None  # the series it shows (its collector says whether the cell is stale)
 
 
 def status_style(kind: str | None) -> str:
@@ -150,15 +153,18 @@ def _fixed(width: int, history: History, state: TopState) -> list[Column]:
     hot = float(fault_kind("chip_too_hot").threshold or 100.0)
     return [
         Column("NPU", 5, 99, lambda r: [(f"{r.name:>4} ", "bold")]),
-        Column("AI Core", bar_w + 1, 8, lambda r: [*bar(r.aicore, bar_w, ascii_only), (" ", "")]),
-        Column("HBM", bar_w + 1, 6, lambda r: [*bar(_hbm_ratio(r), bar_w, ascii_only), (" ", "")]),
-        Column("HBM used", 10, 1, hbm_used),
-        Column("HBM BW", 7, 2, lambda r: number(r.hbm_bandwidth, f"{(r.hbm_bandwidth or 0) * 100:3.0f}%", 7)),
-        Column("Temp", 6, 5, temperature),
-        Column("Power", 6, 3, lambda r: number(r.power, f"{r.power or 0:.0f}W", 6)),
-        Column("Health", 9, 10, health),
-        Column("Link", 9, 9, link),
-        Column("Proc", 5, 2, lambda r: number(r.processes, f"{r.processes or 0:.0f}", 5)),
+        Column("AI Core", bar_w + 1, 8, lambda r: [*bar(r.aicore, bar_w, ascii_only), (" ", "")],
+               "npu_aicore_utilization_ratio"),
+        Column("HBM", bar_w + 1, 6, lambda r: [*bar(_hbm_ratio(r), bar_w, ascii_only), (" ", "")],
+               "npu_hbm_used_bytes"),
+        Column("HBM used", 10, 1, hbm_used, "npu_hbm_used_bytes"),
+        Column("HBM BW", 7, 2, lambda r: number(r.hbm_bandwidth, f"{(r.hbm_bandwidth or 0) * 100:3.0f}%", 7),
+               "npu_hbm_bandwidth_utilization_ratio"),
+        Column("Temp", 6, 5, temperature, "npu_temperature_celsius"),
+        Column("Power", 6, 3, lambda r: number(r.power, f"{r.power or 0:.0f}W", 6), "npu_power_watts"),
+        Column("Health", 9, 10, health, "npu_chip_status"),
+        Column("Link", 9, 9, link, "npu_roce_link_up"),
+        Column("Proc", 5, 2, lambda r: number(r.processes, f"{r.processes or 0:.0f}", 5), "npu_processes"),
         Column("AI Core history", _SPARK_W + 1, 0, _spark(history.aicore, 0.0, 1.0, ascii_only)),
         Column("Temp history", _SPARK_W + 1, 0, _spark(history.temperature, 30.0, hot, ascii_only)),
     ]
@@ -193,5 +199,16 @@ def columns(rows: Sequence[NpuRow], width: int, history: History, state: TopStat
         shown = [c for c in shown if c is not drop]
     if with_codes:
         room = width - sum(c.width for c in shown)
-        shown.append(Column(CODES, room, _CODES_KEEP, _codes_cell(room)))
+        shown.append(Column(CODES, room, _CODES_KEEP, _codes_cell(room), "npu_error_code_active"))
     return shown
+
+
+def stale_cell(cell: Line) -> Line:
+    """A cell whose reading is stale: dimmed, the stale mark right after its text, in its width when it has a
+    blank to spare (the column's gap), else one character wider (the last column)."""
+    text = "".join(t for t, _ in cell)
+    content = text.rstrip()
+    if content.strip() in ("", "-"):  # no reading to mark
+        return cell
+    pad = max(0, len(text) - len(content) - 1)
+    return [(content, "dim"), (STALE_MARK, "warn"), (" " * pad, "")]

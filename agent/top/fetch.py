@@ -18,10 +18,14 @@ from agent.top.model import Fetched, NodeView, parse_view, samples_of
 if TYPE_CHECKING:
     from agent.core.config import Config
 
-__all__ = ["PASSWORD_ENV", "AgentSource", "Reader", "source_from_args"]
+__all__ = ["PASSWORD_ENV", "AgentSource", "NoLocalAgent", "Reader", "source_from_args"]
 
 PASSWORD_ENV = "NPUWATCH_AGENT_PASSWORD"  # noqa: S105 - the variable's name, not a password
 _MAX_BYTES = 32 << 20
+
+
+class NoLocalAgent(ValueError):
+    """The config gives this node's agent nothing to serve (no web, no textfile)."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,18 @@ class AgentSource:
             with opener.open(request, timeout=self.timeout_s) as response:
                 return response.read(_MAX_BYTES).decode("utf-8", "replace")  # type: ignore[no-any-return]
         except urllib.error.HTTPError as exc:
-            raise OSError(f"HTTP {exc.code} {exc.reason}") from None
+            raise OSError(f"HTTP {exc.code} {exc.reason}{self._hint(exc.code)}") from None
         except urllib.error.URLError as exc:
             raise OSError(str(exc.reason)) from None
+
+    def _hint(self, code: int) -> str:
+        """What to do about an HTTP error the agent answered with (its web config asks for basic auth)."""
+        if code != 401:
+            return ""
+        if self.username is None:
+            return f": the agent asks for a password: give --user and --password-file (or ${PASSWORD_ENV})"
+        return (f": the agent refused user {self.username!r} with that password: check --user and "
+                f"--password-file (or ${PASSWORD_ENV})")
 
 
 def source_from_args(args: Any, config: Config) -> AgentSource:
@@ -68,8 +81,8 @@ def source_from_args(args: Any, config: Config) -> AgentSource:
                            timeout_s=timeout)
     endpoint = agent_endpoint(config)
     if endpoint is None:
-        raise ValueError("the agent serves nothing to read (web.enabled and textfile.enabled are false): "
-                         "give --url")
+        raise NoLocalAgent("the agent serves nothing to read (web.enabled and textfile.enabled are false): "
+                           "give --url")
     if endpoint.url is None:
         return AgentSource(textfile=endpoint.textfile, timeout_s=timeout)
     if endpoint.auth and getattr(args, "user", None) is None:

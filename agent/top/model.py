@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Collector", "Fetched", "Finding", "HcclRank", "NodeView", "NpuRow", "Probe", "parse_view", "samples_of"]
+__all__ = ["Collector", "Fetched", "Finding", "HcclRank", "NodeView", "NpuRow", "Probe", "Process", "parse_view",
+           "samples_of"]
 
 Sample = tuple[str, Mapping[str, str], float]
 Key = tuple[int, int]  # (npu, chip)
@@ -28,6 +29,23 @@ class Finding:
     @property
     def rank(self) -> int:
         return _STATUS_RANK.get(self.status, 0)
+
+
+@dataclass
+class Process:
+    """One process on a chip, as the agent's per-process series say (opt-in: ``per_process_metrics``)."""
+
+    pid: str
+    name: str = "?"
+    user: str = ""
+    memory: float | None = None  # device memory, bytes
+    cpu_seconds: float | None = None  # host CPU time so far
+    started_at: float | None = None
+    command: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.pid})"
 
 
 @dataclass
@@ -50,7 +68,7 @@ class NpuRow:
     link_changed_at: float | None = None
     net_health: str | None = None
     processes: float | None = None
-    process_memory: dict[str, float] = field(default_factory=dict)  # "name (pid)" -> bytes
+    procs: dict[str, Process] = field(default_factory=dict)  # pid -> the process
     ecc_current: dict[str, float] = field(default_factory=dict)  # bit -> errors now
     ecc_isolated: dict[str, float] = field(default_factory=dict)  # bit -> isolated pages
     hccs_healthy: bool | None = None  # npu_hccs_healthy: one health word for the chip's HCCS links
@@ -72,17 +90,23 @@ class NpuRow:
         """How bad the agent judges the chip: 0 ok up to 3 fail (FAIL > UNKNOWN > WARN > ok)."""
         return _STATUS_RANK.get(self.status or "ok", 0)
 
+    def process(self, pid: str) -> Process:
+        return self.procs.setdefault(pid, Process(pid))
+
     def finding(self, *kinds: str) -> Finding | None:
         """The worst active finding of these kinds."""
         found = [self.faults[kind] for kind in kinds if kind in self.faults]
         return max(found, key=lambda f: f.rank) if found else None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Collector:
     name: str
     up: bool
     reason: str | None = None
+    last_success: float | None = None  # npuwatch_collector_last_success_timestamp_seconds
+    interval: float | None = None  # npuwatch_collector_interval_seconds (None: an agent that exports none)
+    duration: float | None = None  # its last run's
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,7 @@ class Probe:
 class NodeView:
     rows: list[NpuRow] = field(default_factory=list)
     version: str | None = None
+    node: str | None = None  # the agent's ``node`` label (config ``labels.node``), when it sets one
     started_at: float | None = None
     collectors: list[Collector] = field(default_factory=list)
     timeouts: list[HcclRank] = field(default_factory=list)  # local ranks that timed out in the incident window
@@ -129,6 +154,14 @@ class NodeView:
     def down(self) -> list[Collector]:
         return [c for c in self.collectors if not c.up]
 
+    def collector(self, name: str) -> Collector:
+        """The named collector's entry, made (down until its ``up`` sample says otherwise) on first mention."""
+        found = next((c for c in self.collectors if c.name == name), None)
+        if found is None:
+            found = Collector(name, False)
+            self.collectors.append(found)
+        return found
+
 
 @dataclass(frozen=True)
 class Fetched:
@@ -138,6 +171,7 @@ class Fetched:
     at: float | None  # when ``view`` was read (None: never)
     error: str | None  # why the latest read failed (None: it did not)
     where: str  # the URL or file read
+    mode: str | None = None  # said in the header when top reads something other than an agent (standalone)
 
 
 def samples_of(text: str) -> list[Sample]:
@@ -224,8 +258,8 @@ def _row_sample(row: NpuRow, name: str, labels: Mapping[str, str], value: float)
         row.optics_lost = value == 1
     elif name == "npu_hccs_healthy":
         row.hccs_healthy = value == 1
-    elif name == "npu_process_memory_bytes":
-        row.process_memory[f"{labels.get('process', '?')} ({labels.get('pid', '?')})"] = value
+    elif name.startswith("npu_process_") and name != "npu_processes":
+        _process_sample(row.process(labels.get("pid", "?")), name, labels, value)
     elif name == "npu_probe_gemm_correct":
         row.gemm_correct[labels.get("dtype", "")] = value == 1
     elif name == "npu_chip_status":
@@ -236,17 +270,35 @@ def _row_sample(row: NpuRow, name: str, labels: Mapping[str, str], value: float)
         row.faults[kind] = Finding(kind, labels.get("status", "warn"), value)
 
 
+def _process_sample(process: Process, name: str, labels: Mapping[str, str], value: float) -> None:
+    if name == "npu_process_memory_bytes":
+        process.memory = value
+        process.name = labels.get("process") or "?"
+        process.user = labels.get("user", "")
+    elif name == "npu_process_cpu_seconds_total":
+        process.cpu_seconds = value
+    elif name == "npu_process_start_time_seconds":
+        process.started_at = value
+    elif name == "npu_process_info":
+        process.command = labels.get("command", "")
+
+
 def _node_sample(view: NodeView, name: str, labels: Mapping[str, str], value: float) -> None:
     if name == "npuwatch_build_info":
         view.version = labels.get("version")
+        view.node = labels.get("node") or None
     elif name == "npuwatch_start_time_seconds":
         view.started_at = value
     elif name == "npuwatch_collector_up":
-        view.collectors.append(Collector(labels.get("collector", "?"), value == 1))
+        view.collector(labels.get("collector", "?")).up = value == 1
     elif name == "npuwatch_collector_down_reason" and value == 1:
-        collector = labels.get("collector", "?")
-        view.collectors = [Collector(c.name, c.up, labels.get("reason")) if c.name == collector else c
-                           for c in view.collectors]
+        view.collector(labels.get("collector", "?")).reason = labels.get("reason")
+    elif name == "npuwatch_collector_last_success_timestamp_seconds":
+        view.collector(labels.get("collector", "?")).last_success = value
+    elif name == "npuwatch_collector_interval_seconds":
+        view.collector(labels.get("collector", "?")).interval = value
+    elif name == "npuwatch_collector_duration_seconds":
+        view.collector(labels.get("collector", "?")).duration = value
     elif name == "npu_hccl_rank_timeout_timestamp_seconds":
         view.timeouts.append(HcclRank(labels.get("comm", "?"), labels.get("rank", "?"), labels.get("npu", "?"), value))
     elif name == "npu_hccl_peer_blamed_timestamp_seconds":

@@ -167,7 +167,8 @@ def test_the_running_demo_is_found_its_agent_checked_and_it_expects_its_chips(da
     assert by_name["temperature"]["status"] == "FAIL"  # the running demo's fault, not a fresh node
     assert found.stderr == ""  # no INFO lines without -v
     top = npuwatch_cli("top", "--demo", "--once", env=env)
-    assert top.returncode == 0 and "127.0.0.1" in top.stdout  # the running agent's page, not one of its own
+    assert top.returncode == 0 and top.stdout.startswith("npuwatch top  demo-node  ")
+    assert "in this process" not in top.stdout  # the running agent's page, not one of its own
     daemon.stop()
     assert running_agent_url(daemon.demo_dir) is None and (daemon.demo_dir / AGENT_FILE).exists()
     alone = json.loads(npuwatch_cli("check", "--demo", "--json", env=env).stdout)

@@ -1,5 +1,5 @@
 """Golden frames of ``npuwatch top``: a demo node's exposition (captured once, kept as a fixture) rendered at
-80x24 and 200x60, compared by tests/unit/test_top_render.py.
+40x10, 80x24, 120x40 and 200x60, compared by tests/unit/test_top_render.py.
 
 Tests only compare. ``python -m tests.support.top_golden`` renders the frames again from the kept exposition
 (after a deliberate change to the view); ``--capture`` first captures a new exposition from a demo agent with
@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agent.top.cli import DEMO_NODE
 from agent.top.history import History
 from agent.top.model import Fetched, parse_view, samples_of
 from agent.top.render import TopState, frame, plain
@@ -20,8 +21,8 @@ from tests.support.paths import FIXTURES
 
 GOLDEN = FIXTURES / "top"
 EXPOSITION = GOLDEN / "demo_metrics.txt"
-NOW = 1_796_601_792.1  # the frames' clock: the exposition (captured at 1796601717) is 75 s old by it
-SIZES = ((80, 24), (200, 60))
+NOW = 1_796_613_590.1  # the frames' clock: 3 s after the exposition's last npu-smi round (every reading fresh)
+SIZES = ((40, 10), (80, 24), (120, 40), (200, 60))
 
 
 def fetched(text: str, error: str | None = None) -> Fetched:
@@ -33,7 +34,7 @@ def render(width: int, height: int, state: TopState | None = None, text: str | N
     history = History()
     assert got.view is not None
     history.add(got.view)
-    return plain(frame(got, history, state or TopState(), width=width, height=height, node="demo-node", now=NOW))
+    return plain(frame(got, history, state or TopState(), width=width, height=height, node=DEMO_NODE, now=NOW))
 
 
 def capture() -> str:

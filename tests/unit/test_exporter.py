@@ -286,6 +286,7 @@ def test_self_metric_samples_of_an_up_and_a_down_collector() -> None:
         Sample("npuwatch_collector_up", (("collector", "temp"),), 1.0),
         Sample("npuwatch_collector_duration_seconds", (("collector", "temp"),), 0.5),
         Sample("npuwatch_collector_last_success_timestamp_seconds", (("collector", "temp"),), 100.0),
+        Sample("npuwatch_collector_interval_seconds", (("collector", "temp"),), 15.0),
         Sample("npuwatch_collector_errors_total", (("collector", "temp"), ("reason", "timeout")), 2.0),
         Sample("npuwatch_collector_errors_total", (("collector", "temp"), ("reason", "exit")), 0.0),
         Sample("npuwatch_collector_errors_total", (("collector", "temp"), ("reason", "parse")), 1.0),
@@ -293,11 +294,13 @@ def test_self_metric_samples_of_an_up_and_a_down_collector() -> None:
         Sample("npuwatch_parse_rejections_total", (("collector", "temp"),), 3.0),
         Sample("npuwatch_collector_up", (("collector", "hccn"),), 0.0),
         Sample("npuwatch_collector_down_reason", (("collector", "hccn"), ("reason", "not_run")), 1.0),
+        Sample("npuwatch_collector_interval_seconds", (("collector", "hccn"),), 30.0),
         *[Sample("npuwatch_collector_errors_total", (("collector", "hccn"), ("reason", reason)), 0.0)
           for reason in ("timeout", "exit", "parse", "missing_tool")],
         Sample("npuwatch_parse_rejections_total", (("collector", "hccn"),), 0.0),
         Sample("npuwatch_collector_up", (("collector", "ecc"),), 0.0),
         Sample("npuwatch_collector_down_reason", (("collector", "ecc"), ("reason", "not_run")), 1.0),
+        Sample("npuwatch_collector_interval_seconds", (("collector", "ecc"),), 30.0),
         *[Sample("npuwatch_collector_errors_total", (("collector", "ecc"), ("reason", reason)), 0.0)
           for reason in ("timeout", "exit", "parse", "missing_tool")],
         Sample("npuwatch_parse_rejections_total", (("collector", "ecc"),), 0.0),

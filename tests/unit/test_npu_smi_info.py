@@ -962,3 +962,18 @@ def test_headers_without_units_keep_the_usual_column_order() -> None:
     assert (chip.power_watts, chip.temperature_celsius, chip.hugepages_used, chip.hugepages_total) == \
         (101.3, 41.0, 12.0, 64.0)
     assert (chip.aicore_ratio, chip.memory_used_bytes, chip.hbm_used_bytes) == (0.37, 300 * MIB, 100 * MIB)
+
+
+def test_per_process_usage_is_cpu_time_start_and_a_bounded_command_line() -> None:
+    table = _load("info_910b3_x2_procs.txt")
+    usage = {2210418: (12.5, 1_796_600_000.0, "python3 train.py --cfg a\x00b " + "x" * 200)}
+    out = samples(table, None, CollectContext(per_process_metrics=True, process_usage=usage.get))
+    assert _value(out, "npu_process_cpu_seconds_total", pid="2210418", npu="0") == 12.5
+    assert _value(out, "npu_process_start_time_seconds", pid="2210418", npu="1") == 1_796_600_000.0
+    commands = {dict(s.labels)["command"] for s in out if s.metric == "npu_process_info"}
+    assert len(commands) == 1
+    command = commands.pop()
+    assert command.startswith("python3 train.py --cfg a?b ") and command.endswith("...") and len(command) == 120
+    assert not [s for s in out if dict(s.labels).get("pid") == "2210555" and s.metric != "npu_process_memory_bytes"]
+    off = samples(table, None, CollectContext(per_process_metrics=False, process_usage=usage.get))
+    assert not [s for s in off if s.metric.startswith("npu_process_") and s.metric != "npu_processes"]

@@ -1,5 +1,5 @@
-"""``npuwatch top``'s frames: the golden frames of a demo node at 80x24 and 200x60, every terminal size without a
-traceback or an overlong line, what is left out when the agent does not export it, and the keys."""
+"""``npuwatch top``'s frames: the golden frames of a demo node at 40x10, 80x24, 120x40 and 200x60, every terminal
+size without a traceback or an overlong line, what is left out when the agent does not export it, and the keys."""
 
 from __future__ import annotations
 
@@ -86,9 +86,16 @@ def test_any_terminal_size_gets_a_frame_that_fits(width: int, height: int) -> No
         assert all(sum(len(text) for text, _ in line) <= width for line in lines)
 
 
+def _last_success(text: str, collector: str) -> float:
+    view = parse_view(samples_of(text))
+    found = next(c for c in view.collectors if c.name == collector)
+    assert found.last_success is not None
+    return found.last_success
+
+
 def test_at_80x24_every_npu_keeps_its_codes_and_the_data_age() -> None:
     text = top_golden.render(80, 24)
-    assert "data 1.5 s old" in text.splitlines()[0]
+    assert "data 4.3 s old" in text.splitlines()[0]
     assert "80E18402 SeparateNPU" in text
     assert all(f"\n{npu:>4} " in text for npu in range(8))
 
@@ -105,9 +112,9 @@ def test_a_reading_the_agent_does_not_export_is_left_out() -> None:
 
 
 def test_an_agent_that_stops_answering_shows_the_age_of_the_last_view() -> None:
-    stale = Fetched(parse_view(samples_of(TEXT)), top_golden.NOW - 95, "Connection refused", "http://x/metrics")
-    text = plain(frame(stale, History(), TopState(), width=120, height=30, node="n", now=top_golden.NOW))
-    assert "data 1 min 35 s old" in text
+    stale = Fetched(parse_view(samples_of(TEXT)), top_golden.NOW, "Connection refused", "http://x/metrics")
+    text = plain(frame(stale, History(), TopState(), width=120, height=30, node="n", now=top_golden.NOW + 95))
+    assert "data 1 min 39 s old, ? stale" in text
     assert "the agent stopped answering: Connection refused" in text
     never = plain(frame(Fetched(None, None, "Connection refused", "http://x/metrics"), History(), TopState(),
                         width=120, height=30, node="n", now=top_golden.NOW))
@@ -193,6 +200,7 @@ def test_no_width_cuts_a_word() -> None:
     for width in (80, 100, 120, 160, 200, 400):
         for state in _states():
             whole |= _words(_render(width, 100, state)) | _words(_render(width, 17, state))
+            whole |= _words(_render(width, 10, state)) | _words(_render(width, 10, TopState(selected=7)))
     for width in range(24, 130, 3):
         for height in (12, 24, 40):
             for state in _states():
@@ -202,7 +210,7 @@ def test_no_width_cuts_a_word() -> None:
 
 def test_at_80x24_the_header_help_and_hccl_lines_keep_their_words() -> None:
     text = top_golden.render(80, 24)
-    assert text.splitlines()[0].endswith("up 1 min 16 s")
+    assert text.splitlines()[0].endswith("up 8.5 s")
     assert "communicator" in text and "29.1.0.10%enp_60000_0_" in text and "(8 ranks)" in text
     help_text = top_golden.render(80, 24, TopState(help=True))
     assert "codes, link, optics, ECC, HCCS, processes" in " ".join(help_text.split())
@@ -243,12 +251,12 @@ def test_hbm_is_a_bar_of_used_over_total() -> None:
 
 def test_the_process_list_names_each_process_and_says_how_many_it_leaves_out() -> None:
     text = top_golden.render(120, 24)
-    assert "Processes" in text and "python3 (41207)" in text
-    listed = [line for line in text.splitlines() if "python3 (" in line]
-    assert listed[0].split()[:2] == ["7", "11.0G"]  # the most HBM first
+    assert "Processes   NPU     PID USER         HBM  CPU%     TIME  COMMAND" in text
+    listed = [line for line in text.splitlines() if line.endswith("python3")]
+    assert listed[0].split()[:4] == ["7", "41207", "-", "11.0G"]  # the most HBM first
     short = top_golden.render(120, 17)
-    shown = [line for line in short.splitlines() if "python3 (" in line]
-    assert 0 < len(shown) < 8 and "python3 (41207)" in shown[0]
+    shown = [line for line in short.splitlines() if line.endswith("python3")]
+    assert 0 < len(shown) < 8 and " 41207 " in shown[0]
     assert f"and {8 - len(shown)} more (enter on an NPU lists its own)" in short
 
 
@@ -259,5 +267,59 @@ def test_without_per_process_series_one_line_says_how_to_list_them() -> None:
     assert line == "Processes 8; list them with collectors.npu_smi.per_process_metrics: true"
     none = "\n".join(line.replace("} 1.0", "} 0.0") if line.startswith("npu_processes{") else line
                      for line in text.splitlines())
-    assert "Processes none (a list needs collectors.npu_smi.per_process_metrics: true)" in \
-        top_golden.render(80, 24, text=none)
+    assert "Processes none on the NPUs" in top_golden.render(80, 24, text=none)
+
+
+def test_rows_that_do_not_fit_are_counted_where_they_are() -> None:
+    first = top_golden.render(40, 10).splitlines()
+    assert [line.split()[0] for line in first[4:8]] == ["0", "1", "2", "3"]
+    assert first[8] == "4 more NPUs: 4 below (up/down scrolls)"
+    middle = top_golden.render(40, 10, TopState(selected=5)).splitlines()
+    assert [line.split()[0] for line in middle[4:8]] == ["2", "3", "4", "5"]
+    assert middle[8] == "4 more NPUs: 2 above, 2 below (up/down"  # cut at a space, never in a word
+    assert "more NPUs" not in top_golden.render(80, 24)  # every NPU shows: nothing to count
+
+
+def _history(views: int) -> History:
+    history = History()
+    view = parse_view(samples_of(TEXT))
+    for step in range(views):
+        for row in view.rows:
+            row.aicore = (step % 8) / 7
+        history.add(view)
+    return history
+
+
+@pytest.mark.parametrize("width", [100, 120, 160])
+def test_history_shows_at_100_to_160_columns_under_the_table(width: int) -> None:
+    text = plain(frame(FETCHED, _history(40), TopState(), width=width, height=40, node="n", now=top_golden.NOW))
+    lines = text.splitlines()
+    title = next(index for index, line in enumerate(lines) if line.startswith("History"))
+    assert "AI Core" in lines[title] and "Temp" in lines[title]
+    assert all(len(line) <= width for line in lines)
+    marks = [line for line in lines[title + 1:title + 9]]
+    assert [line.split()[0] for line in marks] == [str(npu) for npu in range(8)]
+    assert all("▁▂▃▄▅▆▇█" in line for line in marks), marks  # the last refreshes, each a mark
+    assert "AI Core history" not in text  # the table's own columns need 200: one history, not two
+
+
+def test_history_gives_way_to_the_table_and_the_process_list() -> None:
+    assert "History" not in plain(frame(FETCHED, _history(40), TopState(), width=120, height=24, node="n",
+                                        now=top_golden.NOW))
+    wide = plain(frame(FETCHED, _history(40), TopState(), width=200, height=60, node="n", now=top_golden.NOW))
+    assert "AI Core history" in wide and "\nHistory" not in wide
+
+
+def test_the_header_names_the_node_not_a_loopback_address() -> None:
+    import argparse
+    import socket
+
+    from agent.core.config import load_config
+    from agent.top.cli import _node_name
+
+    config = load_config(None)
+    local = argparse.Namespace(url="http://127.0.0.1:9611")
+    assert _node_name(local, config) == str(config.labels.get("node") or socket.gethostname())
+    assert _node_name(argparse.Namespace(url="http://node-7:9611"), config) == "node-7"
+    named = parse_view(samples_of('npuwatch_build_info{version="1",python="3",node="gpu-a-17"} 1\n'))
+    assert _node_name(local, config, named) == "gpu-a-17"  # the agent's own node label first
