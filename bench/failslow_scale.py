@@ -114,12 +114,15 @@ def measure(nodes: int, evaluations: int, tmp: Path) -> dict[str, Any]:
             pass
         loaded = time.time()
         seen: dict[str, float] = {}
+        slowest: dict[str, float] = {}
         deadline = time.monotonic() + 60 + 30 * evaluations
         while len(seen) < evaluations and time.monotonic() < deadline:
             group = _group(prom.url)
             at = (group or {}).get("lastEvaluation", "")
             if group and at.startswith("2") and rfc3339_epoch(at) > loaded:
                 seen[at] = float(group["evaluationTime"])
+                for rule in group["rules"]:  # the slowest rules of the last evaluation seen
+                    slowest[f"{rule['name']}{rule.get('labels') or ''}"] = float(rule.get("evaluationTime", 0.0))
             time.sleep(2.0)
         rss = rss_bytes(prom.popen.pid)
     finally:
@@ -130,7 +133,8 @@ def measure(nodes: int, evaluations: int, tmp: Path) -> dict[str, Any]:
     return {"nodes": nodes, "chips": nodes * NPUS, "series": len(writer.labels), "evaluations": times,
             "median_s": times[len(times) // 2] if times else None, "worst_s": times[-1] if times else None,
             "write_s_median": sorted(writer.write_s)[len(writer.write_s) // 2] if writer.write_s else None,
-            "rss_mb": rss / MB}
+            "rss_mb": rss / MB, "slowest_rules": sorted(slowest.items(), key=lambda kv: -kv[1])[:4],
+            "load_average": os.getloadavg()[0]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     table = Table(("nodes", "chips", "series", "evaluation (median / worst)", "< 2 s", "Prometheus RSS",
-                   "a round's write"))
+                   "a round's write", "slowest rules", "load average"))
     results = []
     for nodes in (int(n) for n in args.nodes.split(",")):
         with tempfile.TemporaryDirectory(prefix="npuwatch-failslow-scale-") as tmp:
@@ -150,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.add(nodes, result["chips"], result["series"],
                   f"{median:.3f} s / {worst:.3f} s (of {len(result['evaluations'])})" if median is not None else "none",
                   "yes" if median is not None and median < 2.0 else "NO", f"{result['rss_mb']:.0f} MB",
-                  f"{result['write_s_median']:.1f} s" if result["write_s_median"] is not None else "-")
+                  f"{result['write_s_median']:.1f} s" if result["write_s_median"] is not None else "-",
+                  ", ".join(f"{name.split(':')[-1]} {seconds:.2f} s" for name, seconds in result["slowest_rules"]),
+                  f"{result['load_average']:.1f}")
     table.note(f"{NPUS} chips a node, jobs of {JOB_NODES} nodes; a round written every {SCRAPE_S:.0f} s while the "
                f"group is timed; machine: {os.cpu_count()} CPUs, shared")
     print(table.render())
