@@ -245,6 +245,9 @@ def run(path: Path) -> dict[str, Any]:
         workdir = Path(tmp)
         began = time.monotonic()
         simulation = Simulation(scenario)
+        # A look-back under the group's interval: a record is read at its own evaluation only, as Prometheus'
+        # staleness markers end a recorded series that a rule stops returning (every raw series the rules read
+        # is read over an explicit window)
         store = start_victoriametrics(workdir / "vm", ["-search.disableCache", "-search.latencyOffset=0s",
                                                        "-search.maxStalenessInterval=5s", "-retentionPeriod=100y"])
         try:
