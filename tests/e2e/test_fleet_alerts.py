@@ -51,11 +51,13 @@ The clock, and everything else that differs from production (alerts/README.md sa
   two healthy CPU timings next to ~20 busy agents can differ by more than the fleet-median threshold
   for a whole ``for:`` (seen once on a machine loaded by other test runs: the reference paged).
 - Not fired here, each covered by promtool cases in alerts/tests/: NPUWatchDown{node="all"} (no
-  target at all), NPUOpticalModuleDegraded{condition="temperature_high"} (no demo fault heats the
-  optic), NPUAllReduceBandwidthLow{reference="floor"} (a CPU all-reduce of 10 MB or more is under
-  the NPU floors healthy or not), NPUProbeStale{reason="no_recent_pass"} (hours without a pass),
-  NPUDCMIHelperFailing (the demo agents read no DCMI library) and the probe-timeout branch of
-  HCCLTimeout.
+  target at all), NPUOpticalModuleDegraded{kind="optics_out_of_range"} and {kind="optics_weak"} (no
+  demo fault heats the optic; a dark lane is optics_dark), NPUTemperatureHigh{severity="warning"}
+  (the agent finds one temperature fault a chip), NPUChipHeldWhileHealthy and NPUChipRepeatedFaults
+  (the agent's fault history runs on the real clock), NPUAllReduceBandwidthLow{reference="floor"} (a
+  CPU all-reduce of 10 MB or more is under the NPU floors healthy or not),
+  NPUProbeStale{reason="no_recent_pass"} (hours without a pass), NPUDCMIHelperFailing (the demo
+  agents read no DCMI library) and the probe-timeout branch of HCCLTimeout.
 """
 
 from __future__ import annotations
@@ -235,33 +237,32 @@ SCENARIOS: tuple[Scenario, ...] = (
              config=collecting(hccn=["hccn_link", "hccn_link_stat"], hccn_interval="1300ms")),
     Scenario("e2e-nethealth", "net_health_fail", (Expect("NPURoCENetHealthFailed", {"npu": "0"}),), npu=0,
              config=collecting(hccn=["hccn_net_health"])),
-    Scenario("e2e-optics", "optics_no_light", (
-        Expect("NPUOpticalModuleDegraded", {"npu": "0", "condition": "signal_lost"}),
-        Expect("NPUOpticalModuleDegraded", {"npu": "0", "condition": "rx_power_low"})),
-        npu=0, config=collecting(hccn=["hccn_optical"])),
+    Scenario("e2e-optics", "optics_no_light",
+             (Expect("NPUOpticalModuleDegraded", {"npu": "0", "kind": "optics_dark"}),), npu=0,
+             config=collecting(hccn=["hccn_optical"])),
     Scenario("e2e-vanish", "vanish", (Expect("NPUChipMissing", {"severity": "critical"}),), npu=1, chips=2,
              config=merged(collecting(), {"expected_chips": 2})),
-    Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0", "severity": "warning"}),
-                                      Expect("NPUUnhealthy", {"npu": "0", "severity": "critical"})),
+    # Alarm with a code whose level asks nothing of its own: the agent's finding is the chip's health.
+    Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0"}),),
              npu=0, params={"state": "Alarm", "codes": ["8C204E00"]}),
     # A code whose handling level pages (FreeRestartNPU): one page, by the level; NPUUnhealthy stays
     # quiet for the chip. Warning, not Alarm: the table sees the word a health read before the codes
     # come, and NPUUnhealthy's warning rule (for: 5 s here) outlasts that gap where the critical
     # one's 1 s might not on a loaded machine.
     Scenario("e2e-fault-level", "health", (Expect("NPUFaultResetWhenIdle", {"npu": "0",
-                                                                           "handling": "FreeRestartNPU"}),),
+                                                                           "kind": "chip_fault_reset"}),),
              npu=0, params={"state": "Warning", "codes": ["8C084E00"]}, config=collecting(["npu_smi_health"])),
-    # One uncorrectable error that stays counted. The kill waits until the rule's increase window
-    # ([15m], here [15s]) has passed it, so only the instant branch (current > 0) holds the alert:
-    # the scrape gap would end it but for the hold.
+    # One uncorrectable error that stays counted (the agent's hbm_dbe finding lasts while it does). The kill
+    # waits until the error is older than 15 s, so nothing new comes with the restart: the scrape gap would
+    # end the alert but for the hold.
     Scenario("e2e-dbe", "hbm_dbe", (Expect("NPUHBMDoubleBitECC", {"npu": "0"}),), npu=0,
              params={"interval_s": 3600.0}, config=collecting(["npu_smi_ecc"]),
              kill=KillCheck('npu_hbm_ecc_current_errors{{node="{node}",bit="double"}} > 0',
                             when='increase(npu_hbm_ecc_errors_total{{node="{node}",bit="double"}}[15s]) == 0')),
     Scenario("e2e-sbe", "hbm_sbe_rate", (Expect("NPUHBMSingleBitECCRate", {"npu": "0"}),), npu=0,
              params={"per_s": 2.0}, config=collecting(["npu_smi_ecc"])),
-    Scenario("e2e-hot", "hot", (Expect("NPUTemperatureHigh", {"npu": "0", "severity": "warning"}),
-                                Expect("NPUTemperatureHigh", {"npu": "0", "severity": "critical"})), npu=0),
+    # 97 C: the agent's finding is chip_too_hot (one finding a chip), the critical rule.
+    Scenario("e2e-hot", "hot", (Expect("NPUTemperatureHigh", {"npu": "0", "severity": "critical"}),), npu=0),
     # --- probes (the all-reduce on the CPU: two gloo ranks)
     Scenario("e2e-gemm-ref", None, config=merged(collecting(), probing(
         gemm={**PROBE_EVERY, "first_run": "2s"}, model="910B3")), reference_for="e2e-gemm-slow"),
