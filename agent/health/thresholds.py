@@ -178,8 +178,9 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               alert="NPUHBMDoubleBitECC"),
     FaultKind("hbm_pages_over", "hbm_ecc", FAIL, 60, "pages", "too many HBM pages isolated", 3.1, "hbm_ecc",
               "the chip has retired more HBM pages than the threshold: drain the node and replace the chip",
-              alert_note="isolated pages are not exported as a series of their own; the double-bit errors "
-                         "that isolate them page NPUHBMDoubleBitECC", runbook="NPUHBMDoubleBitECC"),
+              alert_note="no alert of its own: the double-bit errors that retire the pages page "
+                         "NPUHBMDoubleBitECC as they come; the count past the threshold fails the node's check",
+              runbook="NPUHBMDoubleBitECC"),
     FaultKind("hbm_pages_isolated", "hbm_ecc", WARN, 0, "pages", "HBM pages isolated after ECC errors", 1.0,
               "hbm_ecc", "pages were retired after earlier errors; plan a chip check if the count grows",
               alert_note="history, not a page: the errors behind the pages paged when they happened",
