@@ -19,7 +19,7 @@ from grafana_foundation_sdk.builders import dashboard as dashboard_b
 
 from agent.health.probe_limits import CLOCK_WARN, REFERENCE_FAIL, REFERENCE_WARN, ProbeLimit
 from agent.health.status import EXIT_CODES, VERDICT_OF
-from agent.health.thresholds import INCIDENT_LOOK_BACK_S, FaultKind, fault_kind
+from agent.health.thresholds import HOT_OPTICS_C, INCIDENT_LOOK_BACK_S, WEAK_RX_POWER_W, FaultKind, fault_kind
 from dashboards.panels import steps
 
 __all__ = ["BUSY_CHIP", "HBM_FILL", "HBM_TEMPERATURE", "HEALTHY", "HOST_BUSY", "INFO", "PROBE_PASS_RATE",
@@ -64,11 +64,6 @@ def _over(kind: FaultKind) -> float:
     return _plain(_number(kind) + 1)
 
 
-def _bound(kind: FaultKind, metric: str) -> float:
-    """The number ``kind``'s alert holds ``metric`` to (where the agent's own limit is the device's, not a number)."""
-    return next(bound.value for bound in kind.bounds if bound.metric == metric)
-
-
 # --- steps that stand for a judgement -------------------------------------------------------------------------
 
 def chip_temperature() -> dashboard_b.ThresholdsConfig:
@@ -101,19 +96,19 @@ def clock_ratio() -> dashboard_b.ThresholdsConfig:
 
 
 def optical_rx_power() -> dashboard_b.ThresholdsConfig:
-    """Receive power per lane: under optics_dark's watts is no light (fail); under optics_weak's alert bound weak.
+    """Receive power per lane: under optics_dark's watts is no light (fail); under ``WEAK_RX_POWER_W`` weak.
 
-    The agent holds a lane to its module's own low threshold, which is not exported; the alert's fixed bound is
-    what a dashboard can show."""
+    The agent holds a lane to its module's own low threshold, which is not exported; the fixed bound is what a
+    dashboard can show."""
     dark, weak = fault_kind("optics_dark"), fault_kind("optics_weak")
     return steps(status_colour(dark), (_number(dark), status_colour(weak)),
-                 (_bound(weak, "npu_optical_rx_power_watts"), "green"))
+                 (WEAK_RX_POWER_W, "green"))
 
 
 def optical_temperature() -> dashboard_b.ThresholdsConfig:
-    """Module temperature: over optics_out_of_range's alert bound warns (the module's own limit is not exported)."""
+    """Module temperature: over ``HOT_OPTICS_C`` warns (optics_out_of_range; the module's own limit is not exported)."""
     out = fault_kind("optics_out_of_range")
-    return steps("green", (_bound(out, "npu_optical_temperature_celsius"), status_colour(out)))
+    return steps("green", (_plain(HOT_OPTICS_C), status_colour(out)))
 
 
 def hccl_error_age() -> dashboard_b.ThresholdsConfig:

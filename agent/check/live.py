@@ -141,7 +141,12 @@ class LiveJudge:
         return reading
 
     def evaluate(self) -> NodeJudgement:
-        """This round's judgement; ``NoData`` until every collector it reads has run once (at start)."""
+        """This round's judgement; ``NoData`` until every collector it reads has run once (at start). One at a time:
+        the round's job, a fault event's judgement (``agent.dcmi.events``) and ``check``'s level may ask at once."""
+        with self._lock:
+            return self._evaluate()
+
+    def _evaluate(self) -> NodeJudgement:
         settings = self._settings
         judging = settings.judging
         names = self.names()
@@ -171,9 +176,8 @@ class LiveJudge:
             checks.append(probes)
         verdict = lead(checks, chip_list_error=None if readings.node.table.ok else readings.node.table.error)
         now = self._clock()
-        with self._lock:
-            since = _since(checks, self._since, now)
-            self._since = since
+        since = _since(checks, self._since, now)
+        self._since = since
         judgement = NodeJudgement(tuple(checks), verdict, readings, now, dict(since))
         self.latest = judgement
         return judgement

@@ -31,6 +31,7 @@ from agent.core.reload_status import ReloadStatus
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
+from agent.daemon.debounce import Debounced
 from agent.dcmi import metrics as dcmi_metrics
 from agent.dcmi.events import EVENTS_SOURCE, FaultEvents
 from agent.dcmi.setup import open_backend
@@ -57,6 +58,9 @@ log = logging.getLogger(__name__)
 # Order matters for `once` and at start-up: the chip list and inventory come first.
 # "npu_smi_slow": with DCMI in use, the health group's npu-smi sources DCMI does not serve.
 GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "npu_smi_slow", "roce", "dmi")
+
+# How long after a fault event the agent judges again: the rest of a burst arrives and is applied first.
+EVENT_VERDICT_DELAY_S = 0.1
 
 # The config's tool-less jobs (host metrics, log scanner); called again on every reload.
 JobsFactory = Callable[[Config], Sequence[InternalJob]]
@@ -140,8 +144,12 @@ class Agent:
         # DCMI first, npu-smi as fallback (docs/dcmi.md); chosen once at start, a reload keeps it.
         self.dcmi = open_backend(config, tool_env)
         # The driver's fault events, applied as they arrive (docs/dcmi.md): set before the helper's first start.
+        # An event that changed a chip's codes is judged again at once (debounced over a burst), so the exported
+        # finding an alert reads (NPUFaultIsolate) follows it within a second, not at the next round.
+        self._judge_soon = Debounced(lambda: self.run_internal_by_name(VERDICT_JOB), EVENT_VERDICT_DELAY_S,
+                                     "verdict-after-event")
         self.fault_events = None if self.dcmi is None else FaultEvents(
-            self.dcmi, self.store, self._context, self.chips, clock)
+            self.dcmi, self.store, self._context, self.chips, clock, changed=self._judge_soon)
         self.trust = None if self.dcmi is None else TrustCheck(
             self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
             float(config.collectors.dcmi.verify_interval), env=tool_env)
@@ -510,6 +518,7 @@ class Agent:
             self.dcmi.client.close()  # no helper left behind
         if self.fault_events is not None:
             self.fault_events.close()
+        self._judge_soon.close()
         if self._textfile is not None:
             self._textfile.close()
         for pool in self._pools.values():

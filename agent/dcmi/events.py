@@ -7,7 +7,8 @@ thread of this object's applies what has queued, in order, and then updates the 
   chip's last polled codes (``npu_smi_health``'s records); the chip's ``npu_error_code_active`` and
   ``npu_fault_handling`` series are rebuilt by that source's own sample builder, so the handling level
   and its escalation are the context's ``fault_levels`` (agent/handling), exactly as for a poll, and a
-  code both paths saw is one series;
+  code both paths saw is one series; then ``changed`` tells the agent, which judges again at once (its
+  exported findings, which the alerts read, follow the event within a second, not at the next round);
 - a one-off event is counted and never made active;
 - a poll stays the referee: when a new ``npu_smi_health`` run is stored, what events said before that
   run began is forgotten (the poll has the truth), what came after it is applied on top again, so a
@@ -62,8 +63,10 @@ class FaultEvents:
     """Applies fault events to ``store``'s health snapshot and counts them; ``close()`` stops its thread."""
 
     def __init__(self, backend: DcmiBackend, store: SnapshotStore, context: Callable[[], CollectContext],
-                 chips: Callable[[], list[ChipRef]], clock: Callable[[], float] = time.time) -> None:
+                 chips: Callable[[], list[ChipRef]], clock: Callable[[], float] = time.time, *,
+                 changed: Callable[[], None] = lambda: None) -> None:
         self.backend = backend
+        self.changed = changed  # told once a batch changed a chip's codes: the agent judges again
         self.store = store
         self._context = context
         self._chips = chips
@@ -124,6 +127,8 @@ class FaultEvents:
         for chip, event in counted:
             self.counts.counted(chip, event, updated_at)
         self._publish(updated_at)
+        if touched:
+            self.changed()
 
     def _accepted(self, raw_events: list[dict[str, Any]]) -> list[tuple[ChipRef, FaultEvent]]:
         """The events to apply, each with its chip; the rest counted as dropped. Outside the lock: placing

@@ -215,7 +215,8 @@ class AlertTrigger:
 
 
 # Every alert in alerts/*.rules.yml, and how the demo fires it (tests/integration/test_demo_alerts.py holds
-# this table to the rule files). Durations are the rules' own `for:` and windows.
+# this table to the rule files). Durations are the rules' own `for:` and windows; the node-fault alerts
+# (alerts/faults.rules.yml) fire on the agent's finding, which its next round exports.
 ALERT_FAULTS: dict[str, AlertTrigger] = {
     "NPUWatchDown": AlertTrigger(None, note="stop the agent (Ctrl-C `npuwatch run --demo`); fires after 5 min"),
     "NPUCollectorFailing": AlertTrigger("npu_smi_crash", note="any <tool>_crash/_garbage/_hang; 10 min"),
@@ -240,29 +241,39 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
                                                        "(5 min of increase, then held 10 min)"),
     "HCCLCulpritSuspected": AlertTrigger(None, note="`npuwatch demo fleet hccl-hang --culprit node-3 --npu 1 DIR1 "
                                                     "DIR2 DIR3 DIR4` over demo nodes one Prometheus scrapes; 1 min"),
-    "NPUHCCSLinkUnhealthy": AlertTrigger("hccs_error", note="warning at once, critical after 5 min"),
+    "NPUHCCSLinkUnhealthy": AlertTrigger("hccs_error", note="warning at once (errors counted), critical after 5 min "
+                                                            "(the finding hccs_unhealthy)"),
     "NPURoCELinkDown": AlertTrigger("link_down", note="5 min"),
-    "NPURoCELinkFlapping": AlertTrigger("link_flap", {"period_s": 60.0}, note="3 link-ups in 15 min"),
+    "NPURoCELinkFlapping": AlertTrigger("link_flap", {"period_s": 60.0}, note="2 link-downs in 15 min (the finding "
+                                                                             "link_flap); at once"),
     "NPURoCENetHealthFailed": AlertTrigger("net_health_fail", note="10 min"),
-    "NPUOpticalModuleDegraded": AlertTrigger("optics_no_light", note="signal_lost after 1 min"),
+    "NPUOpticalModuleDegraded": AlertTrigger("optics_no_light", note="the finding optics_dark; 1 min"),
     "NPUChipMissing": AlertTrigger("vanish", note="5 min (the demo sets expected_chips to its chip "
                                                   "count unless the config sets it)"),
     "NPUUnhealthy": AlertTrigger("health", {"state": "Alarm", "codes": ["8C204E00"]},
-                                 note="a code whose level pages nothing of its own (RestartBusiness); critical "
-                                      "after 1 min"),
+                                 note="a code whose level pages nothing of its own (RestartBusiness): the "
+                                      "finding chip_warning, 5 min"),
     "NPUFaultIsolate": AlertTrigger("health", {"state": "Alarm", "codes": ["80E18402"]},
                                     note="a SeparateNPU code; at once"),
     "NPUFaultResetWhenIdle": AlertTrigger("health", {"state": "Alarm", "codes": ["8C084E00"]},
                                           note="a FreeRestartNPU code (the `health` fault's default); 5 min"),
     "NPUFaultDrainAfterJob": AlertTrigger("health", {"state": "Warning", "codes": ["8118043C"]},
                                           note="a PreSeparateNPU code; 1 min"),
+    "NPUChipRepeatedFaults": AlertTrigger("health", {"state": "Alarm", "codes": ["8C084E00"]},
+                                          note="set and clear it three times, each for one health poll or more "
+                                               "(a FreeRestartNPU code: a fault of the agent's fault history); "
+                                               "at once after the third"),
+    "NPUChipHeldWhileHealthy": AlertTrigger(None, note="a chip escalated to ManuallySeparateNPU (the `health` "
+                                                       "fault with a code repeated past its escalation rule), "
+                                                       "then the fault cleared: 30 min healthy with no code "
+                                                       "while held"),
     "NPUHBMDoubleBitECC": AlertTrigger("hbm_dbe", note="at once"),
     "NPUHBMSingleBitECCRate": AlertTrigger("hbm_sbe_rate", note="more than 10 an hour, for 15 min"),
     "NPUHBMSingleBitECCRising": AlertTrigger("hbm_sbe_rising", note="~65 min in at the defaults (the first error "
                                                                   "comes ~22 min in), ~23 min before "
                                                                   "NPUHBMSingleBitECCRate (~88 min)"),
-    "NPUOpticalRxPowerFalling": AlertTrigger("optics_degrading", note="~23 min in at the defaults, ~18 min before "
-                                                                    "NPUOpticalModuleDegraded rx_power_low (~41 "
+    "NPUOpticalRxPowerFalling": AlertTrigger("optics_degrading", note="~23 min in at the defaults, ~13 min before "
+                                                                    "NPUOpticalModuleDegraded optics_weak (~36 "
                                                                     "min) and ~38 min before the LOS (60 min)"),
     "NPURoCEErrorsRising": AlertTrigger("optics_degrading", note="~33 min in at the defaults, ~32 min before "
                                                                "NPURoCELinkDown (65 min)"),

@@ -2,12 +2,12 @@
 triage weight and cause group, what a person calls it, what to do about it and the runbook that says more.
 
 Every judgement of ``agent.health.faults`` takes its threshold and status from here; ``npuwatch check``,
-``diagnose``, ``top`` and ``triage`` name, order and explain a fault by its record, and
-tests/unit/test_health_thresholds.py fails when an alert rule (``alerts/*.rules.yml``) that sees the
-same quantity holds it to another number or window. Where the alert cannot see the agent's
-quantity, ``alert_note`` says why it uses a coarser signal. ``check.flap_window`` and
-``check.max_isolated_pages`` override ``window_s`` of ``link_flap`` and ``threshold`` of
-``hbm_pages_over`` for every consumer that reads the config (``check`` and ``diagnose``).
+``diagnose``, ``top`` and ``triage`` name, order and explain a fault by its record. The node-fault alerts
+(``alerts/faults.rules.yml``) are generated from it by ``python -m alerts.generate``: a kind's ``alert`` fires
+on its exported finding (``npu_fault_since_timestamp_seconds{kind}``) after ``for_s``, with the severity of
+``alert_severity``; ``alert_note`` says why a kind pages otherwise than its status says, or not at all.
+``check.flap_window`` and ``check.max_isolated_pages`` override ``window_s`` of ``link_flap`` and
+``threshold`` of ``hbm_pages_over`` for every consumer that reads the config (``check`` and ``diagnose``).
 
 The weight says how well the fault alone explains an HCCL timeout on the ranks that use that NPU or
 node, most convincing first: a dead or flapping link, a dark optic, a failing net_health, HBM
@@ -31,23 +31,13 @@ from collectors.fault_levels import FaultTable
 if TYPE_CHECKING:
     from agent.core.config import Config
 
-__all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "INCIDENT_LOOK_BACK_S", "AlertBound", "FaultKind",
-           "fault_kind", "fault_table", "flap_window_s", "log_window_s", "max_isolated_pages"]
+__all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "HOT_OPTICS_C", "INCIDENT_LOOK_BACK_S", "WEAK_RX_POWER_W",
+           "FaultKind", "fault_kind", "fault_table", "flap_window_s", "log_window_s", "max_isolated_pages"]
 
 # The culprit causes a triage report names (JSON ``cause``): each fault kind belongs to one.
 CAUSE_GROUPS = ("link_down", "link_flap", "roce_errors", "optics", "chip_fault", "hbm_ecc", "process_hang",
                 "process_exit", "desync", "slow_chip", "unknown")
 FAIL_WEIGHT = 3.0
-
-
-@dataclass(frozen=True)
-class AlertBound:
-    """What an alert rule's expression must say: ``metric`` (inside ``func(...[window])`` when given) ``op value``."""
-
-    metric: str
-    op: str
-    value: float
-    window: str | None = None  # PromQL range, "15m"
 
 
 @dataclass(frozen=True)
@@ -62,10 +52,11 @@ class FaultKind:
     cause: str  # its culprit cause group, one of CAUSE_GROUPS
     hint: str  # what to do about it
     window_s: float | None = None  # look-back (a consumer may pass its own window)
-    alert: str | None = None  # the shipped alert that pages it
-    severity: str | None = None  # that alert's severity label for this fault
-    bounds: tuple[AlertBound, ...] = ()  # what the alert's expression must agree on
-    alert_note: str = ""  # why the alert differs from the agent's judgement, where it does
+    alert: str | None = None  # the shipped alert that pages it (alerts/faults.rules.yml, generated from here)
+    severity: str | None = None  # that alert's severity, where it is not the status's (FAIL critical, WARN warning)
+    for_s: float = 0.0  # how long the finding is exported before its alert fires (the rule's ``for:``)
+    hand_written: bool = False  # the alert is a hand-written rule over raw series, not over the exported finding
+    alert_note: str = ""  # why the kind pages otherwise than its status says, or not at all
     runbook: str | None = None  # the alert whose runbook covers it, when it is not ``alert``
     runbooks: tuple[tuple[str, str], ...] = ()  # (check, runbook): where the check that found it has its own
     hints: tuple[tuple[str, str], ...] = ()  # (check, hint): the same for what to do
@@ -78,6 +69,11 @@ class FaultKind:
     @property
     def name(self) -> str:
         return self.kind
+
+    @property
+    def alert_severity(self) -> str:
+        """The severity label of this kind's alert: the entry's own, else critical for FAIL and warning for WARN."""
+        return self.severity or ("critical" if self.status == FAIL else "warning")
 
     @property
     def runbook_alert(self) -> str | None:
@@ -94,6 +90,12 @@ class FaultKind:
 
 
 _FLAP_WINDOW_S = 900.0
+# A lane's receive power under its module's own rx-low threshold is optics_weak, but that threshold is not exported
+# (one series per module and lane would double the optics series): what reads the exported power alone (a dashboard,
+# the predictive NPUOpticalRxPowerFalling) holds it to a fixed 0.1 mW (-10 dBm), under what modules commonly program.
+WEAK_RX_POWER_W = 1e-4
+# The same for a module's temperature (optics_out_of_range holds it to the module's own thresholds).
+HOT_OPTICS_C = 70.0
 # How far back an HCCL timeout's investigation looks (`diagnose --window`, `check --window`, triage of saved
 # link_stat output): a job hangs for up to its HCCL timeouts before it dies, and the cause comes before that.
 INCIDENT_LOOK_BACK_S = 7200.0
@@ -126,15 +128,13 @@ _LOG_NOTE = ("read from the HCCL/CANN logs (npu_hccl_errors_total{category}); no
              "timeouts it causes page HCCLTimeout and HCCLCulpritSuspected names the rank")
 FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("link_down", "roce_link", FAIL, "UP", None, "RoCE link down", 5.0, "link_down", _LINK_HINT,
-              alert="NPURoCELinkDown", severity="critical", bounds=(AlertBound("npu_roce_link_up", "==", 0),)),
+              alert="NPURoCELinkDown", for_s=300.0),
     # Two downs in the window flap (at least three state changes: down, up, down); one that came
-    # back up is a warning. The alert counts the same in its own samples.
+    # back up is a warning.
     FaultKind("link_flap", "roce_flaps", FAIL, 2, "link-down events", "RoCE link flapping", 4.5, "link_flap",
               "a flapping port breaks HCCL links mid-job: reseat or replace the optical module/cable and check the "
               "switch port's error counters", _FLAP_WINDOW_S, "NPURoCELinkFlapping", "warning",
-              (AlertBound("npu_roce_link_up", ">=", 3, "15m"),
-               AlertBound("npu_roce_link_up_transitions_total", ">=", 2, "15m")),
-              "pages as a warning: the port is up between flaps, so jobs may still run; the node's own "
+              alert_note="pages as a warning: the port is up between flaps, so jobs may still run; the node's own "
               "check fails it so a scheduler stops placing jobs there"),
     FaultKind("link_down_once", "roce_flaps", WARN, 1, "link-down events", "RoCE link went down", 2.0, "link_flap",
               "one outage in the window: if jobs failed then, that was why; watch for more", _FLAP_WINDOW_S,
@@ -142,24 +142,16 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
                          "a port still down pages NPURoCELinkDown", runbook="NPURoCELinkDown"),
     FaultKind("optics_dark", "optics", FAIL, 1e-5, "watts", "optical module receives no light", 4.2, "optics",
               "the fibre is unplugged or broken, or the far-end module is off: clean, reseat or swap the module "
-              "and fibre", alert=_OPTICS, severity="warning",
-              bounds=(AlertBound("npu_optical_signal_lost", "==", 1),),
-              alert_note="the agent calls a lane dark under 0.01 mW or with LOS/LoL set; the alert pages "
-                         "LOS/LoL, and every lane under 0.1 mW (rx_power_low), which a dark lane also is; "
-                         "a warning, because a dark port also pages NPURoCELinkDown (critical)"),
+              "and fibre", alert=_OPTICS, severity="warning", for_s=60.0,
+              alert_note="a warning, because a dark port also pages NPURoCELinkDown (critical)"),
     FaultKind("optics_weak", "optics", WARN, "the module's rx power low threshold", "watts",
               "weak optical receive power", 2.2, "optics",
               "rx power is below the module's low threshold: clean the fibre ends, check the far end",
-              alert=_OPTICS, severity="warning", bounds=(AlertBound("npu_optical_rx_power_watts", "<", 1e-4),),
-              alert_note="the module's own rx-low threshold is not exported (one series per module and "
-                         "lane would double the optics series); the alert holds every lane to a fixed "
-                         "0.1 mW (-10 dBm), under the thresholds modules commonly program"),
+              alert=_OPTICS, for_s=600.0),
     FaultKind("optics_out_of_range", "optics", WARN, "the module's thresholds", None,
               "optical module reading outside its thresholds", 1.0, "optics",
               "tx power or module temperature is outside the module's own thresholds: reseat or swap the module",
-              alert=_OPTICS, severity="warning", bounds=(AlertBound("npu_optical_temperature_celsius", ">", 70),),
-              alert_note="tx power or module temperature outside the module's own thresholds; the alert "
-                         "pages a module over a fixed 70 C (the thresholds are not exported)"),
+              alert=_OPTICS, for_s=600.0),
     FaultKind("roce_errors_rising", "roce_errors", WARN, 0, "errors", "RoCE packet errors rising", 2.5,
               "roce_errors", "errors grew while they were watched: check optics, cable and the switch's PFC/ECN "
               "settings", alert_note="the commands sample the counters twice; no alert pages a rise alone",
@@ -170,12 +162,12 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               runbook="NPURoCEErrorsRising"),
     FaultKind("roce_cqe", "hccl_errors", FAIL, 0, "errors", "RoCE completion (CQE) errors", 3.0, "roce_errors",
               "RoCE completion errors: check link, optics and PFC on this and the peer's port",
-              alert="HCCLRoCECQEError", severity="critical",
-              alert_note="read from the HCCL logs (npu_hccl_errors_total{category=\"roce_cqe\"})"),
+              alert="HCCLRoCECQEError", hand_written=True,
+              alert_note="pages each new error in the HCCL logs (npu_hccl_errors_total{category=\"roce_cqe\"}) "
+                         "as it comes, where the finding lasts the logs' look-back"),
     FaultKind("net_health", "net_health", FAIL, "Success", None, "RoCE network health check failing", 4.0,
               "roce_errors", "the port cannot reach its detect address: check netdetect/gateway in hccn.conf and "
-              "the switch or VLAN path", alert="NPURoCENetHealthFailed", severity="warning",
-              bounds=(AlertBound("npu_roce_net_healthy", "==", 0),),
+              "the switch or VLAN path", alert="NPURoCENetHealthFailed", severity="warning", for_s=600.0,
               alert_note="pages as a warning after 10 minutes: net_health flips while a switch reconverges"),
     FaultKind("net_health_init", "net_health", WARN, "Success", None, "RoCE network health not configured", 1.0,
               "roce_errors", "no detect address: set netdetect_N in hccn.conf (hccn_tool -i N -netdetect -s ...)",
@@ -183,63 +175,58 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               runbook="NPURoCENetHealthFailed"),
     FaultKind("hbm_dbe", "hbm_ecc", FAIL, 0, "errors", "HBM double-bit ECC errors", 3.8, "hbm_ecc",
               "uncorrectable HBM errors: drain the node, reset the chip, replace it if they return",
-              alert="NPUHBMDoubleBitECC", severity="critical",
-              bounds=(AlertBound("npu_hbm_ecc_current_errors", ">", 0),
-                      AlertBound("npu_hbm_ecc_errors_total", ">", 0, "15m"))),
+              alert="NPUHBMDoubleBitECC"),
     FaultKind("hbm_pages_over", "hbm_ecc", FAIL, 60, "pages", "too many HBM pages isolated", 3.1, "hbm_ecc",
               "the chip has retired more HBM pages than the threshold: drain the node and replace the chip",
-              alert_note="isolated pages are not exported as a series of their own; the double-bit errors "
-                         "that isolate them page NPUHBMDoubleBitECC", runbook="NPUHBMDoubleBitECC"),
+              alert_note="no alert of its own: the double-bit errors that retire the pages page "
+                         "NPUHBMDoubleBitECC as they come; the count past the threshold fails the node's check",
+              runbook="NPUHBMDoubleBitECC"),
     FaultKind("hbm_pages_isolated", "hbm_ecc", WARN, 0, "pages", "HBM pages isolated after ECC errors", 1.0,
               "hbm_ecc", "pages were retired after earlier errors; plan a chip check if the count grows",
               alert_note="history, not a page: the errors behind the pages paged when they happened",
               runbook="NPUHBMDoubleBitECC"),
     FaultKind("chip_unhealthy", "chip_health", FAIL, "OK", None, "unhealthy chip", 3.7, "chip_fault",
               "look up the error codes (npu-smi info -t health -i N) and dmesg; reset or replace the chip",
-              alert="NPUUnhealthy", severity="critical", bounds=(AlertBound("npu_health_state", "==", 1),)),
+              alert="NPUUnhealthy", for_s=60.0),
     FaultKind("chip_warning", "chip_health", WARN, "OK", None, "chip health warning", 1.0, "chip_fault",
               "look up the error codes (npu-smi info -t health -i N); usually not fatal",
-              alert="NPUUnhealthy", severity="warning", bounds=(AlertBound("npu_healthy", "==", 0),)),
+              alert="NPUUnhealthy", for_s=300.0),
     FaultKind("chip_fault_isolate", "chip_health", FAIL, "OK", None, "chip fault: take the chip out of service",
               3.9, "chip_fault", "drain the chip now, collect `npuwatch bundle`, repair or replace it; after the "
               "repair of a ManuallySeparateNPU chip, `npuwatch faults clear --npu N`",
-              alert="NPUFaultIsolate", severity="critical", alert_note=_LEVEL_NOTE),
+              alert="NPUFaultIsolate", alert_note=_LEVEL_NOTE),
     FaultKind("chip_fault_reset", "chip_health", FAIL, "OK", None, "chip fault: reset the chip", 3.4, "chip_fault",
               "reset the chip once no job uses it (npu-smi set -t reset -i N -c C), then check the codes are gone",
-              alert="NPUFaultResetWhenIdle", severity="warning",
+              alert="NPUFaultResetWhenIdle", severity="warning", for_s=300.0,
               alert_note=_LEVEL_NOTE + "; it pages as a warning: a reset when the chip is idle clears it, the job on "
                                        "it has failed already or can finish"),
     FaultKind("chip_fault_drain", "chip_health", WARN, "OK", None, "chip fault: isolate the chip after its job",
               2.4, "chip_fault", "give the chip no new job, let the running one finish, then reset or repair it",
-              alert="NPUFaultDrainAfterJob", severity="warning", alert_note=_LEVEL_NOTE),
+              alert="NPUFaultDrainAfterJob", for_s=60.0, alert_note=_LEVEL_NOTE),
     # A chip the agent holds out of service though it has read healthy, with no code, for window_s: the recovery
     # event that would release it was lost (MindCluster #375); a person checks it and clears the hold.
     FaultKind("held_while_healthy", "chip_health", WARN, 1800.0, "seconds", "chip held out of service while healthy",
               1.0, "chip_fault", "the chip reads OK with no code but the agent still holds it: check `npu-smi info -t "
               "health -i N` and the repair records, then `npuwatch faults clear --npu N` to return it to service",
-              1800.0, alert_note="no alert of its own: a held chip pages NPUFaultIsolate when it is taken out",
-              runbook="NPUFaultIsolate"),
+              1800.0, alert="NPUChipHeldWhileHealthy"),
     # The same chip faulting threshold times in window_s: resetting it again will not help (MindCluster #365).
     FaultKind("repeat_offender", "chip_health", FAIL, 3, "faults", "chip faults again and again", 3.0, "chip_fault",
               "the chip keeps faulting: take it out for repair or replacement instead of resetting it again "
-              "(`npuwatch faults show --npu N` lists its faults)", 7 * 86400.0,
-              alert_note="read from the agent's fault history; no alert of its own yet", runbook="NPUFaultIsolate"),
+              "(`npuwatch faults show --npu N` lists its faults)", 7 * 86400.0, alert="NPUChipRepeatedFaults"),
     FaultKind("hccs_unhealthy", "hccs", FAIL, "OK", None, "HCCS link unhealthy", 3.5, "chip_fault",
               "check the HCCS error counters (npu-smi info -t hccs -i N); a persistent NOK needs a reset or repair",
-              alert="NPUHCCSLinkUnhealthy", severity="critical", bounds=(AlertBound("npu_hccs_healthy", "==", 0),)),
+              alert="NPUHCCSLinkUnhealthy", for_s=300.0),
     FaultKind("chip_hot", "temperature", WARN, 85.0, "celsius", "chip running hot", 1.0, "chip_fault",
               "check the fans and the air flow before the chip reaches the failing degrees",
-              alert="NPUTemperatureHigh", severity="warning",
-              bounds=(AlertBound("npu_temperature_celsius", ">", 85),)),
+              alert="NPUTemperatureHigh", for_s=600.0),
     FaultKind("chip_too_hot", "temperature", FAIL, 95.0, "celsius", "chip too hot", 3.3, "chip_fault",
               "check the fans, the air flow and the inlet temperature; a chip this hot throttles or stops",
-              alert="NPUTemperatureHigh", severity="critical",
-              bounds=(AlertBound("npu_temperature_celsius", ">", 95),)),
+              alert="NPUTemperatureHigh", for_s=120.0),
     FaultKind("chip_missing", "chip_count", FAIL, "expected_chips", "chips", "chip missing from npu-smi", 3.6,
               "chip_fault", "npu-smi no longer lists the chip: check dmesg and PCIe; a reboot or repair is needed",
-              alert="NPUChipMissing", severity="critical",
-              alert_note="the alert holds npu_chips to npuwatch_expected_chips, the same config value, and also "
-                         "pages a chip listed an hour ago and gone now, which a one-off check cannot see"),
+              alert="NPUChipMissing", for_s=300.0,
+              alert_note="a hand-written rule of the same name also pages a chip npu-smi listed an hour ago and "
+                         "does not list now, which the agent cannot see across its own restart"),
     FaultKind("device_lost", "hccl_errors", FAIL, 0, "heartbeats lost", "device heartbeat lost (kernel log)", 3.6,
               "chip_fault", "the driver lost the device: check dmesg around that time; reset or replace the chip",
               alert_note="read from the kernel log by check and diagnose; the agent exports no series for it",
@@ -254,8 +241,9 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               runbook="HCCLTimeout"),
     FaultKind("tool_hung", "tools", FAIL, 0, "failed calls", "npu-smi or hccn_tool hung or failed", 3.0,
               "chip_fault", "a hung or crashing npu-smi or hccn_tool points at the driver: check dmesg, then run "
-              "the command shown by hand", alert="NPUCollectorFailing", severity="warning",
-              alert_note="the agent's collectors page a tool that keeps failing (npuwatch_collector_up)"),
+              "the command shown by hand", alert="NPUCollectorFailing", severity="warning", hand_written=True,
+              alert_note="the agent's own rule pages a collector whose tool keeps failing (npuwatch_collector_up), "
+                         "as a warning: the readings it would give are missing, the node may be fine"),
     # What a rank's own logs show stopped it while its peers timed out (agent.health.log_categories): a
     # device or copy fault fails the node; a job's own failure (memory, an operator, a port) weighs on the
     # rank in triage as a failure does, but does not fail the node that ran it.

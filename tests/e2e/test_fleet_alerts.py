@@ -51,11 +51,13 @@ The clock, and everything else that differs from production (alerts/README.md sa
   two healthy CPU timings next to ~20 busy agents can differ by more than the fleet-median threshold
   for a whole ``for:`` (seen once on a machine loaded by other test runs: the reference paged).
 - Not fired here, each covered by promtool cases in alerts/tests/: NPUWatchDown{node="all"} (no
-  target at all), NPUOpticalModuleDegraded{condition="temperature_high"} (no demo fault heats the
-  optic), NPUAllReduceBandwidthLow{reference="floor"} (a CPU all-reduce of 10 MB or more is under
-  the NPU floors healthy or not), NPUProbeStale{reason="no_recent_pass"} (hours without a pass),
-  NPUDCMIHelperFailing (the demo agents read no DCMI library) and the probe-timeout branch of
-  HCCLTimeout.
+  target at all), NPUOpticalModuleDegraded{kind="optics_out_of_range"} and {kind="optics_weak"} (no
+  demo fault heats the optic; a dark lane is optics_dark), NPUTemperatureHigh{severity="warning"}
+  (the agent finds one temperature fault a chip), NPUChipHeldWhileHealthy and NPUChipRepeatedFaults
+  (the agent's fault history runs on the real clock), NPUAllReduceBandwidthLow{reference="floor"} (a
+  CPU all-reduce of 10 MB or more is under the NPU floors healthy or not),
+  NPUProbeStale{reason="no_recent_pass"} (hours without a pass), NPUDCMIHelperFailing (the demo
+  agents read no DCMI library) and the probe-timeout branch of HCCLTimeout.
 """
 
 from __future__ import annotations
@@ -230,38 +232,40 @@ SCENARIOS: tuple[Scenario, ...] = (
              config=collecting(hccn=["hccn_link"])),
     # A 2 s flap read every 1.3 s: the samples alternate (never 5 s of DOWN), the driver's link-up
     # counter climbs by one per period.
+    # The agent's own flap window runs on the test clock too (15 min -> 15 s), so the finding ends after the clear.
     Scenario("e2e-flap", "link_flap", (Expect("NPURoCELinkFlapping", {"npu": "0"}),), npu=0,
              params={"period_s": 2.0}, may_also=("NPURoCELinkDown",),
-             config=collecting(hccn=["hccn_link", "hccn_link_stat"], hccn_interval="1300ms")),
+             config=merged(collecting(hccn=["hccn_link", "hccn_link_stat"], hccn_interval="1300ms"),
+                           {"check": {"flap_window": "15s"}})),
+    # The agent judges a node's RoCE ports only where it reads their links (hccn_link).
     Scenario("e2e-nethealth", "net_health_fail", (Expect("NPURoCENetHealthFailed", {"npu": "0"}),), npu=0,
-             config=collecting(hccn=["hccn_net_health"])),
-    Scenario("e2e-optics", "optics_no_light", (
-        Expect("NPUOpticalModuleDegraded", {"npu": "0", "condition": "signal_lost"}),
-        Expect("NPUOpticalModuleDegraded", {"npu": "0", "condition": "rx_power_low"})),
-        npu=0, config=collecting(hccn=["hccn_optical"])),
+             config=collecting(hccn=["hccn_link", "hccn_net_health"])),
+    Scenario("e2e-optics", "optics_no_light",
+             (Expect("NPUOpticalModuleDegraded", {"npu": "0", "kind": "optics_dark"}),), npu=0,
+             may_also=("NPURoCELinkDown",), config=collecting(hccn=["hccn_link", "hccn_optical"])),
     Scenario("e2e-vanish", "vanish", (Expect("NPUChipMissing", {"severity": "critical"}),), npu=1, chips=2,
              config=merged(collecting(), {"expected_chips": 2})),
-    Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0", "severity": "warning"}),
-                                      Expect("NPUUnhealthy", {"npu": "0", "severity": "critical"})),
-             npu=0, params={"state": "Alarm", "codes": ["8C204E00"]}),
+    # Alarm with a code whose level asks nothing of its own: the agent's finding is the chip's health.
+    Scenario("e2e-health", "health", (Expect("NPUUnhealthy", {"npu": "0"}),),
+             npu=0, params={"state": "Alarm", "codes": ["8C204E00"]}, config=collecting(["npu_smi_health"])),
     # A code whose handling level pages (FreeRestartNPU): one page, by the level; NPUUnhealthy stays
     # quiet for the chip. Warning, not Alarm: the table sees the word a health read before the codes
     # come, and NPUUnhealthy's warning rule (for: 5 s here) outlasts that gap where the critical
     # one's 1 s might not on a loaded machine.
     Scenario("e2e-fault-level", "health", (Expect("NPUFaultResetWhenIdle", {"npu": "0",
-                                                                           "handling": "FreeRestartNPU"}),),
+                                                                           "kind": "chip_fault_reset"}),),
              npu=0, params={"state": "Warning", "codes": ["8C084E00"]}, config=collecting(["npu_smi_health"])),
-    # One uncorrectable error that stays counted. The kill waits until the rule's increase window
-    # ([15m], here [15s]) has passed it, so only the instant branch (current > 0) holds the alert:
-    # the scrape gap would end it but for the hold.
+    # One uncorrectable error that stays counted (the agent's hbm_dbe finding lasts while it does). The kill
+    # waits until the error is older than 15 s, so nothing new comes with the restart: the scrape gap would
+    # end the alert but for the hold.
     Scenario("e2e-dbe", "hbm_dbe", (Expect("NPUHBMDoubleBitECC", {"npu": "0"}),), npu=0,
              params={"interval_s": 3600.0}, config=collecting(["npu_smi_ecc"]),
              kill=KillCheck('npu_hbm_ecc_current_errors{{node="{node}",bit="double"}} > 0',
                             when='increase(npu_hbm_ecc_errors_total{{node="{node}",bit="double"}}[15s]) == 0')),
     Scenario("e2e-sbe", "hbm_sbe_rate", (Expect("NPUHBMSingleBitECCRate", {"npu": "0"}),), npu=0,
              params={"per_s": 2.0}, config=collecting(["npu_smi_ecc"])),
-    Scenario("e2e-hot", "hot", (Expect("NPUTemperatureHigh", {"npu": "0", "severity": "warning"}),
-                                Expect("NPUTemperatureHigh", {"npu": "0", "severity": "critical"})), npu=0),
+    # 97 C: the agent's finding is chip_too_hot (one finding a chip), the critical rule.
+    Scenario("e2e-hot", "hot", (Expect("NPUTemperatureHigh", {"npu": "0", "severity": "critical"}),), npu=0),
     # --- probes (the all-reduce on the CPU: two gloo ranks)
     Scenario("e2e-gemm-ref", None, config=merged(collecting(), probing(
         gemm={**PROBE_EVERY, "first_run": "2s"}, model="910B3")), reference_for="e2e-gemm-slow"),
@@ -755,10 +759,9 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
     assert {(_alert_of(s.rule), s.new) for s in scaled if s.where == "horizon"} == {
         ("NPUOpticalRxPowerFalling", f"(4 * 3600) / {CLOCK}"), ("NPURoCEErrorsRising", f"(2 * 3600) / {CLOCK}"),
         ("NPUHBMSingleBitECCRising", f"(4 * 3600) / {CLOCK}")}
-    # Production's ratios hold: the hold's 10m -> 10 s, the HCCL windows 5m -> 5 s, and the
-    # double-bit ECC window is the [15s] that the e2e-dbe kill waits out.
-    assert {(s.where, s.new) for s in scaled if _alert_of(s.rule) == "NPUHBMDoubleBitECC"} == {("hold", "10s"),
-                                                                                   ("range", "15s")}
+    # Production's ratios hold: the hold's 10m -> 10 s, the HCCL windows 5m -> 5 s; the double-bit ECC alert
+    # reads the agent's finding (alerts/faults.rules.yml), whose only window is its hold.
+    assert {(s.where, s.new) for s in scaled if _alert_of(s.rule) == "NPUHBMDoubleBitECC"} == {("hold", "10s")}
     assert {s.new for s in scaled if s.where == "hold"} == {"10s"}
     assert len([s for s in scaled if s.where == "hold"]) == len(hold_cases.held_alerts())
     _, held = time_scaled_rules(RULE_FILES, tmp_path / "held", CLOCK, FOR_OVERRIDES, HOLD)

@@ -77,8 +77,8 @@ FAULTY = frozenset({LINK_DOWN, DOUBLE_BIT, CRASHED, HCCL_NODE, ALARM})
 EXPECTED: list[tuple[str, dict[str, str]]] = [
     ("NPURoCELinkDown", {"node": LINK_DOWN, "npu": "1"}),
     ("NPUHBMDoubleBitECC", {"node": DOUBLE_BIT, "npu": "0"}),
-    ("NPUUnhealthy", {"node": ALARM, "npu": "1", "severity": "critical"}),
-    ("NPUUnhealthy", {"node": ALARM, "npu": "1", "severity": "warning"}),
+    # Alarm with a RestartBusiness code: the agent's finding is chip_warning (the job restarts, the chip stays)
+    ("NPUUnhealthy", {"node": ALARM, "npu": "1", "severity": "warning", "kind": "chip_warning"}),
     ("NPUCollectorFailing", {"node": CRASHED, "tool": "npu_smi"}),
     ("HCCLTimeout", {"node": HCCL_NODE, "code": "EI0002", "category": "exec_timeout"}),
 ]

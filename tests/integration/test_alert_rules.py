@@ -43,6 +43,34 @@ def test_promtool_unit_tests(promtool: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# ----------------------------------------------------------------------------- generated node-fault alerts
+
+
+def test_generated_rules_for_another_job_pass_their_own_cases(promtool: str, tmp_path: Path) -> None:
+    """``python -m alerts.generate --selector ...``: the rules and the cases written for another scrape job agree."""
+    from alerts import generate
+
+    assert generate.main(["--selector", 'job="npu-agents"', "-o", str(tmp_path)]) == 0
+    result = _run([promtool, "test", "rules", str(tmp_path / "tests" / "faults-test.yml")])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+
+
+def test_the_generated_cases_catch_a_rule_that_reads_the_wrong_finding(promtool: str, tmp_path: Path) -> None:
+    """Both sides of each case bite: a rule over another kind's finding fails its firing case, and one that lost
+    its kind matcher fails the silent case."""
+    from alerts import generate
+
+    made = generate.generate()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "faults-test.yml").write_text(made.tests, encoding="utf-8")
+    for planted in (', kind="chip_hot"}', "}"):
+        (tmp_path / "faults.rules.yml").write_text(
+            made.rules.replace(', kind="chip_too_hot"}\n', planted + "\n", 1), encoding="utf-8")
+        result = _run([promtool, "test", "rules", str(tmp_path / "tests" / "faults-test.yml")])
+        assert result.returncode != 0, planted
+        assert "NPUTemperatureHigh" in result.stdout + result.stderr, planted
+
+
 # ----------------------------------------------------------------------------- stable annotations
 
 

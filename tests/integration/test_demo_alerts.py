@@ -1,9 +1,8 @@
 """Every alert in alerts/*.rules.yml has a documented way to fire it on the demo (agent.demo.faults.ALERT_FAULTS),
-and the chip faults named there move the metric their alert reads."""
+and the chip faults named there raise the finding their alert reads."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.demo.faults import ALERT_FAULTS, FAULTS, check_params
+from agent.health.thresholds import fault_kind
+from agent.health.verdict_metrics import FAULT_METRIC
 from tests.support.agent_harness import demo_bundle
 from tests.support.paths import REPO
 
@@ -40,20 +41,20 @@ def test_each_trigger_is_a_real_fault_with_declared_parameters(alert: str) -> No
     check_params(trigger.fault, dict(trigger.params))  # raises on an undeclared or bad parameter
 
 
-# alert -> (metric the alert reads, its firing condition) for chip faults one collection shows
-Condition = Callable[[float], bool]
-CHIP_CHECKS: dict[str, tuple[str, Condition]] = {
-    "NPUTemperatureHigh": ("npu_temperature_celsius", lambda v: v > 95),
-    "NPUUnhealthy": ("npu_healthy", lambda v: v == 0),
-    "NPUHBMDoubleBitECC": ("npu_hbm_ecc_current_errors", lambda v: v > 0),
-    "NPURoCELinkDown": ("npu_roce_link_up", lambda v: v == 0),
-    "NPURoCENetHealthFailed": ("npu_roce_net_healthy", lambda v: v == 0),
-    "NPUOpticalModuleDegraded": ("npu_optical_signal_lost", lambda v: v == 1),
-    "NPUHCCSLinkUnhealthy": ("npu_hccs_healthy", lambda v: v == 0),
+# alert -> the fault kind whose exported finding its generated rule reads (alerts/faults.rules.yml), for chip faults
+# one collection shows
+CHIP_CHECKS: dict[str, str] = {
+    "NPUTemperatureHigh": "chip_too_hot",
+    "NPUUnhealthy": "chip_warning",  # Alarm with a RestartBusiness code: the job restarts, the chip stays
+    "NPUHBMDoubleBitECC": "hbm_dbe",
+    "NPURoCELinkDown": "link_down",
+    "NPURoCENetHealthFailed": "net_health",
+    "NPUOpticalModuleDegraded": "optics_dark",
+    "NPUHCCSLinkUnhealthy": "hccs_unhealthy",
 }
 
 
-def test_chip_faults_of_the_table_move_the_metric_their_alert_reads(tmp_path: Path) -> None:
+def test_chip_faults_of_the_table_raise_the_finding_their_alert_reads(tmp_path: Path) -> None:
     bundle = demo_bundle(tmp_path, chips=10)
     assert bundle.demo is not None
     chips = {alert: chip for chip, alert in enumerate(sorted(CHIP_CHECKS))}
@@ -70,13 +71,18 @@ def test_chip_faults_of_the_table_move_the_metric_their_alert_reads(tmp_path: Pa
         body = bundle.agent.cache.render().body.decode()
     finally:
         bundle.agent.stop()
-    values: dict[str, dict[str, list[float]]] = {}
+    found: dict[str, set[str]] = {}
+    chips_listed = []
     for family in text_string_to_metric_families(body):
         for sample in family.samples:
-            values.setdefault(sample.name, {}).setdefault(sample.labels.get("npu", ""), []).append(sample.value)
-    for alert, (metric, fires) in CHIP_CHECKS.items():
-        chip = str(chips[alert])
-        assert values[metric][chip] and any(fires(v) for v in values[metric][chip]), (alert, values[metric])
+            if sample.name == FAULT_METRIC:
+                found.setdefault(sample.labels["kind"], set()).add(sample.labels.get("npu", ""))
+            if sample.name == "npu_chips":
+                chips_listed.append(sample.value)
+    for alert, kind in CHIP_CHECKS.items():
+        assert fault_kind(kind).alert == alert, (alert, kind)
+        assert str(chips[alert]) in found.get(kind, set()), (alert, kind, found)
         quiet = str(missing_chip + 1)  # a chip without faults does not fire it
-        assert values[metric][quiet] and not any(fires(v) for v in values[metric][quiet]), (alert, values[metric])
-    assert values["npu_chips"][""] == [9.0]
+        assert quiet not in found.get(kind, set()), (alert, kind, found)
+    assert fault_kind("chip_missing").alert == "NPUChipMissing" and "" in found.get("chip_missing", set()), found
+    assert chips_listed == [9.0]

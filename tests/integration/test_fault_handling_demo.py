@@ -1,5 +1,6 @@
-"""The demo's `health` fault gives a chip a code of each paging level, the agent exports the level, keeps the
-history in its state directory, and `npuwatch faults clear` releases a held chip of a running demo node."""
+"""The demo's `health` fault gives a chip a code of each paging level, the agent exports the level and the
+finding each level's alert reads, keeps the history in its state directory, and `npuwatch faults clear`
+releases a held chip of a running demo node."""
 
 from __future__ import annotations
 
@@ -12,16 +13,30 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.demo.faults import ALERT_FAULTS
+from agent.health.thresholds import fault_kind
+from agent.health.verdict_metrics import FAULT_METRIC
 from tests.support.agent_harness import demo_bundle
 
 LEVEL_ALERTS = {"NPUFaultIsolate": "SeparateNPU", "NPUFaultResetWhenIdle": "FreeRestartNPU",
                 "NPUFaultDrainAfterJob": "PreSeparateNPU", "NPUUnhealthy": "RestartBusiness"}
+# The finding each alert's generated rule reads (alerts/faults.rules.yml) for the chip at that level.
+LEVEL_KINDS = {"NPUFaultIsolate": "chip_fault_isolate", "NPUFaultResetWhenIdle": "chip_fault_reset",
+               "NPUFaultDrainAfterJob": "chip_fault_drain", "NPUUnhealthy": "chip_warning"}
 
 
 def handling(body: bytes) -> dict[str, str]:
     return {sample.labels["npu"]: sample.labels["handling"]
             for family in text_string_to_metric_families(body.decode())
             for sample in family.samples if sample.name == "npu_fault_handling"}
+
+
+def findings(body: bytes) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == FAULT_METRIC:
+                out.setdefault(sample.labels.get("npu", ""), set()).add(sample.labels["kind"])
+    return out
 
 
 def check_chip_health(tmp_path: Path) -> dict[str, Any]:
@@ -43,10 +58,14 @@ def test_each_alerts_demo_trigger_puts_its_chip_at_the_level_the_alert_reads(tmp
         bundle.demo.set_fault(trigger.fault, chip=chip, **dict(trigger.params))
     try:
         bundle.agent.collect_once()
-        levels = handling(bundle.agent.cache.render().body)
+        body = bundle.agent.cache.render().body
     finally:
         bundle.agent.stop()
-    assert levels == {str(chip): LEVEL_ALERTS[alert] for chip, alert in enumerate(sorted(LEVEL_ALERTS))}
+    assert handling(body) == {str(chip): LEVEL_ALERTS[alert] for chip, alert in enumerate(sorted(LEVEL_ALERTS))}
+    found = findings(body)
+    for chip, alert in enumerate(sorted(LEVEL_ALERTS)):
+        kind = LEVEL_KINDS[alert]
+        assert fault_kind(kind).alert == alert and kind in found.get(str(chip), set()), (alert, found)
     assert (tmp_path / "demo" / "state" / "fault_history.json").is_file()
 
 

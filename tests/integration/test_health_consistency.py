@@ -5,15 +5,15 @@ the real ``npuwatch check --json`` and ``npuwatch diagnose --json`` run on it in
 must give the same status on the same NPU for every check, and the same lead cause (the verdict's
 cause and NPU). The agent's own judgement of the same node (``npuwatch once --demo``: its exported findings,
 chip statuses and node verdict), read as ``npuwatch top`` reads it, must show the same kind and status on
-that NPU and lead with the same cause, status and NPU as ``check``; the table's bounds of the kind's alert
-hold on that NPU's series and on no healthy NPU's. The same exposition, served to the real ``npuwatch top
+that NPU and lead with the same cause, status and NPU as ``check``; the finding its generated alert reads
+(alerts/faults.rules.yml) is exported on that NPU and on no healthy NPU. The same exposition, served to the real ``npuwatch top
 --once`` (its header leads as check does, each faulty NPU's Health cell names its kind) and scraped by a real
 Prometheus (one for the module), gives ``npuwatch triage --prometheus`` check's verdict object with the same
 status, cause and NPU, and the planted kinds among its findings; a one-node ``npuwatch bundle`` (with the
 node's config) read by ``npuwatch triage`` does the same for every fault whose readings a bundle holds. A log
 fault is judged alike by check, diagnose, ``scan-logs`` and the agent. That the shipped alert of each fault fires on
-its NPU is the fleet end-to-end test's (tests/e2e/test_fleet_alerts.py); tests/unit/test_health_thresholds.py
-holds every alert's threshold and look-back to the thresholds table.
+its NPU is the fleet end-to-end test's (tests/e2e/test_fleet_alerts.py); tests/unit/test_alert_generate.py holds the
+generated alerts to the registry.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ import yaml
 
 from agent.cli import main as npuwatch_in_process
 from agent.demo.node import DemoNode
-from agent.health.thresholds import AlertBound, fault_kind
+from agent.health.thresholds import fault_kind
+from agent.health.verdict_metrics import FAULT_METRIC
 from agent.top.model import NodeView, parse_view, samples_of
 from tests.support.paths import REPO
 from tests.support.prom_harness import PromProcess, start_prometheus
@@ -117,9 +118,6 @@ def run_both(tmp_path: Path, node: DemoNode) -> tuple[dict[str, Any], dict[str, 
     return json.loads(checked.stdout), json.loads(diagnosed.stdout)
 
 
-_OPS = {"==": float.__eq__, ">": float.__gt__, "<": float.__lt__, ">=": float.__ge__}
-
-
 @dataclass(frozen=True)
 class Exported:
     """The agent's exposition of one case's node (its own node name), and the view top makes of it."""
@@ -142,9 +140,11 @@ def exported(node: DemoNode, tmp_path: Path, settings: dict[str, Any] | None = N
     return Exported(name, once.stdout, parse_view(samples), samples)
 
 
-def holds(bound: AlertBound, samples: list[tuple[str, dict[str, str], float]], npu: int) -> bool:
-    return any(name == bound.metric and labels.get("npu") == str(npu) and _OPS[bound.op](value, bound.value)
-               for name, labels, value in samples)
+def finding_on(kind: str, samples: list[tuple[str, dict[str, str], float]], npu: int | None) -> bool:
+    """The exported finding the kind's generated alert (alerts/faults.rules.yml) reads, on ``npu`` (None: the node)."""
+    where = "" if npu is None else str(npu)
+    return any(name == FAULT_METRIC and labels.get("kind") == kind and labels.get("npu", "") == where
+               for name, labels, _ in samples)
 
 
 def assert_top_and_alerts_agree(view: NodeView, samples: list[tuple[str, dict[str, str], float]],
@@ -157,10 +157,9 @@ def assert_top_and_alerts_agree(view: NodeView, samples: list[tuple[str, dict[st
             continue
         found = {(f.kind, f.status) for f in rows[fault.npu].faults.values()}
         assert (fault.kind, fault.status.lower()) in found, (fault, found)
-        for bound in fault_kind(fault.kind).bounds:
-            if bound.window is None:  # an instant comparison of the alert's expression
-                assert holds(bound, samples, fault.npu), (fault, bound)
-                assert not any(holds(bound, samples, npu) for npu in rows if npu not in faulty), (fault, bound)
+        if fault_kind(fault.kind).alert:  # what its alert reads: on this NPU, on no healthy one
+            assert finding_on(fault.kind, samples, fault.npu), fault
+            assert not any(finding_on(fault.kind, samples, npu) for npu in rows if npu not in faulty), fault
     for npu, row in rows.items():
         if npu not in faulty:
             assert row.status == "ok" and not row.faults, (npu, row.status, row.faults)

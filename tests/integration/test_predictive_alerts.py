@@ -2,7 +2,9 @@
 
 A one-chip demo node runs an hour healthy, then ``optics_degrading`` and ``hbm_sbe_rising`` (their
 defaults) on its chip, on a frozen clock stepped by one scrape interval at a time; the real agent
-collects (the fakes, the parsers, the exposition) at every step. Its series are then judged twice:
+collects (the fakes, the parsers, its verdict, the exposition) at every step. Its series are then judged twice
+(a threshold alert that pages an agent's finding, NPUOpticalModuleDegraded or NPURoCELinkDown, reads the exported
+finding):
 
 - in Python (tests.support.promql_eval), with the windows, horizons, thresholds and ``for:`` read
   from the shipped rules, which gives the minute each alert first fires;
@@ -28,6 +30,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.health.thresholds import WEAK_RX_POWER_W
+from agent.health.verdict_metrics import FAULT_METRIC
 from tests.support import hold_cases
 from tests.support import promql_eval as pe
 from tests.support.agent_harness import demo_bundle
@@ -45,7 +49,7 @@ SOURCES_OFF = {
     "hccn_tool": ["hccn_link_stat", "hccn_net_health", "hccn_speed", "hccn_ip"],
 }
 WATCHED = ("npu_optical_rx_power_watts", "npu_optical_signal_lost", "npu_roce_link_up", "npu_roce_errors_total",
-           "npu_hbm_ecc_errors_total")
+           "npu_hbm_ecc_errors_total", FAULT_METRIC)
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]]
 
@@ -116,6 +120,13 @@ def _one(series: Series, name: str, **labels: str) -> list[tuple[float, float]]:
     return found[0]
 
 
+def _finding(series: Series, kind: str) -> Callable[[float], bool]:
+    """Whether the agent's finding ``kind`` is exported at a time (what its generated alert reads)."""
+    found = [values for (metric, pairs), values in series.items()
+             if metric == FAULT_METRIC and dict(pairs).get("kind") == kind]
+    return lambda t: any(pe.instant(values, t) is not None for values in found)
+
+
 def _evaluations() -> list[float]:
     return [T0 + i * EVAL_S for i in range(int((HEALTHY_S + FAULTY_S) / EVAL_S) + 1)]
 
@@ -147,16 +158,12 @@ def _optics(series: Series) -> tuple[Page, Page]:
         return (forecast is not None and now is not None and forecast < float(level) and now >= float(guard)
                 and bool(recent) and now < sum(recent) / len(recent))
 
-    hard = _rule("NPUOpticalModuleDegraded", condition="rx_power_low")
-    (low,) = _grab(r"npu_optical_rx_power_watts\{[^}]*\} < ([\d.e-]+)$", hard["expr"])
-    assert float(low) == float(level) == float(guard), "the forecast aims at the rx_power_low threshold"
-
-    def under(t: float) -> bool:
-        now = pe.instant(rx, t)
-        return now is not None and now < float(low)
-
+    assert float(level) == float(guard) == WEAK_RX_POWER_W, "the forecast aims at the weak-light bound"
+    # the threshold alert: the agent's optics_weak finding (the lane under its module's own rx-low threshold)
+    hard = _rule("NPUOpticalModuleDegraded", kind="optics_weak")
     return (Page("NPUOpticalRxPowerFalling", {"lane": "0"}, falling, _seconds(rule["for"])),
-            Page("NPUOpticalModuleDegraded", {"condition": "rx_power_low", "lane": "0"}, under, _seconds(hard["for"])))
+            Page("NPUOpticalModuleDegraded", {"kind": "optics_weak"}, _finding(series, "optics_weak"),
+                 _seconds(hard["for"])))
 
 
 def _roce(series: Series) -> tuple[Page, Page]:
@@ -178,7 +185,7 @@ def _roce(series: Series) -> tuple[Page, Page]:
 
     down = _rule("NPURoCELinkDown")
     return (Page("NPURoCEErrorsRising", {"counter": "mac_rx_fcs_err_pkt_num"}, rising, _seconds(rule["for"])),
-            Page("NPURoCELinkDown", {}, lambda t: pe.instant(up, t) == 0, _seconds(down["for"])))
+            Page("NPURoCELinkDown", {}, _finding(series, "link_down"), _seconds(down["for"])))
 
 
 def _ecc(series: Series) -> tuple[Page, Page]:

@@ -52,7 +52,7 @@ def test_vmalert_dry_run_refuses_what_it_does_not_know(tmp_path: Path) -> None:
     """The check above bites: a shipped file with a keep_firing_for, the field 1.79 lacks, is refused."""
     source = next(path for path in RULE_FILES if path.name == "npu.rules.yml")
     text = source.read_text(encoding="utf-8")
-    anchor = "        for: 2m\n"
+    anchor = "        for: 30m\n"
     assert anchor in text
     broken = tmp_path / source.name
     broken.write_text(text.replace(anchor, anchor + "        keep_firing_for: 10m\n", 1), encoding="utf-8")

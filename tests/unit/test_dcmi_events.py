@@ -117,6 +117,20 @@ def test_a_raise_joins_the_polled_codes_and_a_recovery_clears_a_polled_code(
     assert _active(store, OTHER) == {}  # the other chip untouched
 
 
+def test_a_batch_that_changed_codes_asks_the_agent_to_judge_again_once(
+        model: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
+    events, store, clock = model
+    asked: list[int] = []
+    events.changed = lambda: asked.append(1)
+    _poll(store, clock, (), clock.now)
+    events.apply([_raw(SEPARATE), _raw(POLLED, deviceid=4)])
+    assert asked == [1]  # one batch, two chips: one judgement
+    events.apply([_raw(SEPARATE, assertion=2), _raw(SEPARATE, deviceid=99)])  # a one-off, an unknown chip
+    assert asked == [1]
+    events.apply([_raw(SEPARATE, assertion=0)])
+    assert asked == [1, 1]
+
+
 def test_a_one_off_is_counted_never_active_and_an_unknown_chip_is_dropped(
         model: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
     events, store, clock = model
