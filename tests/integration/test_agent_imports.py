@@ -13,11 +13,12 @@ from pathlib import Path
 from tests.support.agent_harness import wait_for
 from tests.support.daemon import BASE_CONFIG, Daemon
 
-# Each was imported by `run` before: through the parser of another command, the check job's HTTP client,
-# the probe job's command-line module, or prometheus_client (its package pulls in its HTTP servers and urllib).
-NOT_IN_THE_AGENT = ("prometheus_client", "urllib.request", "http.client", "statistics", "agent.top",
-                    "agent.triage.prometheus", "agent.triage.series", "agent.probes.cli", "agent.demo.cli",
-                    "agent.check.cli", "agent.handling.cli")
+# Each was imported by `run` before: through the parser of another command, the check job's runner (tool readers,
+# diagnose, triage's log scan: no medium or long level is scheduled here) and HTTP client, the probe job's
+# command-line module, or prometheus_client (its package pulls in its HTTP servers and urllib).
+NOT_IN_THE_AGENT = ("prometheus_client", "urllib.request", "http.client", "statistics", "agent.top", "agent.triage",
+                    "agent.probes.cli", "agent.demo.cli", "agent.check.cli", "agent.handling.cli",
+                    "agent.check.runner", "agent.diagnose")
 
 
 def imported(log: str) -> set[str]:
