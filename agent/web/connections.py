@@ -96,7 +96,7 @@ class ConnectionTable:
                 if victim is not None:
                     self._evict(victim, "the server is full")
                 elif self._may_stall() and self._pending() < self.total and not any(
-                        other.state == PENDING for other in mine):
+                        other.state == PENDING and not other.evicted for other in mine):
                     slot.state = PENDING  # wait_room() decides, in the connection's own thread
                 else:
                     return None
@@ -118,7 +118,10 @@ class ConnectionTable:
                     for slots in self._by_client.values():
                         for other in slots:
                             self._look(other, now)
-                    victim = None if self._open() < self.total else self._idlest_of_biggest_client()
+                    # A stalled one, or a waiting one of a client holding more than this one's: a place just
+                    # given to another pending connection is not taken back before its request comes.
+                    victim = None if self._open() < self.total else self._idlest_of_biggest_client(
+                        above=self._held(slot.client))
                     if victim is not None:
                         self._evict(victim, "the server is full and a new connection waits")
                     if victim is not None or self._open() < self.total:
@@ -213,8 +216,8 @@ class ConnectionTable:
 
     def _first_pending(self) -> Slot | None:
         """Who gets the next place: the pending connection whose client holds the fewest, then the oldest."""
-        line = [(len(live) - 1, slot.since, slot) for client in self._by_client
-                for live in (self._live(client),) for slot in live if slot.state == PENDING]
+        line = [(self._held(client), slot.since, slot) for client in self._by_client
+                for slot in self._live(client) if slot.state == PENDING]
         return min(line, key=lambda entry: entry[:2])[2] if line else None
 
     def _drop_pending(self, slot: Slot) -> None:
@@ -246,16 +249,23 @@ class ConnectionTable:
             return now - slot.moved
         return None
 
-    def _idlest_of_biggest_client(self) -> Slot | None:
-        """The waiting or stalled connection to close: of the client holding the most, the idlest."""
+    def _held(self, client: str) -> int:
+        return sum(1 for slot in self._live(client) if slot.state != PENDING)
+
+    def _idlest_of_biggest_client(self, above: int = 0) -> Slot | None:
+        """The waiting or stalled connection to close: of the client holding the most, the idlest. A waiting
+        one only of a client holding more than ``above`` places (a stalled one of any)."""
         now = self._clock()
         best: tuple[int, float] | None = None
         victim = None
         for client in self._by_client:
             live = self._live(client)
+            spare_idle = self._held(client) > above
             for slot in live:
                 idle = self._idle_for(slot, now)
-                if idle is not None and (best is None or (len(live), idle) > best):
+                if idle is None or not (spare_idle or slot.state == BUSY):
+                    continue
+                if best is None or (len(live), idle) > best:
                     best, victim = (len(live), idle), slot
         return victim
 
