@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
+from agent.core.cli_options import command_named, options_everywhere, verbose_everywhere
 from agent.core.config import Config, ConfigError, load_config
 from agent.core.flag_values import listen_address_flag, type_value_flags
 from agent.core.terminal import add_color_option
@@ -81,7 +82,15 @@ def _common(parser: argparse.ArgumentParser, with_demo: bool = True) -> None:
     tools.add_argument("--tool.ascend-dmi", dest="tool_ascend_dmi", metavar="PATH")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command``, the other commands are listed but their options are not built.
+
+    Building a command's options imports its package (top, triage, probes ...): the agent (``run``) would
+    carry them all in memory for nothing."""
+
+    def wanted(name: str) -> bool:
+        return command is None or command == name
+
     parser = argparse.ArgumentParser(
         prog="npuwatch", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -168,27 +177,30 @@ def build_parser() -> argparse.ArgumentParser:
     triage.add_argument("--until", metavar="TIME", help="up to this time")
     triage.add_argument("--json", action="store_true", help="one JSON object on stdout")
     triage.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPUs, at most one per input)")
-    from agent.triage import prometheus as triage_prometheus
+    if wanted("triage"):
+        from agent.triage import prometheus as triage_prometheus
 
-    triage_prometheus.add_arguments(triage)
+        triage_prometheus.add_arguments(triage)
     gate = sub.add_parser(
         "check", help="tiered node checks with one verdict (exit 0 ok, 1 warn, 2 fail, 3 unknown)",
         description="Run the quick, medium or long checks of this node and gate jobs on the verdict.",
         epilog=EXIT_STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(gate)
-    from agent.check import cli as check_cli
-
-    check_cli.add_arguments(gate)
     baseline = sub.add_parser("check-baseline", help="fleet medians for `npuwatch check --baseline`",
                               description="Build a fleet baseline from `npuwatch check --json` reports or "
                                           "from Prometheus.")
-    check_cli.add_baseline_arguments(baseline)
+    if wanted("check") or wanted("check-baseline"):
+        from agent.check import cli as check_cli
+
+        check_cli.add_arguments(gate)
+        check_cli.add_baseline_arguments(baseline)
 
     probe = sub.add_parser("probe", help="run a probe now: gemm, allreduce, membw, h2d, p2p, sustained-gemm "
                                          "(exit 0 pass, 1 warn, 2 fail, 3 error)")
-    from agent.probes import cli as probe_cli
+    if wanted("probe"):
+        from agent.probes import cli as probe_cli
 
-    probe_cli.add_arguments(probe)
+        probe_cli.add_arguments(probe)
 
     faults = sub.add_parser("faults", help="held ManuallySeparateNPU levels and error-code history; clear one "
                                            "after the repair (exit 0 done, 1 nothing to clear)",
@@ -199,10 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--demo-dir", type=Path, metavar="DIR",
                         help="the --demo-dir of `npuwatch run --demo`: its state directory (default: "
                              "$NPUWATCH_DEMO_DIR when set, else the config's state_dir)")
-    from agent.handling import cli as faults_cli
+    if wanted("faults"):
+        from agent.handling import cli as faults_cli
 
-    faults_cli.add_arguments(faults)
-    _options_everywhere(faults, ("config", "demo_dir"))
+        faults_cli.add_arguments(faults)
+    options_everywhere(faults, ("config", "demo_dir"))
 
     top = sub.add_parser("top", help="a live view of this node from its agent (or --url another node's): "
                                      "utilization, HBM, temperature, power, codes, links, the HCCL incident",
@@ -210,45 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
                                      "/metrics and runs no tool.\nExit status: 0 after q (or --once), 2 when no "
                                      "agent answers.")
     _common(top)
-    from agent.top import cli as top_cli
+    if wanted("top"):
+        from agent.top import cli as top_cli
 
-    top_cli.add_arguments(top)
+        top_cli.add_arguments(top)
 
     demo = sub.add_parser("demo", help="switch faults on the demo node while `npuwatch run --demo` runs")
-    from agent.demo import cli as demo_cli
+    if wanted("demo"):
+        from agent.demo import cli as demo_cli
 
-    demo_cli.add_arguments(demo)
-    _options_everywhere(demo, ("demo_dir",))
-    _verbose_everywhere(parser)
+        demo_cli.add_arguments(demo)
+    options_everywhere(demo, ("demo_dir",))
+    verbose_everywhere(parser)
     type_value_flags(parser)
     return parser
-
-
-def _options_everywhere(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
-    """The options ``dests`` of ``parser`` accepted after its action too (``faults show --demo-dir D``).
-
-    The copies default to SUPPRESS, so a value given before the action is kept when none follows it."""
-    shared = [action for action in parser._actions if action.dest in dests and action.option_strings]
-    for action in parser._actions:
-        if not isinstance(action, argparse._SubParsersAction):
-            continue
-        for child in action.choices.values():
-            for option in shared:
-                if any(name in child._option_string_actions for name in option.option_strings):
-                    continue
-                child.add_argument(*option.option_strings, dest=option.dest, type=option.type,
-                                   metavar=option.metavar, help=option.help, default=argparse.SUPPRESS)
-
-
-def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
-    """``-v`` after the command too (``npuwatch once -v``), not only before it."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in action.choices.values():
-                if "-v" not in child._option_string_actions:
-                    child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                                       help="debug logging")
-                _verbose_everywhere(child)
 
 
 def _tool_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -576,7 +564,7 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     from agent.core.logging_setup import setup_logging
 
-    parser = build_parser()
+    parser = build_parser(command_named(sys.argv[1:] if argv is None else argv, COMMANDS))
     args = parser.parse_args(argv)
     # Only the agent logs its progress; a one-shot command (a Slurm prolog's check) is quiet unless -v.
     setup_logging(level="info" if args.command == "run" else "warning", verbose=args.verbose)

@@ -31,18 +31,13 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.check.references import Reference, measure_unit
-from agent.core.http_client import connection_problem
 from agent.probes.peaks import normalise_model
 
 __all__ = [
@@ -185,11 +180,24 @@ def from_reports(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Baseline:
     baseline = Baseline(source=f"{sources} check reports", generated_at=_now_text())
     for (model, measure), found in sorted(values.items()):
         baseline.models.setdefault(model, {})[measure] = Entry(
-            statistics.median(found), len(nodes[(model, measure)]), measure_unit(measure))
+            _median(found), len(nodes[(model, measure)]), measure_unit(measure))
     return baseline
 
 
+def _median(values: Iterable[float]) -> float:
+    import statistics  # here: the agent's check job imports this module, and statistics costs it ~0.5 MB
+
+    return statistics.median(values)
+
+
 def _query(url: str, expr: str, timeout_s: float) -> list[dict[str, Any]]:
+    # Imported here: the agent's check job imports this module and asks no Prometheus unless configured to,
+    # and the HTTP client (urllib, http.client, email) is about 1 MB of its memory.
+    import urllib.parse
+    import urllib.request
+
+    from agent.core.http_client import connection_problem
+
     full = url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     if not full.startswith(("http://", "https://")):
         raise BaselineError(f"{url}: expected an http:// or https:// URL")
@@ -249,7 +257,7 @@ def _from_shards(urls: Sequence[str], timeout_s: float) -> Baseline:
     baseline = Baseline(source=f"prometheus {' '.join(urls)}", generated_at=_now_text())
     for (model, measure), found in sorted(values.items()):
         nodes = {(dict(key).get("job", ""), dict(key).get("instance", "")) for key in found}
-        median = statistics.median(found.values())
+        median = _median(found.values())
         if median > 0:
             baseline.models.setdefault(model, {})[measure] = Entry(median, len(nodes), measure_unit(measure))
     return baseline

@@ -78,7 +78,7 @@ class DeviceRun:
         return self.deadline - _RESERVE_S - self.held_back_s - time.monotonic()
 
     def probe_settings(self, deadline_s: float) -> ProbeSettings:
-        from agent.probes.cli import settings_from_config
+        from agent.probes.records import settings_from_config
 
         base = settings_from_config(self.config)
         chip_map: dict[int, tuple[int, int]] = {}

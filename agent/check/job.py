@@ -19,15 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.check.baseline import BaselineError
 from agent.check.levels import LEVELS
 from agent.check.metrics import report_samples
 from agent.check.report import LevelReport
-from agent.check.runner import RunOptions, run_level
 from agent.core.config import Config
 from collectors.base import NoData, Sample
 
 if TYPE_CHECKING:
+    from agent.check.runner import RunOptions
     from agent.core.jobs import InternalJob
 
 __all__ = ["BUSY_RETRY_S", "JOB_NAME", "TICK_S", "CheckSchedule", "ScheduleState", "agent_state", "check_job"]
@@ -38,7 +37,15 @@ JOB_NAME = "check"
 TICK_S = 30.0
 BUSY_RETRY_S = 600.0
 
-Runner = Callable[[Config, RunOptions], LevelReport]
+Runner = Callable[[Config, "RunOptions"], LevelReport]
+
+
+def _run_level(config: Config, options: RunOptions) -> LevelReport:
+    """``agent.check.runner.run_level``, imported when a level first runs through it: the runner brings the tool
+    readers, diagnose and the log scan (about 0.7 MB), which an agent with no medium or long level never uses."""
+    from agent.check.runner import run_level
+
+    return run_level(config, options)
 
 
 @dataclass
@@ -64,7 +71,7 @@ def agent_state(config: Config) -> ScheduleState:
 class CheckSchedule:
     """Which levels are due and their latest reports; ``collect`` is the internal job's body."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time, runner: Runner = run_level,
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, runner: Runner = _run_level,
                  state: ScheduleState | None = None, quick: Callable[[], LevelReport] | None = None) -> None:
         self._config = config
         self._quick = quick  # the agent's own judgement: the quick level without running a tool
@@ -127,7 +134,6 @@ class CheckSchedule:
         return [sample for report in reports for sample in report_samples(report)]
 
     def _run(self, level: str, now: float) -> None:
-        options = RunOptions(level=level)
         if level == "quick" and self._quick is not None:
             try:
                 report = self._quick()
@@ -138,8 +144,11 @@ class CheckSchedule:
                 self._latest[level] = report
             self._reschedule(level, self._clock())
             return
+        from agent.check.baseline import BaselineError
+        from agent.check.runner import RunOptions
+
         try:
-            report = self._runner(self._config, options)
+            report = self._runner(self._config, RunOptions(level=level))
         except BaselineError as exc:
             log.warning("check %s: fleet baseline unusable (%s); judging by the fixed references", level, exc)
             report = self._runner(self._config, RunOptions(level=level, use_baseline=False))

@@ -8,16 +8,10 @@ that asks for a password, is something this check cannot see: UNKNOWN, never PAS
 
 from __future__ import annotations
 
-import http.client
-import ssl
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from agent.core.http_client import connection_problem
 
 if TYPE_CHECKING:
     from agent.core.config import Config
@@ -98,6 +92,15 @@ def read_agent(config: Config, timeout_s: float = 3.0) -> AgentReading:
 
 
 def _from_http(url: str, tls: bool, timeout_s: float) -> AgentReading:
+    # Imported here: the agent's own judgement imports this module for AgentReading, and would carry the
+    # HTTP client (urllib, http.client, email: about 1 MB) for a request it never makes.
+    import http.client
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from agent.core.http_client import connection_problem
+
     context = None
     if tls:
         context = ssl.create_default_context()

@@ -162,7 +162,7 @@ def probe_checks(config: Config, say: Say = _quiet) -> list[CheckResult]:
     names = PROBE_CHECKS
     try:
         from agent.probes import runner as probe_runner
-        from agent.probes.cli import settings_from_config
+        from agent.probes.records import settings_from_config
 
         settings = settings_from_config(config)
     except Exception as exc:  # a missing or incompatible runner must not break the triage

@@ -24,16 +24,16 @@ import sys
 import time
 from typing import Any, TextIO
 
-from agent.core.config import Config, ConfigError, load_config, parse_size
+from agent.core.config import ConfigError, load_config, parse_size
 from agent.core.flag_values import duration_flag, positive_duration_flag
 from agent.health.probe_limits import PEER_FAIL, REFERENCE_FAIL, THROTTLE_FAIL
 from agent.probes.bandwidth import run_h2d, run_membw, run_p2p
-from agent.probes.records import ProbeSettings
+from agent.probes.records import ProbeSettings, settings_from_config
 from agent.probes.render import render
 from agent.probes.runner import run_allreduce, run_gemm
 from agent.probes.sustained import run_sustained_gemm
 
-__all__ = ["add_arguments", "main", "settings_from_config"]
+__all__ = ["add_arguments", "main"]
 
 
 def _positive_int(text: str) -> int:
@@ -151,26 +151,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument("--nnodes", type=_positive_int, default=1, help="nodes in a cluster probe")
     cluster.add_argument("--node-rank", type=int, default=0, help="this node's index, 0..nnodes-1")
     cluster.add_argument("--master", metavar="HOST:PORT", help="rank 0's node and a free port on it")
-
-
-def settings_from_config(config: Config) -> ProbeSettings:
-    """ProbeSettings from a loaded config's ``probes`` section (agent.core.config.Config)."""
-    probes = config.probes
-    settings = ProbeSettings(
-        backend=probes.backend, model=probes.model, lock_path=probes.lock_file,
-        connect_timeout_s=probes.connect_timeout, exec_timeout_s=probes.exec_timeout,
-        deadline_s=probes.deadline, stall_s=probes.stall,
-        peaks={model: dict(per_dtype) for model, per_dtype in (probes.peaks or {}).items()},
-        gemm_size=probes.gemm.size, min_efficiency=probes.gemm.min_efficiency,
-        allreduce_bytes=probes.allreduce.size, min_busbw=probes.allreduce.min_bus_bandwidth,
-    )
-    if probes.python:
-        settings.python = probes.python
-    if probes.gemm.dtypes:
-        settings.gemm_dtypes = tuple(probes.gemm.dtypes)
-    if probes.allreduce.devices is not None:
-        settings.devices = tuple(probes.allreduce.devices)
-    return settings
 
 
 def _settings(args: argparse.Namespace, base: ProbeSettings) -> ProbeSettings:

@@ -21,10 +21,9 @@ import psutil
 
 from agent.core.config import Config
 from agent.core.snapshot import SnapshotStore
-from agent.probes.cli import settings_from_config
 from agent.probes.lock import idle_check
 from agent.probes.metrics import ProbeMetrics
-from agent.probes.records import ProbeResult, ProbeSettings, skipped_result
+from agent.probes.records import ProbeResult, ProbeSettings, settings_from_config, skipped_result
 from agent.probes.runner import run_allreduce, run_gemm
 from collectors.base import ChipRef
 

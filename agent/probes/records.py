@@ -6,9 +6,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.health.probe_limits import PEER_FAIL, REFERENCE_FAIL, REFERENCE_WARN, THROTTLE_FAIL, THROTTLE_WARN
+
+if TYPE_CHECKING:
+    from agent.core.config import Config
 
 PROBES = ("gemm", "allreduce")  # the scheduled probes, whose counters exist from the start
 ON_DEMAND_PROBES = ("membw", "h2d", "p2p", "sustained_gemm")  # `npuwatch probe` (and the coming `check`)
@@ -205,3 +208,22 @@ def skipped_result(probe: str, reason: str, clock: Callable[[], float] = time.ti
     """A probe that did not run (lock held, devices busy): counted, never a hardware verdict."""
     return ProbeResult(probe=probe, outcome="skipped", started_at=clock(), duration_s=0.0, message=reason)
 
+
+def settings_from_config(config: Config) -> ProbeSettings:
+    """ProbeSettings from a loaded config's ``probes`` section (agent.core.config.Config)."""
+    probes = config.probes
+    settings = ProbeSettings(
+        backend=probes.backend, model=probes.model, lock_path=probes.lock_file,
+        connect_timeout_s=probes.connect_timeout, exec_timeout_s=probes.exec_timeout,
+        deadline_s=probes.deadline, stall_s=probes.stall,
+        peaks={model: dict(per_dtype) for model, per_dtype in (probes.peaks or {}).items()},
+        gemm_size=probes.gemm.size, min_efficiency=probes.gemm.min_efficiency,
+        allreduce_bytes=probes.allreduce.size, min_busbw=probes.allreduce.min_bus_bandwidth,
+    )
+    if probes.python:
+        settings.python = probes.python
+    if probes.gemm.dtypes:
+        settings.gemm_dtypes = tuple(probes.gemm.dtypes)
+    if probes.allreduce.devices is not None:
+        settings.devices = tuple(probes.allreduce.devices)
+    return settings

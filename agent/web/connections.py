@@ -12,11 +12,17 @@ connection whose answer is being computed or read is never interrupted. The rule
   and several scrapers behind one address simply take turns;
 - per client, at most ``per_client`` busy connections: a further request queues for a turn;
 - overall, at most ``total`` connections: a new one closes a waiting or stalled connection of the
-  client with the most (the one idle or stalled longest), and is refused only when every connection
-  is busy and moving. So no address, nor many addresses together, can keep a scraper at another
-  address out by holding connections it does not use.
+  client with the most (the one idle or stalled longest). When every connection is busy, none has
+  stalled yet and some are sending answers, the new one is *pending*: its thread waits up to
+  ``room_wait_s`` for one to stall or close, and is refused if none does. (A connection filled a moment
+  ago cannot have stalled for ``stall_s`` yet: without the wait, the first scrape at the start of a
+  slow-reader attack was refused.) At most ``total`` connections are pending, one per client; the next
+  place goes to the pending connection whose client holds the fewest, the longest-waiting first. So no
+  address, nor many addresses together, can keep a scraper at another address out by holding
+  connections it does not use.
 
-Whether a busy connection's client takes its answer is seen, at each new connection, from the bytes of
+Whether a busy connection's client takes its answer is seen, at each new connection (and every 50 ms
+while one is pending), from the bytes of
 it the client has acknowledged (``TCP_INFO``'s ``tcpi_bytes_acked``): 16 KiB more than when it last
 moved is progress, so a client that reads a few bytes now and then to look alive is still stalled. A
 deep send buffer hides a slow but steady reader from ``send`` (it returns only when half the buffer
@@ -39,10 +45,11 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectionTable", "Slot"]
+__all__ = ["PENDING", "ConnectionTable", "Slot"]
 
-WAITING, QUEUED, BUSY = "waiting", "queued", "busy"
+WAITING, QUEUED, BUSY, PENDING = "waiting", "queued", "busy", "pending"
 MIN_PROGRESS_BYTES = 16 << 10  # what a busy connection's client must take within stall_s to count as reading
+_LOOK_EVERY_S = 0.05  # how often a pending connection looks again for a stalled one
 
 
 class Slot:
@@ -83,16 +90,47 @@ class ConnectionTable:
             for slots in self._by_client.values():
                 for other in slots:
                     self._look(other, now)
+            slot = Slot(client, sock, self._clock())
             if self._open() >= self.total:
                 victim = self._idlest_of_biggest_client()
-                if victim is None:
+                if victim is not None:
+                    self._evict(victim, "the server is full")
+                elif self._may_stall() and self._pending() < self.total and not any(
+                        other.state == PENDING and not other.evicted for other in mine):
+                    slot.state = PENDING  # wait_room() decides, in the connection's own thread
+                else:
                     return None
-                self._evict(victim, "the server is full")
-            slot = Slot(client, sock, self._clock())
             self._by_client.setdefault(client, []).append(slot)
             return slot
 
     # --- connection threads
+    def wait_room(self, slot: Slot, wait_s: float) -> bool:
+        """A pending connection's place, once a connection stalls or closes: True; False after ``wait_s``
+        (refuse it) or when it was evicted meanwhile."""
+        deadline = self._clock() + wait_s
+        with self._cond:
+            while slot.state == PENDING:
+                now = self._clock()
+                if slot.evicted or now >= deadline or not self._may_stall():
+                    self._drop_pending(slot)
+                    return False
+                if self._first_pending() is slot:
+                    for slots in self._by_client.values():
+                        for other in slots:
+                            self._look(other, now)
+                    # A stalled one, or a waiting one of a client holding more than this one's: a place just
+                    # given to another pending connection is not taken back before its request comes.
+                    victim = None if self._open() < self.total else self._idlest_of_biggest_client(
+                        above=self._held(slot.client))
+                    if victim is not None:
+                        self._evict(victim, "the server is full and a new connection waits")
+                    if victim is not None or self._open() < self.total:
+                        self._set_waiting(slot)
+                        self._cond.notify_all()  # the next pending one is first now
+                        return True
+                self._cond.wait(min(_LOOK_EVERY_S, deadline - now))
+            return not slot.evicted
+
     def replace_socket(self, slot: Slot, sock: socket.socket) -> bool:
         """The TLS socket now carries the connection; False when it was evicted meanwhile."""
         with self._cond:
@@ -166,7 +204,26 @@ class ConnectionTable:
         return [slot for slot in self._by_client.get(client, ()) if not slot.evicted]
 
     def _open(self) -> int:
-        return sum(len(self._live(client)) for client in self._by_client)
+        return sum(1 for client in self._by_client for slot in self._live(client) if slot.state != PENDING)
+
+    def _may_stall(self) -> bool:
+        """Whether a place may come free by a stall: some answer is being sent (one being computed is never
+        interrupted, so a newcomer that could only wait for those is refused at once)."""
+        return any(slot.state == BUSY and slot.writing for client in self._by_client for slot in self._live(client))
+
+    def _pending(self) -> int:
+        return sum(1 for client in self._by_client for slot in self._live(client) if slot.state == PENDING)
+
+    def _first_pending(self) -> Slot | None:
+        """Who gets the next place: the pending connection whose client holds the fewest, then the oldest."""
+        line = [(self._held(client), slot.since, slot) for client in self._by_client
+                for slot in self._live(client) if slot.state == PENDING]
+        return min(line, key=lambda entry: entry[:2])[2] if line else None
+
+    def _drop_pending(self, slot: Slot) -> None:
+        """A pending connection that got no place: out of the line (its thread closes it)."""
+        slot.evicted = True
+        self._cond.notify_all()
 
     def _set_waiting(self, slot: Slot) -> None:
         slot.state = WAITING
@@ -184,22 +241,31 @@ class ConnectionTable:
 
     def _idle_for(self, slot: Slot, now: float) -> float | None:
         """How long ``slot`` has been of no use (None: it may not be closed to make room)."""
+        if slot.state == PENDING:
+            return None
         if slot.state != BUSY:
             return now - slot.since
         if slot.writing and now - slot.moved >= self.stall_s:
             return now - slot.moved
         return None
 
-    def _idlest_of_biggest_client(self) -> Slot | None:
-        """The waiting or stalled connection to close: of the client holding the most, the idlest."""
+    def _held(self, client: str) -> int:
+        return sum(1 for slot in self._live(client) if slot.state != PENDING)
+
+    def _idlest_of_biggest_client(self, above: int = 0) -> Slot | None:
+        """The waiting or stalled connection to close: of the client holding the most, the idlest. A waiting
+        one only of a client holding more than ``above`` places (a stalled one of any)."""
         now = self._clock()
         best: tuple[int, float] | None = None
         victim = None
         for client in self._by_client:
             live = self._live(client)
+            spare_idle = self._held(client) > above
             for slot in live:
                 idle = self._idle_for(slot, now)
-                if idle is not None and (best is None or (len(live), idle) > best):
+                if idle is None or not (spare_idle or slot.state == BUSY):
+                    continue
+                if best is None or (len(live), idle) > best:
                     best, victim = (len(live), idle), slot
         return victim
 

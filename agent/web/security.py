@@ -30,7 +30,8 @@ class ServerLimits:
     TLS handshake before it), not each read, so a client trickling one byte at a time is dropped;
     ``idle_timeout_s`` is how long a kept-alive connection may wait for the next request to begin.
     An answer must be taken within ``write_timeout_s``; while the server is full, a busy connection whose
-    client has taken no byte of its answer for ``stall_s`` is closed to make room, like a waiting one.
+    client has taken no byte of its answer for ``stall_s`` is closed to make room, like a waiting one. A
+    new connection that finds every place busy and none stalled yet waits up to ``room_wait_s`` for one.
     """
 
     max_connections: int = 32  # config: web.max_connections
@@ -41,6 +42,7 @@ class ServerLimits:
     write_timeout_s: float = 10.0
     stall_s: float = 1.0  # a busy connection whose client took no byte of its answer this long may be closed
     turn_wait_s: float = 1.0
+    room_wait_s: float = 2.0  # > stall_s: a connection filled as the newcomer came has had time to stall
     rate_per_s: float = 20.0  # requests, and new connections, per client address; 429 past it
     burst: int = 40
     max_tracked_clients: int = 4096  # rate buckets kept; least recently seen dropped first

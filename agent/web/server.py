@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agent.core.config import ConfigError
 from agent.web.auth import Auth, BasicAuth, BcryptVerifier, CredentialCache
 from agent.web.config import WebConfig, load_web_config
-from agent.web.connections import ConnectionTable, Slot
+from agent.web.connections import PENDING, ConnectionTable, Slot
 from agent.web.protocol import Connection, Refusal, Request, accepts_gzip, canned_response, status_text
 from agent.web.security import RateLimiter, ServerLimits
 from agent.web.settings import WebSettings, files_stamp, watched_files, weakening
@@ -217,7 +217,8 @@ class AgentHTTPServer(socketserver.TCPServer):
             return
         slot = self.table.admit(client, request)
         if slot is None:
-            log.debug("refusing a connection: %d connections open, all answering", self.limits.max_connections)
+            log.debug("refusing a connection: %d connections open, all answering, and as many waiting",
+                      self.limits.max_connections)
             self._refuse_at_once(request, _BUSY)
             return
         thread = threading.Thread(target=self._serve_connection, args=(request, client, slot, time.monotonic()),
@@ -245,6 +246,13 @@ class AgentHTTPServer(socketserver.TCPServer):
     def _serve_connection(self, sock: socket.socket, client: str, slot: Slot, accepted_at: float) -> None:
         connection = sock
         try:
+            if slot.state == PENDING:  # every place is answering: wait for a slow reader's to be closed
+                if not self.table.wait_room(slot, self.limits.room_wait_s):
+                    log.debug("refusing a connection from %s: %d connections open, all answering", client,
+                              self.limits.max_connections)
+                    self._refuse_at_once(sock, _BUSY)
+                    return
+                accepted_at = time.monotonic()  # the time to send a request head starts with its place
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             deadline = accepted_at + self.limits.head_timeout_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,10 +75,26 @@ def test_slow_readers_from_many_addresses_do_not_lock_out_a_scraper(serve: Start
     assert time.monotonic() - started < 30
 
 
+def test_the_first_scrape_as_slow_readers_fill_every_place_is_answered(serve: StartServer) -> None:
+    """Every place busy a moment ago: no connection can have stalled yet, so the scraper waits for one."""
+    limits = ServerLimits(max_connections=16, max_connections_per_client=4)
+    server = serve(cache=BigCache(), limits=limits)
+    with slow_readers(server.port, addresses=8, per_address=4):
+        assert wait_for(lambda: _busy(server) == 16, timeout=5, step=0.005), server.table.counts()
+        started = time.monotonic()
+        first = status(server.port, source=SCRAPER, timeout=10)
+        waited = time.monotonic() - started
+        assert first == 200, server.table.counts()
+        assert limits.stall_s * 0.5 < waited < limits.room_wait_s + 1, waited
+        assert [status(server.port, source=SCRAPER, timeout=5) for _ in range(3)] == [200] * 3
+
+
 def test_a_progressing_answer_is_never_closed_to_make_room(serve: StartServer) -> None:
-    """A full table of connections that do read: a newcomer is refused, no answer is cut off."""
+    """A full table of connections that do read: a newcomer waits ``room_wait_s`` for a place, then is
+    refused; no answer is cut off."""
     huge = BIG * 6  # more than the kernel's largest send buffer (4 MiB): the answer stays being written
-    server = serve(cache=BigCache(huge), limits=ServerLimits(max_connections=2, max_connections_per_client=4))
+    limits = ServerLimits(max_connections=2, max_connections_per_client=4)
+    server = serve(cache=BigCache(huge), limits=limits)
     readers = []
     try:
         for _ in range(2):
@@ -90,12 +107,17 @@ def test_a_progressing_answer_is_never_closed_to_make_room(serve: StartServer) -
             sock.recv(1)  # the answer has begun: the connection is busy, and read slowly but steadily
         assert wait_for(lambda: _busy(server) == 2, timeout=5)
         received = [1, 1]
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
+        refused: list[int] = []
+        newcomer = threading.Thread(target=lambda: refused.append(status(server.port, source="127.0.0.5", timeout=5)))
+        started = time.monotonic()
+        newcomer.start()
+        while newcomer.is_alive() and time.monotonic() - started < 5:  # both read on while the newcomer waits
             for index, sock in enumerate(readers):
                 received[index] += len(sock.recv(4096))
             time.sleep(0.005)
-        assert status(server.port, source="127.0.0.5", timeout=2) in (0, 503)
+        newcomer.join(1)
+        assert refused == [503], (refused, server.table.counts())
+        assert time.monotonic() - started >= limits.room_wait_s
         for index, sock in enumerate(readers):
             sock.settimeout(5)
             while received[index] < len(huge):

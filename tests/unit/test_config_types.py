@@ -156,7 +156,7 @@ def _schema_keys(schema: Mapping[str, Any], path: str = "") -> Iterator[str]:
 
 
 def test_probe_settings_get_plain_tables_as_they_declare() -> None:
-    from agent.probes.cli import settings_from_config
+    from agent.probes.records import settings_from_config
 
     peaks = settings_from_config(build_config(FULL)).peaks
     assert peaks == {"910B3": {"fp16": 313.7e12}}

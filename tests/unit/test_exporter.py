@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import platform
+import random
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 from agent import __version__
-from agent.core.exporter import ExpositionCache, NpuwatchCollector
+from agent.core.exporter import OPENMETRICS_CONTENT_TYPE, ExpositionCache
 from agent.core.exposition import (
     STARTED_AT,
     SnapshotRenderer,
@@ -24,6 +25,7 @@ from agent.core.exposition import (
     self_metric_samples,
     valid_rows,
 )
+from agent.core.prom_collector import NpuwatchCollector
 from agent.core.snapshot import SnapshotStore, SourceSnapshot
 from collectors.base import Sample
 from collectors.catalogue import CATALOGUE, MetricSpec
@@ -224,9 +226,17 @@ def test_escape_help_escapes_backslash_and_newline_only() -> None:
 
 
 @pytest.mark.parametrize("value", [0.0, -0.0, 1.0, -1.0, 0.5, 93.4, 123456.0, 1234567.0, 12345678.0, 1e7, 1.5e9,
-                                   -12345678.0, 2.0**64, 1e-7, math.inf, -math.inf, 1e22, 9999999.0])
+                                   -12345678.0, 2.0**64, 1e-7, math.inf, -math.inf, 1e22, 9999999.0,
+                                   12345678.5, 1e20, 1.5e16, 1000000.0, 10000000.25])
 def test_format_value_is_prometheus_clients(value: float) -> None:
     assert _format_value(value) == floatToGoString(value)
+
+
+def test_format_value_is_prometheus_clients_for_random_values() -> None:
+    rng = random.Random(39)
+    values = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30) for _ in range(2000)]
+    values += [float(rng.randint(0, 10**18)) for _ in range(500)] + [rng.randint(1, 10**9) / 8 for _ in range(500)]
+    assert [_format_value(value) for value in values] == [floatToGoString(value) for value in values]
 
 
 def test_format_value_nan() -> None:
@@ -418,3 +428,9 @@ def test_a_duplicate_family_does_not_hide_the_families_after_it() -> None:
     text = SnapshotRenderer(store, {}, 1).render(False).decode()
     assert "npu_chips 2.0" in text and "npu_chips 5.0" not in text
     assert 'npu_power_watts{chip="0",npu="1"} 90.0' in text
+
+
+def test_openmetrics_content_type_is_prometheus_clients() -> None:
+    from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST
+
+    assert OPENMETRICS_CONTENT_TYPE == CONTENT_TYPE_LATEST
