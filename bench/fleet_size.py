@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import InProcessTools, Table, count_series, demo_agent, verdict
 
-SERIES_TARGET_16_CHIPS = 1600  # as bench/agent.py
+SERIES_TARGET_16_CHIPS = 1660  # as bench/agent.py
 SCRAPE_INTERVALS_S = (15.0, 30.0)
 BYTES_PER_SAMPLE = (1.0, 2.0)  # Prometheus storage docs: 1-2 bytes per sample after compression
 

@@ -337,7 +337,7 @@ def roce_counters(state: DemoState, chip: int, now: float) -> dict[str, int]:
     rx_pkts = int(elapsed * rng.uniform(2.0e5, 2.4e5))
     errors = total_count(state, chip, "roce_errors", now)
     retries = total_count(state, chip, "roce_retries", now)
-    counters: dict[str, int] = {"mac_rx_mac_pause_num": 0, "mac_tx_mac_pause_num": 0}
+    counters: dict[str, int] = {"mac_tx_mac_pause_num": 0, "mac_rx_mac_pause_num": 0}
     counters["mac_tx_pfc_pkt_num"] = int(elapsed * 0.02)
     counters.update({f"mac_tx_pfc_pri{p}_pkt_num": 0 for p in range(8)})
     counters["mac_tx_pfc_pri3_pkt_num"] = counters["mac_tx_pfc_pkt_num"]

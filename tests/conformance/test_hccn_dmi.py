@@ -189,6 +189,9 @@ def test_stat_910a_and_950() -> None:
     exported = {dict(s.labels)["counter"] for s in hccn_stat.samples(ub, CHIP, CTX)}
     assert {"crc_error_sum", "retry_req_sum", "drop_ind_cnt_rx", "route_err_cnt_rx"} <= exported
     assert "ub_mem_pkt_cnt_rx" not in exported
+    # neither prints octets or PFC frames: no traffic series, not a 0 in their place
+    for listing in (record, ub):
+        assert {s.metric for s in hccn_stat.samples(listing, CHIP, CTX)} == {"npu_roce_errors_total"}
 
 
 def test_ip_910b1() -> None:

@@ -21,7 +21,7 @@ from tests.support.paths import FIXTURES
 
 GOLDEN = FIXTURES / "top"
 EXPOSITION = GOLDEN / "demo_metrics.txt"
-NOW = 1_796_613_590.1  # the frames' clock: 3 s after the exposition's last npu-smi round (every reading fresh)
+NOW = 1_796_617_502.5  # the frames' clock: 3 s after the exposition's last npu-smi round (every reading fresh)
 SIZES = ((40, 10), (80, 24), (120, 40), (200, 60))
 
 

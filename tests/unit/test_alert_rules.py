@@ -39,10 +39,6 @@ RUNBOOK_SECTIONS = ("## Meaning", "## Confirm", "## Act", "## Escalate")
 
 # Series that are not npuwatch's own but that rules may use.
 EXTERNAL_METRICS = frozenset({"up", "ALERTS", "node_textfile_mtime_seconds"})  # the last: node_exporter's
-# Read by alerts/failslow.rules.yml and simulated by bench/failslow_sim.py, not exported yet: the per-port
-# traffic and PFC counters issue 43 item 2 proposes (docs/failslow.md#signals). A rule reading them finds
-# nothing on today's agents and pages nobody.
-PROPOSED_METRICS = frozenset({"npu_roce_transmitted_bytes_total", "npu_roce_pfc_pause_frames_total"})
 
 PROMQL_WORDS = frozenset({
     # operators and modifiers
@@ -158,7 +154,7 @@ def test_every_metric_in_rules_is_in_the_catalogue() -> None:
         for text in rule.get("annotations", {}).values():
             for query in template_queries(text):
                 used |= metric_names(query)
-        bad = used - set(CATALOGUE) - EXTERNAL_METRICS - PROPOSED_METRICS
+        bad = used - set(CATALOGUE) - EXTERNAL_METRICS
         if bad:
             unknown[f"{path.name}:{name}"] = bad
     assert not unknown, f"metric names not in collectors/catalogue.py: {unknown}"

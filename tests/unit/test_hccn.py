@@ -310,18 +310,57 @@ def test_power_watts(text: str, watts: float | None) -> None:
 # --- -stat -------------------------------------------------------------------------------------------
 
 
-def test_stat_keeps_all_counters_and_exports_only_error_like_ones() -> None:
+def test_stat_keeps_all_counters_and_exports_error_like_ones_by_name() -> None:
     record = hccn_stat.parse(fixture("stat_counters.txt"))
     assert len(record.counters) == 23
     assert record.counters["mac_tx_total_pkt_num"] == 918273
     out = hccn_stat.samples(record, CHIP, CTX)
     assert_catalogued(out)
-    exported = {dict(s.labels)["counter"]: s.value for s in out}
+    exported = {dict(s.labels)["counter"]: s.value for s in out if s.metric == "npu_roce_errors_total"}
     assert exported == {
         "mac_tx_bad_pkt_num": 0.0, "mac_rx_bad_pkt_num": 2.0, "mac_rx_fcs_err_pkt_num": 5.0,
         "roce_rx_err_pkt_num": 7.0, "roce_tx_err_pkt_num": 0.0, "roce_unexpected_ack_num": 1.0,
         "roce_verification_err_num": 0.0, "roce_qp_status_err_num": 0.0, "roce_new_pkt_rty_num": 9.0,
     }
+
+
+def test_stat_exports_port_bytes_and_pfc_frames_of_the_full_910b_listing() -> None:
+    record = hccn_stat.parse(fixture("stat_910b_listing.txt"))
+    assert len(record.counters) == 46 and not record.rejected
+    out = hccn_stat.samples(record, ChipRef(3, 0), CTX)
+    assert_catalogued(out)
+    port = (("npu", "3"), ("chip", "0"))
+    traffic = {(s.metric, s.labels): s.value for s in out if s.metric != "npu_roce_errors_total"}
+    assert traffic == {
+        ("npu_roce_transmitted_bytes_total", port): 11438087966212.0,
+        ("npu_roce_pfc_pause_frames_total", (*port, ("direction", "rx"))): 20417.0,
+        ("npu_roce_pfc_pause_frames_total", (*port, ("direction", "tx"))): 1532.0,
+    }
+    # received bytes, packet counts, CNPs and 802.3x pause frames stay in the record only
+    errors = [dict(s.labels)["counter"] for s in out if s.metric == "npu_roce_errors_total"]
+    assert "mac_rx_mac_pause_num" not in errors and "nic_tx_all_oct_num" not in errors
+    assert len(out) == len(errors) + 3
+
+
+def test_stat_sums_pfc_priorities_where_a_port_prints_no_total() -> None:
+    text = ("packet statistics:\nmac_tx_pfc_pri0_pkt_num:1\nmac_tx_pfc_pri3_pkt_num:40\n"
+            "mac_rx_pfc_pri3_pkt_num:7\nmac_rx_pfc_pri7_pkt_num:2\nmac_rx_pfc_pri8_pkt_num:100\n")
+    assert hccn_stat.pfc_pause_frames(hccn_stat.parse(text)) == {"tx": 41, "rx": 9}
+    # a printed total wins over its priorities (they are its parts, not more frames)
+    both = hccn_stat.parse("mac_tx_pfc_pkt_num:50\nmac_tx_pfc_pri3_pkt_num:40\n")
+    assert hccn_stat.pfc_pause_frames(both) == {"tx": 50}
+    # the 950 port statistics struct's names
+    assert hccn_stat.pfc_pause_frames(hccn_stat.parse("core_mib_rxpfcpkts:5\ncore_mib_txpfcpkts:6\n")) == {
+        "rx": 5, "tx": 6}
+
+
+def test_stat_without_traffic_counters_exports_no_traffic_series() -> None:
+    # The 950 UB port's shape and the 910A error-only listing print no octets and no PFC: no series, never
+    # a 0 (the real captures: tests/conformance/test_hccn_dmi.py).
+    ub = "packet statistics:\nport_id: 4\nrx_busi_flit_num: 10\ntx_busi_flit_num: 12\ncrc_error_sum: 0\n"
+    for text in (ub, "packet statistics:\nroce_rx_err_pkt_num:0\nroce_tx_err_pkt_num:0\n"):
+        out = hccn_stat.samples(hccn_stat.parse(text), CHIP, CTX)
+        assert out and {s.metric for s in out} == {"npu_roce_errors_total"}
 
 
 def test_stat_accepts_space_after_colon_and_devid_prefix() -> None:
