@@ -68,7 +68,7 @@ class FleetWriter:
                                                     ("counter", "roce_new_pkt_rty_num")))))
                 out.append(("bytes", _labels_blob((("__name__", "npu_roce_transmitted_bytes_total"), *chip))))
                 out.append(("info", _labels_blob((("__name__", "npu_job_info"), *chip,
-                                                  ("exported_job", f"job-{node // JOB_NODES}"), ("rank", str(rank)),
+                                                  ("training_job", f"job-{node // JOB_NODES}"), ("rank", str(rank)),
                                                   ("local_rank", str(npu)), ("world_size", str(JOB_NODES * NPUS)),
                                                   ("source", "env")))))
         return out

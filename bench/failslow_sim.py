@@ -243,5 +243,5 @@ class Simulation:
                         yield (f'npu_hccs_bandwidth_bytes_per_second{{{chip},link="0",direction="tx"}} '
                                f"{HCCS_BYTES_PER_S * busy:.0f} {ms}")
                     if running:
-                        yield (f'npu_job_info{{{chip},exported_job="{s.job}",rank="{rank}",local_rank="{npu}",'
+                        yield (f'npu_job_info{{{chip},training_job="{s.job}",rank="{rank}",local_rank="{npu}",'
                                f'world_size="{s.ranks}",source="env"}} 1 {ms}')

@@ -229,7 +229,7 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("npu_job_info", "gauge",
                "Job and rank of the process on the chip, from its environment or rank table (always 1; one series "
                "per chip, absent when no process on it names a job or a rank).",
-               (*CHIP, "job", "rank", "local_rank", "world_size", "source"), "npu_jobs"),
+               (*CHIP, "training_job", "rank", "local_rank", "world_size", "source"), "npu_jobs"),
     MetricSpec("npuwatch_job_info_failures_total", "counter",
                "Processes on the chips whose environment (or rank table) could not be read, by reason "
                "(access_denied, gone, zombie, rank_table); each process is counted once.",

@@ -1,4 +1,9 @@
-"""Job and rank of the process on each chip: ``npu_job_info{npu, chip, job, rank, local_rank, world_size, source} 1``.
+"""Job and rank of the process on each chip:
+``npu_job_info{npu, chip, training_job, rank, local_rank, world_size, source} 1``.
+
+The label is ``training_job``, not ``job``: ``job`` is Prometheus's own target label (the scrape job,
+``npuwatch``), which a scraped ``job`` would either be renamed away from (``exported_job``) or, with
+``honor_labels``, replace, so the series would escape every ``job="npuwatch"`` selector.
 
 Pure: the processes of the ``npu-smi info`` table (or DCMI's, the same records) and a reader that
 answers a pid's ``JobIdentity`` go in, samples come out. ``collectors.job_env`` reads the identities
@@ -7,9 +12,10 @@ from each process's environment (psutil, cached per pid and start time); the age
 
 Where the labels come from, first found wins (docs/metrics.md, "Job and rank of every chip"):
 
-- ``job``: the operator's own variables (``collectors.npu_smi.job_variables``, e.g. one a Kubernetes
-  job sets from a pod label; source ``env``); ``SLURM_JOB_ID`` (``slurm``), ``PBS_JOBID`` (``pbs``),
-  ``LSB_JOBID`` (``lsf``); ``JOB_ID``, the variable HCCL and MindSpore jobs set (``env``);
+- ``training_job`` (``JobIdentity.job``): the operator's own variables
+  (``collectors.npu_smi.job_variables``, e.g. one a Kubernetes job sets from a pod label; source
+  ``env``); ``SLURM_JOB_ID`` (``slurm``), ``PBS_JOBID`` (``pbs``), ``LSB_JOBID`` (``lsf``); ``JOB_ID``,
+  the variable HCCL and MindSpore jobs set (``env``);
   ``TORCHELASTIC_RUN_ID`` unless torchrun's default ``none``, else ``MASTER_ADDR:MASTER_PORT``
   (``torchrun``: every rank of one job rendezvous at one address; a loopback address is prefixed with
   the host name, ``node-7/localhost:29500``); ``MS_SCHED_HOST:MS_SCHED_PORT``
@@ -215,7 +221,7 @@ def job_samples(processes: Iterable[NpuProcess], chips: Sequence[ChipRef],
         if chosen is None:
             continue
         found = chosen[1]
-        labels = label_pairs(npu=npu, chip=chip_id, job=found.job, rank=found.rank, local_rank=found.local_rank,
-                             world_size=found.world_size, source=found.source)
+        labels = label_pairs(npu=npu, chip=chip_id, training_job=found.job, rank=found.rank,
+                             local_rank=found.local_rank, world_size=found.world_size, source=found.source)
         out.append(Sample(METRIC, labels, 1.0))
     return out

@@ -66,13 +66,13 @@ def test_each_chip_names_the_job_and_rank_of_its_process(tmp_path: Path) -> None
         agent.collect_once()
         body = agent.cache.render().body
         by_npu = {labels["npu"]: labels for labels in _series(body, "npu_job_info")}
-        assert by_npu["0"] == {"npu": "0", "chip": "0", "job": "4711", "rank": "8", "local_rank": "0",
+        assert by_npu["0"] == {"npu": "0", "chip": "0", "training_job": "4711", "rank": "8", "local_rank": "0",
                                "world_size": "16", "source": "slurm"}
-        assert by_npu["1"] == {"npu": "1", "chip": "0", "job": "10.1.2.3:29500", "rank": "3", "local_rank": "1",
-                               "world_size": "8", "source": "torchrun"}
-        assert (by_npu["2"]["job"], by_npu["2"]["rank"], by_npu["2"]["world_size"], by_npu["2"]["source"]) == (
+        assert by_npu["1"] == {"npu": "1", "chip": "0", "training_job": "10.1.2.3:29500", "rank": "3",
+                               "local_rank": "1", "world_size": "8", "source": "torchrun"}
+        assert (by_npu["2"]["training_job"], by_npu["2"]["rank"], by_npu["2"]["world_size"], by_npu["2"]["source"]) == (
             "hccl-job", "5", "2", "env")
-        assert by_npu["3"]["job"] == ("evil} 1npu_fake 1" + "x" * 300)[:128] and by_npu["3"]["rank"] == ""
+        assert by_npu["3"]["training_job"] == ("evil} 1npu_fake 1" + "x" * 300)[:128] and by_npu["3"]["rank"] == ""
         assert len(by_npu) == 4 and len(_series(body, "npu_job_info")) == 4
         assert _values(body, "npuwatch_collector_up", "collector")["npu_jobs"] == 1.0
 

@@ -77,4 +77,4 @@ def test_a_restart_removes_the_job_and_the_scrapes_keep_their_node_phase() -> No
     info = [line for line in lines if line.startswith("npu_job_info")]
     stamps = sorted({int(line.rsplit(" ", 1)[1]) / 1000 for line in info})
     assert stamps and not [t for t in stamps if 100 <= t < 150]
-    assert 'exported_job="train-0",rank="5",local_rank="1",world_size="8"' in "\n".join(info)
+    assert 'training_job="train-0",rank="5",local_rank="1",world_size="8"' in "\n".join(info)

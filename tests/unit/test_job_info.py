@@ -168,6 +168,17 @@ def test_one_series_per_chip_with_the_catalogue_labels() -> None:
     assert all(sample.value == 1.0 for sample in out)
 
 
+def test_the_job_label_is_training_job_never_a_prometheus_target_label() -> None:
+    # `job` and `instance` belong to the scrape: an exported `job` is renamed `exported_job` (honor_labels
+    # false) or replaces the scrape's (true), and the series then escapes every job="npuwatch" selector.
+    procs = FakeProcs({11: (1.0, SLURM)})
+    out = job_samples([_process(11)], [ChipRef(0, 0)], procs.reader().identity)
+    labels = _labels(out[0])
+    assert tuple(labels) == ("npu", "chip", "training_job", "rank", "local_rank", "world_size", "source")
+    assert labels["training_job"] == SLURM["SLURM_JOB_ID"]
+    assert not {"job", "instance"} & set(CATALOGUE[METRIC].labels)
+
+
 # --- the reader: failures, cache
 
 
@@ -217,7 +228,7 @@ def test_environment_is_read_once_per_process_and_again_for_a_reused_pid() -> No
     assert procs.environ_calls == [7]
     procs.table[7] = (6.0, {**SLURM, "SLURM_JOB_ID": "4712"})  # the pid was reused by a new process
     out = job_samples([_process(7)], [], reader.identity)
-    assert procs.environ_calls == [7, 7] and _labels(out[0])["job"] == "4712"
+    assert procs.environ_calls == [7, 7] and _labels(out[0])["training_job"] == "4712"
     reader.prune(set())
     job_samples([_process(7)], [], reader.identity)
     assert procs.environ_calls == [7, 7, 7]
@@ -291,7 +302,7 @@ def test_a_rank_table_that_is_no_file_or_no_table_is_refused_unread(tmp_path: Pa
     procs = FakeProcs({40: (1.0, {"RANK_TABLE_FILE": "/job/hccl.json", "JOB_ID": "5"})})
     reader = procs.reader(tmp_path, {"10.0.0.1"})
     out = job_samples([_process(40)], [ChipRef(0, 0, phy_id=0)], reader.identity)
-    assert [(_labels(s)["job"], _labels(s)["rank"]) for s in out] == [("5", "")]
+    assert [(_labels(s)["training_job"], _labels(s)["rank"]) for s in out] == [("5", "")]
     assert _failures(reader)["rank_table"] == 1.0
 
 
@@ -315,7 +326,7 @@ def test_a_relative_rank_table_path_is_read_from_the_process_directory(tmp_path:
     target.write_text(_table({"10.0.0.1": [(2, 6)]}))
     procs = FakeProcs({40: (1.0, {"RANK_TABLE_FILE": "hccl.json"})})
     out = job_samples([_process(40)], [ChipRef(0, 0, phy_id=2)], procs.reader(tmp_path).identity)
-    assert [(_labels(s)["job"], _labels(s)["rank"], _labels(s)["source"]) for s in out] == [("", "6", "none")]
+    assert [(_labels(s)["training_job"], _labels(s)["rank"], _labels(s)["source"]) for s in out] == [("", "6", "none")]
 
 
 # --- the agent's job
