@@ -4,7 +4,8 @@ vmalert, with the per-NPU work on the per-node tier (alerts/*-shard.rules.yml).
 
     python bench/fleet_rules.py                         # 1k, 4k and 16k nodes of 16 chips, both engines
     python bench/fleet_rules.py --sizes 1000 --engines prometheus
-    python bench/fleet_rules.py --quick                 # 64 nodes (smoke; tests/e2e/test_bench_fleet_rules.py)
+    python bench/fleet_rules.py --sizes 16000 --shards 16 --engines victoriametrics
+    python bench/fleet_rules.py --quick   # 64 nodes, 2 shards (smoke; tests/e2e/test_bench_fleet_rules.py)
 
 A synthetic fleet of N nodes x 16 NPUs holds the raw series the fleet-wide rules' two halves read: per NPU
 its device IP (``npu_roce_ip_info``), link and chip state, chip model (``npu_info``), GEMM probe flops and
@@ -14,32 +15,37 @@ NPU's link is down and the 1023 other ranks report a timeout, each node blaming 
 address. The series are written by remote write (protobuf, uncompressed snappy framing), once (the
 fleet tier's ranges, the hold's, read its own records and ``ALERTS``, not this history), into:
 
-- Prometheus 2.42: one "shard" Prometheus (``--web.enable-remote-write-receiver``) holding the whole fleet
-  and evaluating the per-node halves (``triage-shard``, ``probes-shard``), and a global Prometheus on
-  ``layouts.global_config``: it federates ``FEDERATE`` from the shard, evaluates the fleet-wide files,
-  and the shard federates ``FEDERATE_BACK`` from it (``layouts.shard_config``), as in the shipped layout.
-  With N real shards each holds 1/N of the fleet: the per-node groups' time here is the whole fleet's.
-  Its rules are loaded once the fleet is written, so the writes do not compete with them.
-- VictoriaMetrics 1.79 (``/api/v1/write``) with two vmalerts, one for the per-node halves, one for the
-  fleet-wide files, as ``flags.txt``: the fleet-wide vmalert reads a VictoriaMetrics of its own holding only
-  what it reads and records (the Prometheus global's role); both vmalerts write through a vmagent
-  (``layouts.vmagent_args``) that sends everything to the big store and the fleet tier's share
-  (``layouts.fleet_store_relabel``) to the fleet store.
+- Prometheus 2.42: "shard" Prometheus (``--web.enable-remote-write-receiver``; one per ``NODES_PER_SHARD``
+  nodes, or ``--shards``), each written its share of the nodes (node i on shard i % shards) and evaluating the
+  per-node halves (``triage-shard``, ``probes-shard``), and a global Prometheus on ``layouts.global_config``:
+  it federates ``FEDERATE`` from every shard, evaluates the fleet-wide files, and each shard federates
+  ``FEDERATE_BACK`` from it (``layouts.shard_config``), as in the shipped layout. The shards' rules are loaded
+  once the fleet is written, so the writes do not compete with them.
+- VictoriaMetrics 1.79 (``/api/v1/write``), as ``flags.txt``: every series in one store, each node's labelled
+  with its shard; a per-node vmalert per shard restricted to its nodes (``layouts.vmalert_args(shard=i)``)
+  and one for the fleet-wide files, which reads a VictoriaMetrics of its own holding only what it reads and
+  records (the Prometheus global's role); all write through a vmagent (``layouts.vmagent_args``) that sends
+  everything to the big store, the fleet tier's share (``layouts.fleet_store_relabel``) to the fleet store
+  and each shard's copy of the fleet records it reads back (``layouts.shard_back_relabel``) to the big store.
 
 Where the tiers run: in a real fleet the fleet tier (the global Prometheus; the fleet store and its vmalert)
-is a machine of its own, and the per-node tier is the shards, many machines. Here every process shares one
-machine, and the benchmark gives one shard the whole fleet, whose per-node groups alone keep every core
-busy. So by default the fleet tier runs on a core of its own (the last CPU; CPU affinity, inherited by each
-process and its threads) and the per-node tier, the writer and the relay on the others; ``--shared-cores``
-lets every process take any core, as the table of docs/fleet-scale.md measured it before.
+is a machine of its own, and the per-node tier is the shards, many machines (or a store with cores for its
+shards' queries). Here every process shares one machine, whose per-node work alone keeps a core busy. So by
+default the fleet tier runs on a core of its own (the last CPU; CPU affinity, inherited by each process and
+its threads) and the per-node tier, the writer and the relay on the others; ``--shared-cores`` lets every
+process take any core. Every shard runs until the culprit is named and the fleet-wide groups are timed; then
+each shard's per-node groups are timed with its ruler alone (the other shards' rulers stopped, or their
+Prometheus reloaded without rules), ``--shard-evaluations`` evaluations each.
 
 Measured per group: Prometheus' own ``evaluationTime`` (``/api/v1/rules``) or vmalert's
 ``vmalert_iteration_duration_seconds`` (its queries to VictoriaMetrics included), the median and the worst
-of ``--evaluations`` evaluations once the culprit is named. Memory: the resident set of each process. The
-series reaching the fleet ruler: what the global's federation scrape returned (Prometheus), or the
+of ``--evaluations`` evaluations once the culprit is named (fleet-wide groups) or of each shard's
+evaluations alone (per-node groups). Memory: the resident set of each process (the largest shard's). The
+series reaching the fleet ruler: what the global's federation scrapes returned (Prometheus), or the
 series of ``FEDERATE`` in VictoriaMetrics. The time from the hang (the last round written) to
 ``hccl:culprit:info`` on the fleet tier and to HCCLCulpritSuspected firing (``for: 1m``). Target: each
-fleet-wide group under 2 s at 16k nodes, the culprit named.
+fleet-wide group under 2 s at 16k nodes, each per-node group of each shard within the evaluation interval,
+the culprit named.
 """
 
 from __future__ import annotations
