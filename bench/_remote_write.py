@@ -4,6 +4,7 @@ snappy framing with literals only (no compression), so no client library is need
 from __future__ import annotations
 
 import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -52,10 +53,12 @@ def _snappy_literal(data: bytes) -> bytes:
     return bytes(out)
 
 
-def remote_write(url: str, series: Sequence[tuple[bytes, float]], ms: int, batch: int = 20_000) -> None:
-    """POST every series with one sample at ``ms`` (Prometheus remote write 1.0)."""
+def remote_write(url: str, series: Sequence[tuple[bytes, float]], ms: int | None, batch: int = 20_000) -> None:
+    """POST every series with one sample at ``ms`` (Prometheus remote write 1.0); None: each batch stamped when
+    it is sent, as a scrape's samples are fresh when they arrive."""
     for start in range(0, len(series), batch):
-        body = b"".join(_field(1, labels + _sample(value, ms)) for labels, value in series[start:start + batch])
+        stamp = int(time.time() * 1000) if ms is None else ms
+        body = b"".join(_field(1, labels + _sample(value, stamp)) for labels, value in series[start:start + batch])
         request = urllib.request.Request(url, data=_snappy_literal(body), method="POST", headers={
             "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
             "X-Prometheus-Remote-Write-Version": "0.1.0"})

@@ -111,9 +111,11 @@ GROUPS = {
 TARGET_S = 2.0  # each fleet-wide group's evaluation; each per-node group's, per shard: within the interval
 NODES_PER_SHARD = 1000  # the per-node tier's default shard size (docs/fleet-scale.md)
 # The fleet is written once, not scraped again: keep its newest samples visible to queries for this long
-# (Prometheus' lookback, VictoriaMetrics' staleness), or the per-node records of a large fleet, whose chain
-# takes minutes in one shard holding every node, go stale before the culprit comes.
+# (Prometheus' lookback, VictoriaMetrics' staleness, vmalert's query step), or the raw series of a large fleet,
+# whose write takes minutes on a busy machine, go stale before the per-node tier has read them.
 LOOKBACK = "30m"
+# vmalert's instant queries see no sample older than their step (-datasource.queryStep, 5m by default in 1.79)
+VMALERT_LOOKBACK = [f"-datasource.queryStep={LOOKBACK}"]
 ROUND_GAP_S = 180.0
 ROUNDS = 1  # the fleet tier's ranges read its own records and ALERTS, not the written history
 
@@ -320,7 +322,7 @@ def _write_rounds(url: str, fleet: Fleet, keep: tuple[bytes, ...] = (), shard: i
         series = [item for item in series if item[0].startswith(keep)]
     for k in range(ROUNDS - 1, 0, -1):
         remote_write(url, series, int((first - k * ROUND_GAP_S) * 1000))
-    remote_write(url, series, int(time.time() * 1000))
+    remote_write(url, series, None)
     return len(series), time.monotonic() - started
 
 
@@ -462,16 +464,16 @@ def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int
 
         def node_ruler(index: int) -> _Process:
             with on_cpus(cpus.node):
-                return start_vmalert(tmp / f"vmalert-node-{index}", layouts.vmalert_args(
+                return start_vmalert(tmp / f"vmalert-node-{index}", [*layouts.vmalert_args(
                     node_files, vm.url, "http://127.0.0.1:9", evaluation_interval=interval, write_url=relay.url,
-                    shard=index))
+                    shard=index), *VMALERT_LOOKBACK])
 
         # the vmalerts start once the data is in: their first evaluations are measured, as Prometheus' are
         node_tier.extend(node_ruler(index) for index in range(fleet.shards))
         with on_cpus(cpus.fleet):
-            fleet_ruler = start_vmalert(tmp / "vmalert-fleet", layouts.vmalert_args(
+            fleet_ruler = start_vmalert(tmp / "vmalert-fleet", [*layouts.vmalert_args(
                 _rule_files(tmp, FLEET_RULE_FILES), fleet_vm.url, "http://127.0.0.1:9",
-                evaluation_interval=interval, write_url=relay.url))
+                evaluation_interval=interval, write_url=relay.url), *VMALERT_LOOKBACK])
         culprits, culprit_s, alert_s = _wait_culprit(fleet_vm, written, timeout=900)
         times = _vmalert_evaluations([fleet_ruler], evaluations, _window_s(evaluations), "fleet")
         fleet_read = "|".join(sorted(raw))
