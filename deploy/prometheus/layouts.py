@@ -3,6 +3,7 @@
     python deploy/prometheus/layouts.py           # rewrite the example files beside this script
     python deploy/prometheus/layouts.py --check   # exit 1 when a committed example differs
     python deploy/prometheus/layouts.py sharded --shards 4 --out DIR   # a sharded layout of 4 shards
+    python deploy/prometheus/layouts.py victoriametrics --shards 16 --out DIR   # 16 per-node vmalerts
 
 The end-to-end tests (tests/e2e/test_fleet_layouts.py) start the engines on these very configs (with
 their own targets, intervals and ports), so what is shipped is what is tested.
@@ -18,18 +19,23 @@ the GEMM flops fleet median). Each group runs on one tier only, so no alert fire
 all of them send to the same Alertmanager.
 
 VictoriaMetrics (``victoriametrics/``): vmagent (or Prometheus in agent mode, writing to vmagent) scrapes
-the agents and remote-writes everything to the fleet's VictoriaMetrics, and the share the fleet-wide groups
-read (``FEDERATE``, what they record, their alerts' state; ``fleet_store_relabel``) to a second, small
-VictoriaMetrics: the fleet store, the Prometheus global's role. One vmalert evaluates the per-node rule files
-against the big store, a second one the fleet-wide files against the fleet store, so their queries never
-wait behind the per-node tier's reads of every NPU. Both write their records and alerts' state through
-vmagent, which routes them the same way, and send to Alertmanager.
+the agents, labels each target with its shard (``shard``: ``hashmod`` over ``__address__``, as the sharded
+layout keeps its targets), and remote-writes everything to the fleet's VictoriaMetrics, and the share the
+fleet-wide groups read (``FEDERATE``, what they record, their alerts' state; ``fleet_store_relabel``) to a
+second, small VictoriaMetrics: the fleet store, the Prometheus global's role. The per-node rule files run in
+one vmalert per shard against the big store, each restricted to its shard's nodes (``extra_label=shard=<i>``
+on every query, ``-external.label=shard=<i>`` on what it records, so it reads its own records back); the
+fleet-wide files run in one vmalert against the fleet store, so their queries never wait behind the
+per-node tier's reads of every NPU. All write their records and alerts' state through vmagent, which routes
+them the same way and writes the few fleet records the per-node halves read (``FEDERATE_BACK``) into the
+big store once per shard, labelled with it (``shard_back_relabel``), and send to Alertmanager.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,6 +96,13 @@ VMAGENT = "http://vmagent:8429"
 FLEET_STORE_RELABEL = "/etc/vmagent/fleet-store-relabel.yml"
 _FLEET_MARK = "__tmp_fleet_store"  # set by fleet_store_relabel on what the fleet store keeps, then dropped
 
+# The VictoriaMetrics layout's per-node tier: one vmalert per shard of the nodes, each seeing only the series
+# labelled with its shard. The example has two; about 1,000 nodes a shard keep every per-node group within a
+# 20 s interval (docs/fleet-scale.md).
+SHARD_LABEL = "shard"
+NODE_SHARDS = 2
+SHARD_BACK_RELABEL = "/etc/vmagent/shard-{index}-back-relabel.yml"
+
 TARGETS_FILE = "/etc/prometheus/npuwatch-targets/*.yml"  # file_sd: `- targets: [host:9611]\n  labels: {node: n}`
 RULES_DIR = "/etc/prometheus/npuwatch"  # where alerts/*.rules.yml are installed
 ALERTMANAGER = "alertmanager:9093"
@@ -147,6 +160,21 @@ def fleet_store_relabel() -> list[dict[str, Any]]:
                   "target_label": _FLEET_MARK, "replacement": "1"})
     return [*marks, {"source_labels": [_FLEET_MARK], "regex": "1", "action": "keep"},
             {"regex": _FLEET_MARK, "action": "labeldrop"}]
+
+
+def shard_label_relabel(shards: int) -> list[dict[str, Any]]:
+    """The scrape job's relabelling that labels each target with its shard, ``hashmod`` over the address: every
+    series of a node carries the same ``shard``, the label a per-node vmalert's queries are restricted by."""
+    if shards < 1:
+        raise ValueError(f"a layout needs at least one shard, not {shards}")
+    return [{"source_labels": ["__address__"], "modulus": shards, "target_label": SHARD_LABEL, "action": "hashmod"}]
+
+
+def shard_back_relabel(index: int) -> list[dict[str, Any]]:
+    """vmagent's relabelling for the store's copy of shard ``index``: the fleet records the per-node halves read
+    (``FEDERATE_BACK``, which carry no shard), labelled with it, so the shard's restricted queries see them."""
+    return [{"source_labels": ["__name__"], "regex": "|".join(FEDERATE_BACK), "action": "keep"},
+            {"target_label": SHARD_LABEL, "replacement": str(index)}]
 
 
 def federate_match(job: str = JOB) -> list[str]:
@@ -227,14 +255,18 @@ def global_config(shard_addresses: Sequence[str], *, rules_dir: str = RULES_DIR,
 
 
 def scrape_config(*, static_targets: Mapping[str, Mapping[str, str]] | None = None,
-                  scrape_interval: str = "30s") -> dict[str, Any]:
-    """The agents' scrape job alone: vmagent's ``-promscrape.config``."""
+                  scrape_interval: str = "30s", shards: int | None = None) -> dict[str, Any]:
+    """The agents' scrape job alone: vmagent's ``-promscrape.config``; with ``shards``, each target labelled
+    with its shard (``shard_label_relabel``)."""
     if static_targets is None:
         discovery: dict[str, Any] = {"file_sd_configs": [{"files": [TARGETS_FILE]}]}
     else:
         discovery = {"static_configs": [{"targets": [address], "labels": dict(labels)}
                                         for address, labels in static_targets.items()]}
-    return {"global": {"scrape_interval": scrape_interval}, "scrape_configs": [{"job_name": JOB, **discovery}]}
+    job: dict[str, Any] = {"job_name": JOB, **discovery}
+    if shards is not None:
+        job["relabel_configs"] = shard_label_relabel(shards)
+    return {"global": {"scrape_interval": scrape_interval}, "scrape_configs": [job]}
 
 
 def prometheus_agent_config(remote_write_url: str, **options: Any) -> dict[str, Any]:
@@ -242,25 +274,41 @@ def prometheus_agent_config(remote_write_url: str, **options: Any) -> dict[str, 
     return {**scrape_config(**options), "remote_write": [{"url": remote_write_url}]}
 
 
-def vmagent_args(store: str, fleet_store: str, fleet_relabel: str, *, scrape_config_path: str | None = None,
-                 listen: str = ":8429", queue_dir: str = "/var/lib/vmagent") -> list[str]:
+def vmagent_args(store: str, fleet_store: str, fleet_relabel: str, *, shard_back: Sequence[str] = (),
+                 scrape_config_path: str | None = None, listen: str = ":8429",
+                 queue_dir: str = "/var/lib/vmagent") -> list[str]:
     """vmagent's flags: scrape the agents (``scrape_config_path``; none: a relay only) and take remote writes
-    (the vmalerts', a Prometheus agent's) on ``listen``; send everything to ``store`` and the fleet tier's share
-    (``fleet_relabel``: ``fleet_store_relabel`` as a file) to ``fleet_store``. The fleet store is the first URL:
-    ``-remoteWrite.urlRelabelConfig`` applies to the URL of the same position."""
+    (the vmalerts', a Prometheus agent's) on ``listen``; send everything to ``store``, the fleet tier's share
+    (``fleet_relabel``: ``fleet_store_relabel`` as a file) to ``fleet_store``, and for each per-node shard its
+    copy of the fleet records it reads back (``shard_back``: ``shard_back_relabel(i)`` as files, in shard order)
+    to ``store``. ``-remoteWrite.urlRelabelConfig`` applies to the URL of the same position: the plain
+    ``store`` comes last."""
     scrape = [f"-promscrape.config={scrape_config_path}"] if scrape_config_path else []
+    back = [flag for path in shard_back
+            for flag in (f"-remoteWrite.url={store}/api/v1/write", f"-remoteWrite.urlRelabelConfig={path}")]
     return [*scrape,
             f"-remoteWrite.url={fleet_store}/api/v1/write", f"-remoteWrite.urlRelabelConfig={fleet_relabel}",
+            *back,
             f"-remoteWrite.url={store}/api/v1/write",
             f"-remoteWrite.tmpDataPath={queue_dir}", f"-httpListenAddr={listen}"]
 
 
 def vmalert_args(rule_files: Sequence[str], datasource: str, alertmanager_url: str, *,
-                 evaluation_interval: str = "30s", write_url: str | None = None) -> list[str]:
+                 evaluation_interval: str = "30s", write_url: str | None = None,
+                 shard: int | None = None) -> list[str]:
     """vmalert's flags: the shipped rule files against VictoriaMetrics (``datasource``), results and state
-    written back (to ``write_url``, the vmagent that routes them to both stores; default the datasource)."""
+    written back (to ``write_url``, the vmagent that routes them to both stores; default the datasource).
+
+    ``shard``: a per-node vmalert of that shard. Every query it sends (rules and templates) carries
+    ``extra_label=shard=<i>``, which VictoriaMetrics adds to each series selector, so it reads its nodes only;
+    what it records and its alerts carry ``shard=<i>`` (``-external.label``), so it reads them back."""
+    query_url = datasource
+    labels: list[str] = []
+    if shard is not None:
+        query_url = f"{datasource}/?{urllib.parse.urlencode({'extra_label': f'{SHARD_LABEL}={shard}'})}"
+        labels = [f"-external.label={SHARD_LABEL}={shard}"]
     return [*(f"-rule={path}" for path in rule_files),
-            f"-datasource.url={datasource}",
+            f"-datasource.url={query_url}", *labels,
             f"-remoteWrite.url={write_url or datasource}",  # recorded series and ALERTS go back into the stores
             f"-remoteRead.url={datasource}",  # the alerts' state is restored from it after a restart
             f"-notifier.url={alertmanager_url}",
@@ -284,46 +332,66 @@ HEADER = """\
 
 
 def examples() -> dict[Path, str]:
-    def dump(what: str, data: Any) -> str:
-        return HEADER.format(what=what) + yaml.safe_dump(data, sort_keys=False, width=1000)
-
     files = {
-        HERE / "sharded" / f"shard-{index}.yml": dump(
+        HERE / "sharded" / f"shard-{index}.yml": _dump(
             f"Shard {index} of 2 (prometheus --config.file=shard-{index}.yml): the agents whose address hashes "
             f"to {index}, the per-node rule groups.", shard_config(index, 2))
         for index in range(2)
     }
-    files[HERE / "sharded" / "global.yml"] = dump(
+    files[HERE / "sharded" / "global.yml"] = _dump(
         "The global Prometheus: federates what the fleet-wide rule groups read from every shard, evaluates them.",
         global_config(["prometheus-shard-0:9090", "prometheus-shard-1:9090"]))
-    files[HERE / "victoriametrics" / "vmagent-scrape.yml"] = dump(
-        "vmagent -promscrape.config=vmagent-scrape.yml, with the other flags of flags.txt", scrape_config())
-    files[HERE / "victoriametrics" / "fleet-store-relabel.yml"] = dump(
-        f"vmagent -remoteWrite.urlRelabelConfig={FLEET_STORE_RELABEL} (flags.txt): what the fleet store keeps.",
-        fleet_store_relabel())
-    files[HERE / "victoriametrics" / "prometheus-agent.yml"] = dump(
-        "Instead of vmagent's scraping: prometheus --enable-feature=agent --config.file=prometheus-agent.yml, "
-        "writing to vmagent (flags.txt without -promscrape.config), which routes to both stores.",
-        prometheus_agent_config(f"{VMAGENT}/api/v1/write"))
-    node_args = vmalert_args([f"{RULES_DIR}/{name}" for name in node_rule_files()], STORE,
-                             "http://alertmanager:9093", write_url=VMAGENT)
+    files.update(victoriametrics_files(HERE / "victoriametrics", NODE_SHARDS))
+    return files
+
+
+def _dump(what: str, data: Any) -> str:
+    return HEADER.format(what=what) + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def victoriametrics_files(out: Path, shards: int) -> dict[Path, str]:
+    """The VictoriaMetrics layout with ``shards`` per-node vmalerts: its flags and vmagent's files, under ``out``."""
+    files = {
+        out / "vmagent-scrape.yml": _dump(
+            f"vmagent -promscrape.config=vmagent-scrape.yml, with the other flags of flags.txt: the agents, each "
+            f"labelled with its shard of {shards}", scrape_config(shards=shards)),
+        out / "fleet-store-relabel.yml": _dump(
+            f"vmagent -remoteWrite.urlRelabelConfig={FLEET_STORE_RELABEL} (flags.txt): what the fleet store keeps.",
+            fleet_store_relabel()),
+        out / "prometheus-agent.yml": _dump(
+            "Instead of vmagent's scraping: prometheus --enable-feature=agent --config.file=prometheus-agent.yml, "
+            "writing to vmagent (flags.txt without -promscrape.config), which routes to both stores.",
+            prometheus_agent_config(f"{VMAGENT}/api/v1/write", shards=shards)),
+    }
+    back = [SHARD_BACK_RELABEL.format(index=index) for index in range(shards)]
+    for index, path in enumerate(back):
+        files[out / Path(path).name] = _dump(
+            f"vmagent -remoteWrite.urlRelabelConfig={path} (flags.txt): the fleet records shard {index}'s "
+            f"per-node vmalert reads back, written to the store labelled {SHARD_LABEL}=\"{index}\".",
+            shard_back_relabel(index))
+    node_files = [f"{RULES_DIR}/{name}" for name in node_rule_files()]
     fleet_args = vmalert_args([f"{RULES_DIR}/{name}" for name in FLEET_RULE_FILES], FLEET_STORE,
                               "http://alertmanager:9093", write_url=VMAGENT)
-    agent = vmagent_args(STORE, FLEET_STORE, FLEET_STORE_RELABEL,
+    agent = vmagent_args(STORE, FLEET_STORE, FLEET_STORE_RELABEL, shard_back=back,
                          scrape_config_path="/etc/vmagent/vmagent-scrape.yml")
     store = victoriametrics_args("/var/lib/victoria-metrics", ":8428")
 
     def command(comment: str, name: str, flags: Sequence[str]) -> str:
         return f"# {comment}\n{name}\n" + "".join(f"  {flag}\n" for flag in flags)
 
-    files[HERE / "victoriametrics" / "flags.txt"] = (
-        HEADER.format(what="The command lines of the VictoriaMetrics layout, one flag a line.")
+    files[out / "flags.txt"] = (
+        HEADER.format(what=f"The command lines of the VictoriaMetrics layout ({shards} per-node shards), one flag "
+                           "a line.")
         + command("the store of every series (host victoriametrics)", "victoria-metrics", store)
         + command("the fleet store (host victoriametrics-fleet): what the fleet-wide groups read and record, "
                   "a few series per node", "victoria-metrics", store)
-        + command("scrapes the agents and relays both vmalerts' writes: everything to the store, the fleet "
-                  "tier's share to the fleet store (host vmagent)", "vmagent", agent)
-        + command("the per-node groups (every rule file but the fleet-wide ones), on the store", "vmalert", node_args)
+        + command("scrapes the agents (each labelled with its shard) and relays the vmalerts' writes: everything "
+                  "to the store, the fleet tier's share to the fleet store, each shard's copy of the fleet records "
+                  "it reads back to the store (host vmagent)", "vmagent", agent)
+        + "".join(command(f"the per-node groups (every rule file but the fleet-wide ones) of shard {index}'s nodes, "
+                          f"on the store (host vmalert-shard-{index})", "vmalert",
+                          vmalert_args(node_files, STORE, "http://alertmanager:9093", write_url=VMAGENT, shard=index))
+                  for index in range(shards))
         + command("the fleet-wide groups, on the fleet store: they read a few series per node", "vmalert",
                   fleet_args))
     return files
@@ -341,7 +409,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     sharded.add_argument("--shard-address", action="append", default=[],
                          help="host:port of each shard, for the global's federation "
                               "(default prometheus-shard-<i>:9090)")
+    victoria = sub.add_parser("victoriametrics",
+                              help="write the VictoriaMetrics layout with --shards per-node vmalerts into --out")
+    victoria.add_argument("--shards", type=int, required=True)
+    victoria.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.layout == "victoriametrics":
+        if args.shards < 1:
+            parser.error("--shards must be at least 1")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for path, text in victoriametrics_files(args.out, args.shards).items():
+            path.write_text(text, encoding="utf-8")
+        return 0
     if args.layout == "sharded":
         addresses = args.shard_address or [f"prometheus-shard-{i}:9090" for i in range(args.shards)]
         if len(addresses) != args.shards:

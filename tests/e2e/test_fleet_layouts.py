@@ -7,12 +7,13 @@ scraping the same four demo agents of one HCCL communicator, with the culprit's 
   Alertmanager. No shard holds both sides of the incident (the blames are on shard 0, the culprit's
   device IP and link on shard 1); the global joins what the shards record per node (it holds no
   per-NPU series of the healthy fleet), and the shards federate back what it asks about.
-- VictoriaMetrics, as ``flags.txt``: vmagent (``layouts.vmagent_args``) scrapes the agents and
-  remote-writes everything into one VictoriaMetrics and the fleet tier's share
-  (``layouts.fleet_store_relabel``) into a second, the fleet store; two vmalerts run the shipped rule files
-  (``layouts.vmalert_args``: the per-node files on the big store, the fleet-wide ones on the fleet store),
-  write back through vmagent and send to a second Alertmanager. The fleet store holds no per-NPU series
-  of the healthy fleet.
+- VictoriaMetrics, as ``flags.txt``: vmagent (``layouts.vmagent_args``) scrapes the agents, labels each
+  with its shard (vmagent's hashmod: node-3 on shard 1 here too), and remote-writes everything into one
+  VictoriaMetrics and the fleet tier's share (``layouts.fleet_store_relabel``) into a second, the fleet
+  store; three vmalerts run the shipped rule files (``layouts.vmalert_args``: the per-node files on the big
+  store, one vmalert per shard restricted to its nodes; the fleet-wide ones on the fleet store), write back
+  through vmagent and send to a second Alertmanager. The fleet store holds no per-NPU series of the
+  healthy fleet.
 
 One coordinated hang (``npuwatch demo fleet hccl-hang``) makes node-3 NPU 1 the culprit. Checked:
 HCCLCulpritSuspected reaches each Alertmanager's webhook for the culprit, once, and for nothing else;
@@ -64,6 +65,7 @@ from tests.support.prom_harness import (
     start_vmagent,
     start_vmalert,
 )
+from tests.support.vm_hashmod import vmagent_shard
 
 pytestmark = pytest.mark.slow
 
@@ -107,14 +109,16 @@ class Layouts:
 
 
 def _agent_server(bundle: Any, shard: int) -> Any:
-    """The agent's HTTP server on a port whose address hashes to ``shard``."""
-    for _attempt in range(200):
+    """The agent's HTTP server on a port whose address hashes to ``shard`` in both layouts (Prometheus' hashmod
+    and vmagent's)."""
+    for _attempt in range(400):
         server = make_server("127.0.0.1", 0, bundle.agent.cache, bundle.agent.health)
-        if shard_of(f"127.0.0.1:{server.port}") == shard:
+        address = f"127.0.0.1:{server.port}"
+        if shard_of(address) == shard == vmagent_shard(address, SHARDS):
             server.start()
             return server
         server.server_close()
-    raise AssertionError(f"no port hashing to shard {shard} in 200 tries")
+    raise AssertionError(f"no port hashing to shard {shard} in 400 tries")
 
 
 @pytest.fixture(scope="module")
@@ -171,20 +175,26 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
         stops.append(fleet_vm.stop)
         relabel = tmp / "fleet-store-relabel.yml"
         relabel.write_text(yaml.safe_dump(layouts.fleet_store_relabel()), encoding="utf-8")
+        back = [tmp / f"shard-{index}-back-relabel.yml" for index in range(SHARDS)]
+        for index, path in enumerate(back):
+            path.write_text(yaml.safe_dump(layouts.shard_back_relabel(index)), encoding="utf-8")
         vmagent = start_vmagent(
-            tmp / "vmagent", layouts.scrape_config(static_targets=targets, scrape_interval=INTERVAL),
+            tmp / "vmagent", layouts.scrape_config(static_targets=targets, scrape_interval=INTERVAL, shards=SHARDS),
             make_args=lambda scrape, queue, listen: layouts.vmagent_args(
-                vm.url, fleet_vm.url, str(relabel), scrape_config_path=scrape, listen=listen, queue_dir=queue))
+                vm.url, fleet_vm.url, str(relabel), shard_back=[str(path) for path in back],
+                scrape_config_path=scrape, listen=listen, queue_dir=queue))
         stops.append(vmagent.stop)
-        # two vmalerts, as flags.txt: the per-node groups on the big store, the fleet-wide ones (which read what
-        # those record) on the fleet store; both write back through vmagent, which routes to both stores
+        # as flags.txt: the per-node groups on the big store, one vmalert per shard of the nodes, the fleet-wide
+        # ones (which read what those record) on the fleet store; all write back through vmagent
         fleet_names = set(layouts.FLEET_RULE_FILES)
-        vmalerts = [start_vmalert(tmp / f"vmalert-{tier}", layouts.vmalert_args(
-            [str(path) for path in rules if (path.name in fleet_names) == (tier == "fleet")], store.url, vm_am.url,
-            evaluation_interval=INTERVAL, write_url=vmagent.url))
-            for tier, store in (("node", vm), ("fleet", fleet_vm))]
+        vmalerts = [start_vmalert(tmp / f"vmalert-node-{index}", layouts.vmalert_args(
+            [str(path) for path in rules if path.name not in fleet_names], vm.url, vm_am.url,
+            evaluation_interval=INTERVAL, write_url=vmagent.url, shard=index)) for index in range(SHARDS)]
+        vmalerts.append(start_vmalert(tmp / "vmalert-fleet", layouts.vmalert_args(
+            [str(path) for path in rules if path.name in fleet_names], fleet_vm.url, vm_am.url,
+            evaluation_interval=INTERVAL, write_url=vmagent.url)))
         stops += [process.stop for process in vmalerts]
-        vmalert = vmalerts[1]
+        vmalert = vmalerts[-1]
 
         driver = Driver(agents)
         driver.start()
@@ -193,7 +203,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layouts]:
         # the healthy fleet on both layouts: every target up where it belongs, the triage inputs in place
         shards[0].wait_for(f'count(up{{job="npuwatch"}} == 1) == {len(NODES) - 1}', timeout=READY_S)
         shards[1].wait_for('count(up{job="npuwatch"} == 1) == 1', timeout=READY_S)
-        vm.wait_for(f'count(up{{job="npuwatch"}} == 1) == {len(NODES)}', timeout=READY_S)
+        vm.wait_for(f'count(up{{job="npuwatch", shard="0"}} == 1) == {len(NODES) - 1}', timeout=READY_S)
+        vm.wait_for(f'count(up{{job="npuwatch", shard="1", node="{CULPRIT}"}} == 1) == 1', timeout=READY_S)
         # the global federates no `up` (no fleet-wide rule reads it): every node's log scanner instead
         global_.wait_for(f'count(npuwatch_collector_up{{job="npuwatch", collector="hccl_logs"}} == 1) == {len(NODES)}',
                          timeout=READY_S)
@@ -289,6 +300,11 @@ def test_vmalert_pages_the_culprit_once(fleet: Layouts) -> None:
     assert {(o["metric"]["node"], o["metric"]["rank"]) for o in owners} == {(CULPRIT, str(CULPRIT_RANK))}, owners
     held = {s["metric"]["alertname"] for s in fleet.fleet_vm.query("ALERTS")}
     assert "HCCLCulpritSuspected" in held and "HCCLTimeout" not in held, held
+    # the per-node tier in two vmalerts: the culprit's rank answered by its shard, the victims paged by theirs
+    assert {(o["metric"]["node"], o["metric"]["shard"]) for o in owners} == {(CULPRIT, "1")}, owners
+    timeouts = fleet.vm.query('ALERTS{alertname="HCCLTimeout", alertstate="firing"}')
+    assert {(a["metric"]["node"], a["metric"]["shard"]) for a in timeouts} >= {
+        (node, "0") for node in NODES if node != CULPRIT}, timeouts
 
 
 def _groups(name: str) -> list[dict[str, Any]]:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.paths import REPO
 from tests.support.rule_files import load_yaml
@@ -143,8 +146,8 @@ def _relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, s
         if action == "labeldrop":
             labels = {k: v for k, v in labels.items() if not re.fullmatch(rule["regex"], k)}
             continue
-        value = rule.get("separator", ";").join(labels.get(name, "") for name in rule["source_labels"])
-        matched = re.fullmatch(rule["regex"], value) is not None
+        value = rule.get("separator", ";").join(labels.get(name, "") for name in rule.get("source_labels", []))
+        matched = re.fullmatch(rule.get("regex", "(.*)"), value) is not None
         if action == "keep" and not matched:
             return None
         if action == "replace" and matched:
@@ -185,3 +188,82 @@ def test_the_fleet_store_is_the_url_its_relabelling_applies_to() -> None:
     assert urls == ["http://fleet:8428/api/v1/write", "http://big:8428/api/v1/write"] and relabel == ["/r.yml"]
     assert "-promscrape.config=/s.yml" in args
     assert not any(a.startswith("-promscrape") for a in layouts.vmagent_args("a", "b", "c"))
+
+
+# ----------------------------------------------------------------------------- the VictoriaMetrics per-node shards
+
+
+def _flags(args: list[str], name: str) -> list[str]:
+    return [a.split("=", 1)[1] for a in args if a.startswith(f"-{name}=")]
+
+
+def test_the_scrape_job_labels_each_target_with_its_shard() -> None:
+    job = layouts.scrape_config(shards=4)["scrape_configs"][0]
+    assert job["relabel_configs"] == [{"source_labels": ["__address__"], "modulus": 4, "target_label": "shard",
+                                       "action": "hashmod"}]
+    agent = layouts.prometheus_agent_config("http://vmagent:8429/api/v1/write", shards=4)
+    assert agent["scrape_configs"][0]["relabel_configs"] == job["relabel_configs"]
+    assert "relabel_configs" not in layouts.scrape_config()["scrape_configs"][0]
+    with pytest.raises(ValueError, match="at least one shard"):
+        layouts.scrape_config(shards=0)
+
+
+def test_a_shard_vmalert_queries_its_nodes_only_and_labels_what_it_records() -> None:
+    args = layouts.vmalert_args(["/r/a.yml"], "http://vm:8428", "http://am:9093", write_url="http://agent:8429",
+                                shard=3)
+    [source] = _flags(args, "datasource.url")
+    url = urllib.parse.urlsplit(source)
+    assert f"{url.scheme}://{url.netloc}" == "http://vm:8428"
+    assert urllib.parse.parse_qs(url.query) == {"extra_label": ["shard=3"]}  # VictoriaMetrics adds it to each selector
+    assert _flags(args, "external.label") == ["shard=3"]
+    assert _flags(args, "remoteRead.url") == ["http://vm:8428"]  # the alerts' state, read back with its labels
+    plain = layouts.vmalert_args(["/r/a.yml"], "http://vm:8428", "http://am:9093")
+    assert _flags(plain, "datasource.url") == ["http://vm:8428"] and not _flags(plain, "external.label")
+
+
+def test_each_shard_gets_its_copy_of_the_fleet_records_it_reads_back() -> None:
+    """The per-node halves read FEDERATE_BACK, which the fleet tier records without a shard: each shard's restricted
+    queries see them only through a copy labelled with the shard, written to the store by vmagent."""
+    node = {"job": "npuwatch"}
+    for index in range(3):
+        rules = layouts.shard_back_relabel(index)
+        for name in layouts.FEDERATE_BACK:
+            assert _relabel(rules, {"__name__": name, **node}) == {"__name__": name, **node, "shard": str(index)}
+        for name in ("npu_roce_ip_info", "hccl:culprit:info", "hccl:node_rank:owner_last_seen_timestamp_seconds",
+                     "ALERTS"):
+            assert _relabel(rules, {"__name__": name, **node}) is None, name
+    args = layouts.vmagent_args("http://big:8428", "http://fleet:8428", "/f.yml", shard_back=["/b0.yml", "/b1.yml"])
+    urls, relabel = _flags(args, "remoteWrite.url"), _flags(args, "remoteWrite.urlRelabelConfig")
+    # positions pair a URL with its relabelling: the fleet store, each shard's copy, then everything to the store
+    assert urls == ["http://fleet:8428/api/v1/write", *["http://big:8428/api/v1/write"] * 3]
+    assert relabel == ["/f.yml", "/b0.yml", "/b1.yml"]
+
+
+def test_the_shipped_victoriametrics_layout_runs_one_vmalert_per_shard() -> None:
+    text = (layouts.HERE / "victoriametrics" / "flags.txt").read_text(encoding="utf-8")
+    commands = [block.split("\n") for block in re.split(r"\n(?=vmalert\n)", text)[1:]]
+    rulers = [[line.strip() for line in block[1:] if line.startswith("  -")] for block in commands]
+    node_files = [f"{layouts.RULES_DIR}/{name}" for name in layouts.node_rule_files()]
+    node = [args for args in rulers if _flags(args, "external.label")]
+    assert len(node) == layouts.NODE_SHARDS == 2
+    for index, args in enumerate(node):
+        assert _flags(args, "rule") == node_files  # every per-node file, on every shard
+        assert _flags(args, "external.label") == [f"shard={index}"]
+        assert urllib.parse.parse_qs(urllib.parse.urlsplit(_flags(args, "datasource.url")[0]).query) == {
+            "extra_label": [f"shard={index}"]}
+    [fleet] = [args for args in rulers if not _flags(args, "external.label")]
+    assert [Path(p).name for p in _flags(fleet, "rule")] == list(layouts.FLEET_RULE_FILES)
+    assert _flags(fleet, "datasource.url") == [layouts.FLEET_STORE]
+    for index in range(layouts.NODE_SHARDS):
+        assert f"-remoteWrite.urlRelabelConfig=/etc/vmagent/shard-{index}-back-relabel.yml" in text
+        assert (layouts.HERE / "victoriametrics" / f"shard-{index}-back-relabel.yml").exists()
+
+
+def test_the_generator_writes_a_victoriametrics_layout_of_any_shard_count(tmp_path: Path) -> None:
+    assert layouts.main(["victoriametrics", "--shards", "3", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "flags.txt").read_text(encoding="utf-8")
+    assert [line.strip() for line in text.splitlines() if "external.label" in line] == [
+        f"-external.label=shard={index}" for index in range(3)]
+    assert "modulus: 3" in (tmp_path / "vmagent-scrape.yml").read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.glob("shard-*-back-relabel.yml")) == [
+        f"shard-{index}-back-relabel.yml" for index in range(3)]
