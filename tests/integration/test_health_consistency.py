@@ -6,9 +6,9 @@ must give the same status on the same NPU for every check, and the same lead cau
 cause and NPU). The agent's own judgement of the same node (``npuwatch once --demo``: its exported findings,
 chip statuses and node verdict), read as ``npuwatch top`` reads it, must show the same kind and status on
 that NPU and lead with the same cause, status and NPU as ``check``; the finding its generated alert reads
-(alerts/faults.rules.yml) is exported on that NPU and on no healthy NPU. The same exposition, served to the real ``npuwatch top
---once`` (its header leads as check does, each faulty NPU's Health cell names its kind) and scraped by a real
-Prometheus (one for the module), gives ``npuwatch triage --prometheus`` check's verdict object with the same
+(alerts/faults.rules.yml) is exported on that NPU and on no healthy NPU. The same exposition, served to the real
+``npuwatch top --once`` (its header leads as check does, each faulty NPU's Health cell names its kind) and scraped by a
+real Prometheus (one for the module), gives ``npuwatch triage --prometheus`` check's verdict object with the same
 status, cause and NPU, and the planted kinds among its findings; a one-node ``npuwatch bundle`` (with the
 node's config) read by ``npuwatch triage`` does the same for every fault whose readings a bundle holds. A log
 fault is judged alike by check, diagnose, ``scan-logs`` and the agent. That the shipped alert of each fault fires on
