@@ -267,6 +267,11 @@ ALERT_FAULTS: dict[str, AlertTrigger] = {
                                                        "fault with a code repeated past its escalation rule), "
                                                        "then the fault cleared: 30 min healthy with no code "
                                                        "while held"),
+    "NPUJobStraggler": AlertTrigger(None, note="a job across nodes, which one demo node cannot run: replay a "
+                                               "scenario through the simulator and the shipped rules with "
+                                               "`python bench/failslow.py --scenario "
+                                               "bench/failslow_scenarios/compute-1024.json` (docs/failslow.md); "
+                                               "30 s after the straggler persists"),
     "NPUHBMDoubleBitECC": AlertTrigger("hbm_dbe", note="at once"),
     "NPUHBMSingleBitECCRate": AlertTrigger("hbm_sbe_rate", note="more than 10 an hour, for 15 min"),
     "NPUHBMSingleBitECCRising": AlertTrigger("hbm_sbe_rising", note="~65 min in at the defaults (the first error "

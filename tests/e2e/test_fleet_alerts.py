@@ -90,6 +90,7 @@ from tests.support.prom_harness import (
     ScaledDuration,
     WebhookReceiver,
     duration_ms,
+    scale_duration,
     scale_promql_durations,
     start_alertmanager,
     start_prometheus,
@@ -742,7 +743,7 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
             assert {k: v for k, v in before.items() if k not in ("for", "expr")} == {
                 k: v for k, v in after.items() if k not in ("for", "expr")}, name
             if "for" in before:
-                expected = FOR_OVERRIDES.get(name) or f"{duration_ms(before['for']) // 60_000}s"
+                expected = FOR_OVERRIDES.get(name) or scale_duration(before["for"], CLOCK)
                 assert after["for"] == expected, name
             held = hold_cases.parse_hold(before["expr"]) if "alert" in before else None
             if held is not None:
@@ -754,7 +755,8 @@ def test_time_scaled_rules_divide_every_duration_and_nothing_else(tmp_path: Path
             assert _blank_durations(after["expr"]) == _blank_durations(before["expr"]), name
     wheres = {s.where for s in scaled}
     assert wheres == {"for", "hold", "range", "offset", "horizon"}, wheres
-    assert all(duration_ms(s.new) * CLOCK == duration_ms(s.old) for s in scaled
+    # divided to the millisecond: 20 s becomes 333 ms
+    assert all(abs(duration_ms(s.new) * CLOCK - duration_ms(s.old)) < CLOCK for s in scaled
                if not (s.where == "for" and s.rule in FOR_OVERRIDES) and s.where != "horizon"), scaled
     assert {(_alert_of(s.rule), s.new) for s in scaled if s.where == "horizon"} == {
         ("NPUOpticalRxPowerFalling", f"(4 * 3600) / {CLOCK}"), ("NPURoCEErrorsRising", f"(2 * 3600) / {CLOCK}"),

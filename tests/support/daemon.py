@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import yaml
 
 from tests.support.agent_harness import get
@@ -44,6 +46,31 @@ class Daemon:
         return get(self.url + "/metrics")[1].decode()
 
     def stop(self) -> None:
+        """SIGTERM as systemd stops it (the agent kills its running tools), then whatever is left of the demo.
+
+        A tool the demo hangs runs in its own session, outside the agent's process group: a bare SIGKILL of
+        the group would leave it sleeping forever on the machine that ran the tests.
+        """
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        kill_demo_tools(self.demo_dir)
+
+
+def kill_demo_tools(demo_dir: Path) -> int:
+    """Kill every process running one of ``demo_dir``'s fake tools; how many there were."""
+    tools = str(demo_dir / "bin")
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(arg.startswith(tools) for arg in cmdline):
+            left.append(proc)
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(left, timeout=5)
+    return len(left)
