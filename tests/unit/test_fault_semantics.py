@@ -282,3 +282,29 @@ def test_a_held_level_is_not_released_while_its_code_is_still_lasting() -> None:
     assert after.recovered[LINK_DOWN] == 200070.0 and LINK_DOWN in after.held
     after, levels = step(default_table(), after, "OK", [], 200070.0 + 172801.0)
     assert levels.chip is None and after.held == {}
+
+
+@pytest.mark.parametrize(("rules", "chip"), [
+    ([{"EventId": [LINK_DOWN], "TimeWindow": 60, "Times": 3, "FaultHandling": "SubHealthFault",
+       "ReleaseTimeWindow": 3600}], "SubHealthFault"),  # the rule's level changed: the held level follows
+    ([], "NotHandleFault"),  # the rule removed: released, the code is at its listed level
+    ([{"EventId": [LINK_DOWN], "TimeWindow": 60, "Times": 3, "FaultHandling": "PreSeparateNPU",
+       "ReleaseTimeWindow": 3600}], "PreSeparateNPU"),  # unchanged: kept
+])
+def test_a_held_frequency_level_follows_its_rule_after_a_reload(rules: list[dict[str, Any]], chip: str) -> None:
+    # the device plugin's upgradefault_test.go (UpdateFaultLevel, RemoveFaultStrategy, FaultLevelUnchanged with
+    # FrequencyUpgradeType): link down raised to PreSeparateNPU, then the table is reloaded with another rule
+    frequency, _, skipped = parse_escalation({"FaultFrequency": rules})
+    assert skipped == ()
+    table = FaultTable(default_table().levels, frequency, network=default_table().network)
+    history = ChipHistory(active={LINK_DOWN: 100.0}, raised={LINK_DOWN: Raised("PreSeparateNPU", 100.0, 3600.0)})
+    after, levels = step(table, history, "OK", [LINK_DOWN], 160.0)
+    assert levels.chip == chip and levels.codes[LINK_DOWN] == chip
+    assert (LINK_DOWN in after.raised) == bool(rules)
+
+
+def test_a_reload_that_makes_a_held_frequency_level_manual_holds_it_until_cleared() -> None:
+    frequency, _, _ = parse_escalation({"FaultFrequency": [_rule(EventId=["AB"])]})
+    history = ChipHistory(raised={"AB": Raised("RestartNPU", 100.0, 600.0)}, recovered={"AB": 50.0})
+    after, levels = step(FaultTable({}, frequency), history, "OK", [], 100000.0)
+    assert levels.chip == "ManuallySeparateNPU" and after.raised == {} and after.held["AB"].since == 100.0
