@@ -308,3 +308,17 @@ def test_a_reload_that_makes_a_held_frequency_level_manual_holds_it_until_cleare
     history = ChipHistory(raised={"AB": Raised("RestartNPU", 100.0, 600.0)}, recovered={"AB": 50.0})
     after, levels = step(FaultTable({}, frequency), history, "OK", [], 100000.0)
     assert levels.chip == "ManuallySeparateNPU" and after.raised == {} and after.held["AB"].since == 100.0
+
+
+@pytest.mark.parametrize(("rules", "chip"), [
+    ([_duration(EventId=[LINK_DOWN], FaultHandling="SubHealthFault")], "SubHealthFault"),
+    ([], "NotHandleFault"),
+    ([_duration(EventId=[LINK_DOWN])], "PreSeparateNPU"),
+])
+def test_a_duration_level_follows_its_rule_after_a_reload(rules: list[dict[str, Any]], chip: str) -> None:
+    # the same cases with DurationUpgradeType: the level is read from the rule as it is at each judgement
+    _, duration, _ = parse_escalation({"FaultDuration": rules})
+    table = FaultTable(default_table().levels, (), duration, network=default_table().network)
+    history = ChipHistory(active={LINK_DOWN: 70.0}, lasting={LINK_DOWN: 90.0})
+    _, levels = step(table, history, "OK", [LINK_DOWN], 160.0)
+    assert levels.chip == chip
