@@ -149,7 +149,8 @@ class Agent:
         self._judge_soon = Debounced(lambda: self.run_internal_by_name(VERDICT_JOB), EVENT_VERDICT_DELAY_S,
                                      "verdict-after-event")
         self.fault_events = None if self.dcmi is None else FaultEvents(
-            self.dcmi, self.store, self._context, self.chips, clock, changed=self._judge_soon)
+            self.dcmi, self.store, self._context, self.chips, clock, changed=self._judge_soon,
+            judge_at=lambda chip, health, codes, at: self.fault_levels(chip, health, codes, exact=True, at=at))
         self.trust = None if self.dcmi is None else TrustCheck(
             self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
             float(config.collectors.dcmi.verify_interval), env=tool_env)

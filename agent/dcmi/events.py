@@ -9,6 +9,10 @@ thread of this object's applies what has queued, in order, and then updates the 
   and its escalation are the context's ``fault_levels`` (agent/handling), exactly as for a poll, and a
   code both paths saw is one series; then ``changed`` tells the agent, which judges again at once (its
   exported findings, which the alerts read, follow the event within a second, not at the next round);
+- before that, ``judge_at`` judges the chip's codes as each event left them, at the time the helper
+  received it (as the device plugin stamps events): a batch that says a code went down at 50 s, came
+  back at 81 s and went down at 82 s is one appearance of 31 s and then another, not one raise at the
+  batch's end, so a duration rule's ``FaultTimeout`` and ``RecoverTimeout`` see the times the events give;
 - a one-off event is counted and never made active;
 - a poll stays the referee: when a new ``npu_smi_health`` run is stored, what events said before that
   run began is forgotten (the poll has the truth), what came after it is applied on top again, so a
@@ -21,7 +25,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +38,7 @@ from collectors import npu_smi_health
 from collectors.base import ChipRef, CollectContext, Sample
 from collectors.npu_smi_health import HealthRecord
 
-__all__ = ["EVENTS_SOURCE", "HEALTH_SOURCE", "FaultEvents"]
+__all__ = ["EVENTS_SOURCE", "HEALTH_SOURCE", "FaultEvents", "JudgeAt"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,10 @@ HEALTH_SOURCE = npu_smi_health.SOURCE.name
 EVENTS_SOURCE = "dcmi_events"  # the internal job of the stream's own metrics (event_counts)
 RAISED, RECOVERY = 1, 0
 _STOP = object()
+
+# (chip, health word, the chip's codes after one event, when the event was received): the escalation history's
+# judge of an event as it happened (agent.handling.levels.FaultLevels with exact=True and at=)
+JudgeAt = Callable[[ChipRef, "str | None", Sequence[str], float], object]
 
 
 @dataclass
@@ -64,8 +72,10 @@ class FaultEvents:
 
     def __init__(self, backend: DcmiBackend, store: SnapshotStore, context: Callable[[], CollectContext],
                  chips: Callable[[], list[ChipRef]], clock: Callable[[], float] = time.time, *,
-                 changed: Callable[[], None] = lambda: None) -> None:
+                 changed: Callable[[], None] = lambda: None, judge_at: JudgeAt | None = None) -> None:
         self.backend = backend
+        self._judge_at = judge_at
+        self._judged_at: dict[ChipRef, float] = {}  # each chip's last event time judged (kept in order)
         self.changed = changed  # told once a batch changed a chip's codes: the agent judges again
         self.store = store
         self._context = context
@@ -122,6 +132,7 @@ class FaultEvents:
                     state.recovered[event.code] = now
                     state.raised.pop(event.code, None)
                 touched.add(chip)
+                self._judge_event(chip, event.received_at, now)
             self._rebuild(touched)
         updated_at = self._clock()
         for chip, event in counted:
@@ -205,16 +216,33 @@ class FaultEvents:
                 return
         log.warning("DCMI fault events: the health snapshot kept changing; the next poll will show them")
 
+    def _judge_event(self, chip: ChipRef, received: float | None, now: float) -> None:
+        """Judge the chip's codes as this event left them, at its receipt time (never after now, never before
+        the chip's last event judged)."""
+        if self._judge_at is None:
+            return
+        at = min(received if received is not None else now, now)
+        at = max(at, self._judged_at.get(chip, at))
+        self._judged_at[chip] = at
+        snap = self.store.get(HEALTH_SOURCE)
+        records = snap.records if snap is not None and isinstance(snap.records, dict) else {}
+        record = self._record(chip, records)
+        self._judge_at(chip, record.health, record.error_codes, at)
+
+    def _record(self, chip: ChipRef, records: Any) -> HealthRecord:
+        """The chip's last polled record with the events since applied on top."""
+        polled = self._polled.get(chip) or _health_record(records.get(chip)) or HealthRecord()
+        state = self._state.get(chip, _ChipEvents())
+        codes = [code for code in polled.error_codes if code.upper() not in state.recovered]
+        codes += [code for code in state.raised if code not in {c.upper() for c in codes}]
+        return replace(polled, error_codes=tuple(codes))
+
     def _rebuild_on(self, snap: SourceSnapshot, chips: set[ChipRef]) -> bool:
         records = dict(snap.records) if isinstance(snap.records, dict) else {}
         rebuilt: list[Sample] = []
         context = self._context()
         for chip in chips:
-            polled = self._polled.get(chip) or _health_record(records.get(chip)) or HealthRecord()
-            state = self._state.get(chip, _ChipEvents())
-            codes = [code for code in polled.error_codes if code.upper() not in state.recovered]
-            codes += [code for code in state.raised if code not in {c.upper() for c in codes}]
-            record = replace(polled, error_codes=tuple(codes))
+            record = self._record(chip, records)
             records[chip] = [record]
             rebuilt += npu_smi_health.samples([record], chip, context)
         labels = {chip.labels() for chip in chips}

@@ -10,6 +10,8 @@ Pure, and the device plugin's rules over time (docs/fault-codes.md):
 - A frequency level starts when the code has occurred ``Times`` times within ``TimeWindow`` (the count then
   starts again) and stays until the code has stayed recovered for ``ReleaseTimeWindow``, counted from the
   last recovery. A ManuallySeparateNPU without a release window stays until ``npuwatch faults clear``.
+  A level other than ManuallySeparateNPU follows its rule as the table has it now: a reload that changes the
+  rule's level changes the held level, one that removes the rule releases it.
 
 Durations are known to the resolution of the poll interval: a code seen by one poll only has lasted 0 s.
 
@@ -120,6 +122,23 @@ def _released(mark: Held | Raised, code: str, faulty: Mapping[str, float], recov
     return now - last > mark.release_s
 
 
+def _rejudged(table: FaultTable, raised: Mapping[str, Raised]) -> tuple[dict[str, Raised], dict[str, Held]]:
+    """The held frequency levels under the table's rules now (a reload may have changed them): a code whose rule
+    is gone is released, one whose rule changed takes the new level and release window from the same start
+    (the device plugin re-judges its upgraded faults so on a reload); a new ManuallySeparateNPU is a held one."""
+    kept: dict[str, Raised] = {}
+    held: dict[str, Held] = {}
+    for code, mark in raised.items():
+        rule = table.frequency_rule(code)
+        if rule is None:
+            continue
+        if rule.level == HELD_LEVEL:
+            held[code] = Held(mark.since, rule.release_s)
+        else:
+            kept[code] = Raised(rule.level, mark.since, rule.release_s or 0.0)
+    return kept, held
+
+
 def _escalated(table: FaultTable, code: str, static: str, marks: ChipHistory) -> str:
     """The code's level: its static one or the stricter level its history (``marks``) holds."""
     levels = [static, *([HELD_LEVEL] if code in marks.held else [])]
@@ -162,9 +181,10 @@ def step(table: FaultTable, history: ChipHistory, health: str | None, codes: Seq
         if table.duration_rule(code) is None:
             recovered[code] = now
     faulty = {**active, **lasting}
-    held = {code: mark for code, mark in history.held.items() if not _released(mark, code, faulty, recovered, now)}
-    raised = {code: mark for code, mark in history.raised.items()
-              if not _released(mark, code, faulty, recovered, now)}
+    marked, promoted = _rejudged(table, history.raised)
+    held = {code: mark for code, mark in {**promoted, **history.held}.items()
+            if not _released(mark, code, faulty, recovered, now)}
+    raised = {code: mark for code, mark in marked.items() if not _released(mark, code, faulty, recovered, now)}
     for code, times in list(seen.items()):
         rule = table.frequency_rule(code)
         kept = [at for at in times if rule is not None and now - at <= rule.window_s]

@@ -51,10 +51,12 @@ class FaultLevels:
         self.history = history
         self._clock = clock
 
-    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str], *, exact: bool = False) -> ChipLevels:
-        """The chip's levels now that it reports ``codes`` (``exact``: reported as they changed, see ``step``)."""
+    def __call__(self, chip: ChipRef, health: str | None, codes: Sequence[str], *, exact: bool = False,
+                 at: float | None = None) -> ChipLevels:
+        """The chip's levels now that it reports ``codes`` (``exact``: reported as they changed, see ``step``;
+        ``at``: when they changed, if before now: a fault event judged at the time it was received)."""
         key = chip_key(chip.npu, chip.chip)
-        now = self._clock()
+        now = self._clock() if at is None else min(at, self._clock())
         judged: list[ChipLevels] = []
 
         def change(chips: dict[str, ChipHistory]) -> dict[str, ChipHistory]:

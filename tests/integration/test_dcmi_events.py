@@ -4,6 +4,7 @@ test drops a request in its directory. No npu-smi on PATH: every chip reading is
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -97,6 +98,26 @@ def test_a_raised_code_and_its_recovery_are_on_metrics_within_2_seconds(
     assert _handling(chip, "SeparateNPU") not in cleared
     assert cleared.get(_counted(chip, "critical", "recovery")) == 1
     assert cleared["npuwatch_dcmi_event_latency_seconds_count"] == 1  # a recovery carries its fault's time
+
+
+def test_an_appearance_that_events_report_over_is_judged_for_how_long_it_lasted(
+        library_agent: Callable[..., LibraryAgent], tmp_path: Path) -> None:
+    """A code raised, then recovered 2 s later, with a 1-second duration rule: each event is judged at the time it
+    came (as the device plugin's TestHandleFaultQueue cases), so the level holds through the recovery for the
+    rule's RecoverTimeout; judged only as the recovery left the codes, the appearance would have lasted nothing."""
+    code = "80E21007"  # NotHandleFault in the default table
+    rules = tmp_path / "faultCustomization.json"
+    rules.write_text(json.dumps({"FaultDuration": [{"EventId": [code], "FaultTimeout": 1, "RecoverTimeout": 600,
+                                                    "FaultHandling": "PreSeparateNPU"}]}), encoding="utf-8")
+    agent = library_agent(config={"faults": {"escalation_file": str(rules)}})
+    chip = chip_labels(0, CHIPS)  # a chip that lists no code of its own
+    agent.send(f"raise 0 {code} 1")
+    assert agent.wait(lambda s: any(_codes_of(s, chip, code)), timeout=10.0) is not None
+    time.sleep(2.0)
+    agent.send(f"recover 0 {code} 1")
+    cleared = agent.wait(lambda s: not _codes_of(s, chip, code), timeout=10.0)
+    assert cleared is not None, "the recovery was not on /metrics within 10 s"
+    assert cleared.get(_handling(chip, "PreSeparateNPU")) == 1, agent.log_text()[-2000:]
 
 
 def test_an_event_that_names_its_chip_by_physical_id_reaches_that_chip(

@@ -227,3 +227,72 @@ def test_a_replayed_event_is_applied_once_and_a_gap_is_counted(
                                                    ("assertion", "once")))] == 4
     assert samples[("npuwatch_dcmi_events_dropped_total", (("reason", "duplicate"),))] == 3
     assert samples[("npuwatch_dcmi_events_missed_total", ())] == 5
+
+
+LINK_DOWN = "81078603"
+
+
+def _judged(events: FaultEvents, store: SnapshotStore, chip: ChipRef = CHIP) -> str | None:
+    snap = store.get(HEALTH_SOURCE)
+    assert snap is not None
+    levels = [dict(s.labels)["handling"] for s in snap.samples
+              if s.metric == "npu_fault_handling" and s.labels[:2] == chip.labels()]
+    return levels[0] if levels else None
+
+
+@pytest.fixture
+def wired() -> Iterator[tuple[FaultEvents, SnapshotStore, Clock]]:
+    """FaultEvents wired as the agent wires it: its judge is the escalation history's (FaultLevels), each event
+    judged at the time the helper received it. The link-down duration rule is the device plugin's test one
+    (FaultTimeout 30 s, RecoverTimeout 60 s, PreSeparateNPU)."""
+    from dataclasses import replace
+
+    from agent.handling.history import FaultHistory
+    from agent.handling.levels import FaultLevels
+    from collectors.fault_levels import parse_escalation
+
+    _, duration, _ = parse_escalation({"FaultDuration": [{"EventId": [LINK_DOWN], "FaultTimeout": 30,
+                                                          "RecoverTimeout": 60, "FaultHandling": "PreSeparateNPU"}]})
+    clock = Clock()
+    store = SnapshotStore(clock)
+    store.register(HEALTH_SOURCE, 60)
+    levels = FaultLevels(replace(default_table(), frequency=(), duration=duration), FaultHistory(None), clock)
+    context = CollectContext(fault_levels=levels)
+    backend = DcmiBackend(DcmiClient("/nonexistent/libdcmi.so"))
+    events = FaultEvents(backend, store, lambda: context, lambda: [CHIP, OTHER], clock,
+                         judge_at=lambda chip, health, codes, at: levels(chip, health, codes, exact=True, at=at))
+    store.add_listener(events.polled)
+    _poll(store, clock, (), clock.now)
+    yield events, store, clock
+    events.close()
+
+
+def _link(assertion: int, received: float, serial: int) -> dict[str, Any]:
+    return _raw(LINK_DOWN, assertion=assertion, raised_ms=int(received * 1000), received=received,
+                event_serial_num=serial)
+
+
+def test_a_batch_of_events_is_judged_at_the_times_they_were_received(
+        wired: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
+    # the device plugin's TestHandleFaultQueueCase01: down at 50 s, up at 81 s, down again at 82 s, all in one
+    # batch: the first appearance lasted 31 s (> FaultTimeout 30 s) and the port was up 1 s (< RecoverTimeout 60 s)
+    events, store, clock = wired
+    t0 = clock.now
+    clock.now = t0 + 90
+    events.apply([_link(1, t0 + 50, 1), _link(0, t0 + 81, 2), _link(1, t0 + 82, 3)])
+    assert _active(store) == {LINK_DOWN: "PreSeparateNPU"}
+    assert _judged(events, store) == "PreSeparateNPU"
+
+
+def test_a_released_duration_level_is_held_again_by_an_appearance_a_batch_reports_over(
+        wired: tuple[FaultEvents, SnapshotStore, Clock]) -> None:
+    # the device plugin's TestHandleFaultQueueCase06: held (down since 10 s), up at 50 s, down at 111 s (clear
+    # 61 s > 60 s: released), up at 142 s (that appearance lasted 31 s): held again, through the recovery
+    events, store, clock = wired
+    t0 = clock.now
+    clock.now = t0 + 10
+    events.apply([_link(1, t0 + 10, 1)])
+    clock.now = t0 + 150
+    events.apply([_link(0, t0 + 50, 2), _link(1, t0 + 111, 3), _link(0, t0 + 142, 4)])
+    assert _active(store) == {}
+    assert _judged(events, store) == "PreSeparateNPU"

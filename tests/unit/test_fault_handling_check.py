@@ -91,13 +91,18 @@ def test_every_handling_level_has_one_action_and_one_kind() -> None:
 def test_check_and_diagnose_apply_the_agents_escalation_without_writing_it() -> None:
     """A frequency level the agent's history raised stays on the chip in check's judgement (planted: a judgement
     that ignores ``history`` reads the chip as healthy), and the history is only read."""
+    from dataclasses import replace
+
     from agent.handling.escalation import ChipHistory, Raised
+    from collectors.fault_levels import FrequencyRule
 
     now = time.time()
     raised = ChipHistory(raised={"80E18005": Raised("PreSeparateNPU", now - 60, 3600.0)},
                          recovered={"80E18005": now - 30}, cleared={"80E18005": now - 30})
     before = raised
-    result = faults.chip_health("OK", [], said="npu-smi says OK", table=TABLE, history=raised, npu=1, chip=0)
+    # the rule that raised it (a level whose rule is gone is released: docs/fault-codes.md, A reload)
+    table = replace(TABLE, frequency=(FrequencyRule(frozenset({"80E18005"}), 86400.0, 3, "PreSeparateNPU", 3600.0),))
+    result = faults.chip_health("OK", [], said="npu-smi says OK", table=table, history=raised, npu=1, chip=0)
     assert (result.status, result.kind, result.value) == (WARN, "chip_fault_drain", "PreSeparateNPU")
     assert "the agent's history raises the chip to PreSeparateNPU" in result.evidence
     assert raised == before

@@ -282,3 +282,79 @@ def test_a_held_level_is_not_released_while_its_code_is_still_lasting() -> None:
     assert after.recovered[LINK_DOWN] == 200070.0 and LINK_DOWN in after.held
     after, levels = step(default_table(), after, "OK", [], 200070.0 + 172801.0)
     assert levels.chip is None and after.held == {}
+
+
+@pytest.mark.parametrize(("rules", "chip"), [
+    ([{"EventId": [LINK_DOWN], "TimeWindow": 60, "Times": 3, "FaultHandling": "SubHealthFault",
+       "ReleaseTimeWindow": 3600}], "SubHealthFault"),  # the rule's level changed: the held level follows
+    ([], "NotHandleFault"),  # the rule removed: released, the code is at its listed level
+    ([{"EventId": [LINK_DOWN], "TimeWindow": 60, "Times": 3, "FaultHandling": "PreSeparateNPU",
+       "ReleaseTimeWindow": 3600}], "PreSeparateNPU"),  # unchanged: kept
+])
+def test_a_held_frequency_level_follows_its_rule_after_a_reload(rules: list[dict[str, Any]], chip: str) -> None:
+    # the device plugin's upgradefault_test.go (UpdateFaultLevel, RemoveFaultStrategy, FaultLevelUnchanged with
+    # FrequencyUpgradeType): link down raised to PreSeparateNPU, then the table is reloaded with another rule
+    frequency, _, skipped = parse_escalation({"FaultFrequency": rules})
+    assert skipped == ()
+    table = FaultTable(default_table().levels, frequency, network=default_table().network)
+    history = ChipHistory(active={LINK_DOWN: 100.0}, raised={LINK_DOWN: Raised("PreSeparateNPU", 100.0, 3600.0)})
+    after, levels = step(table, history, "OK", [LINK_DOWN], 160.0)
+    assert levels.chip == chip and levels.codes[LINK_DOWN] == chip
+    assert (LINK_DOWN in after.raised) == bool(rules)
+
+
+def test_a_reload_that_makes_a_held_frequency_level_manual_holds_it_until_cleared() -> None:
+    frequency, _, _ = parse_escalation({"FaultFrequency": [_rule(EventId=["AB"])]})
+    history = ChipHistory(raised={"AB": Raised("RestartNPU", 100.0, 600.0)}, recovered={"AB": 50.0})
+    after, levels = step(FaultTable({}, frequency), history, "OK", [], 100000.0)
+    assert levels.chip == "ManuallySeparateNPU" and after.raised == {} and after.held["AB"].since == 100.0
+
+
+@pytest.mark.parametrize(("rules", "chip"), [
+    ([_duration(EventId=[LINK_DOWN], FaultHandling="SubHealthFault")], "SubHealthFault"),
+    ([], "NotHandleFault"),
+    ([_duration(EventId=[LINK_DOWN])], "PreSeparateNPU"),
+])
+def test_a_duration_level_follows_its_rule_after_a_reload(rules: list[dict[str, Any]], chip: str) -> None:
+    # the same cases with DurationUpgradeType: the level is read from the rule as it is at each judgement
+    _, duration, _ = parse_escalation({"FaultDuration": rules})
+    table = FaultTable(default_table().levels, (), duration, network=default_table().network)
+    history = ChipHistory(active={LINK_DOWN: 70.0}, lasting={LINK_DOWN: 90.0})
+    _, levels = step(table, history, "OK", [LINK_DOWN], 160.0)
+    assert levels.chip == chip
+
+
+def _both_rules() -> FaultTable:
+    """80E0180F as the device plugin's TestGetFaultType configures it: three times in 24 h is ManuallySeparateNPU,
+    and an appearance of more than 120 s is RestartBusiness; 80C98002 beside it is a listed RestartRequest."""
+    frequency, duration, skipped = parse_escalation({
+        "FaultFrequency": [{"EventId": ["80E0180F"], "TimeWindow": 86400, "Times": 3,
+                            "FaultHandling": "ManuallySeparateNPU"}],
+        "FaultDuration": [{"EventId": ["80E0180F"], "FaultTimeout": 120, "RecoverTimeout": 0,
+                           "FaultHandling": "RestartBusiness"}]})
+    assert skipped == ()
+    return FaultTable({"80C98002": "RestartRequest"}, frequency, duration)
+
+
+@pytest.mark.parametrize(("lasts_s", "chip"), [(150, "ManuallySeparateNPU"), (5, "RestartRequest")])
+def test_a_code_with_a_duration_rule_counts_only_appearances_that_lasted(lasts_s: int, chip: str) -> None:
+    # Documented (docs/fault-codes.md, where npuwatch differs): three appearances that each outlast the 120 s
+    # FaultTimeout separate the chip, as in the device plugin; three short ones count nothing, as the device
+    # plugin's own event path records them (TestGetFaultType plants three counted occurrences 10, 8 and 2 s
+    # apart, which no appearance of a code with a 120 s duration rule can leave behind).
+    seen = [(float(t), ["80C98002", *(["80E0180F"] if any(a <= t < a + lasts_s for a in (0, 300, 600)) else [])])
+            for t in range(0, 1000, 5)]
+    assert chips(_both_rules(), seen, "Alarm")[-1] == chip
+
+
+def test_an_ai_core_bus_error_just_before_an_hbm_error_stays_listed_at_the_hbm_errors_level() -> None:
+    # Documented (docs/fault-codes.md, where npuwatch differs): the device plugin's TestNewFaultInfosForHBMErr
+    # drops a bus error raised 0.4 s before the HBM double-bit error; npuwatch keeps the code the driver lists,
+    # at the HBM error's level, and the chip's level is the HBM error's alone, as there.
+    table = default_table()
+    history, first = step(table, ChipHistory(), "Alarm", [AIC_BUS], 3.0)
+    assert first.chip == "RestartRequest"  # before the HBM error: the bus error on its own
+    history, levels = step(table, history, "Alarm", [AIC_BUS, HBM], 3.4)
+    assert levels.codes == {AIC_BUS: "RestartBusiness", HBM: "RestartBusiness"}
+    assert levels.chip == "RestartBusiness" == judge_static(table, "Alarm", [HBM]).chip
+    assert history.faults == ()  # neither is a fault that resets or separates the chip
