@@ -19,7 +19,7 @@ import pytest
 from agent.core.config import default_config
 from agent.health import faults
 from agent.health.status import VERDICT_OF
-from agent.health.thresholds import FAULT_KINDS
+from agent.health.thresholds import FAULT_KINDS, HOT_OPTICS_C, WEAK_RX_POWER_W
 from collectors.npu_smi_ecc import EccCounts, EccRecord
 from dashboards import thresholds
 from dashboards.queries import iter_panels
@@ -95,12 +95,12 @@ def test_gemm_efficiency_steps_are_the_agents_judgement() -> None:
 
 
 def test_steps_without_a_judgement_function_are_the_registrys_numbers() -> None:
-    dark, weak, out = FAULT_KINDS["optics_dark"], FAULT_KINDS["optics_weak"], FAULT_KINDS["optics_out_of_range"]
+    dark = FAULT_KINDS["optics_dark"]
     rx = _steps(thresholds.optical_rx_power)["steps"]
-    assert [s["value"] for s in rx[1:]] == [dark.threshold, weak.bounds[0].value]
+    assert [s["value"] for s in rx[1:]] == [dark.threshold, WEAK_RX_POWER_W]
     assert [s["color"] for s in rx] == ["red", "yellow", "green"]
     module = _steps(thresholds.optical_temperature)["steps"]
-    assert [(s["value"], s["color"]) for s in module[1:]] == [(out.bounds[0].value, "yellow")]
+    assert [(s["value"], s["color"]) for s in module[1:]] == [(HOT_OPTICS_C, "yellow")]
     from agent.health.probe_limits import CLOCK_WARN
     assert [(s["value"], s["color"]) for s in _steps(thresholds.clock_ratio)["steps"]] == [
         (None, "yellow"), (CLOCK_WARN.value, "green")]
