@@ -7,9 +7,11 @@ may be closed to make room; so may a busy one whose answer has not moved for ``s
 client is not reading: a slow reader would otherwise hold the slot until the write timeout). A busy
 connection whose answer is being computed or read is never interrupted. The rules (``ServerLimits``):
 
-- per client, at most ``per_client`` waiting or queued connections: a new one closes the
-  client's longest-waiting one, so idle or trickling connections from one address never pile up
-  and several scrapers behind one address simply take turns;
+- per client, at most ``per_client`` waiting connections: a new one closes the client's
+  longest-waiting one, so idle or trickling connections from one address never pile up and several
+  scrapers behind one address simply take turns (a queued one is never closed for its own client's
+  next connection: its request is sent; the overall limit below still bounds them; one whose first
+  request has not come yet is closed only when no other will do, or after ``FIRST_REQUEST_GRACE_S``);
 - per client, at most ``per_client`` busy connections: a further request queues for a turn;
 - overall, at most ``total`` connections: a new one closes a waiting or stalled connection of the
   client with the most (the one idle or stalled longest). When every connection is busy, none has
@@ -49,19 +51,22 @@ __all__ = ["PENDING", "ConnectionTable", "Slot"]
 
 WAITING, QUEUED, BUSY, PENDING = "waiting", "queued", "busy", "pending"
 MIN_PROGRESS_BYTES = 16 << 10  # what a busy connection's client must take within stall_s to count as reading
+FIRST_REQUEST_GRACE_S = 1.0  # how long a new connection's first request may take before it counts as trickling
 _LOOK_EVERY_S = 0.05  # how often a pending connection looks again for a stalled one
 
 
 class Slot:
     """One open connection in the table."""
 
-    __slots__ = ("acked", "client", "evicted", "moved", "since", "sock", "state", "writing")
+    __slots__ = ("accepted", "acked", "client", "evicted", "moved", "served", "since", "sock", "state", "writing")
 
     def __init__(self, client: str, sock: socket.socket, now: float) -> None:
         self.client = client
         self.sock = sock
         self.state = WAITING
         self.since = now
+        self.accepted = now
+        self.served = False  # it has carried a request: its client will retry on another connection
         self.evicted = False
         self.writing = False  # an answer is being sent
         self.moved = now  # when its client last took bytes of the answer
@@ -83,10 +88,14 @@ class ConnectionTable:
         """A slot for a new connection, after closing whatever must make room; None: refuse it."""
         with self._cond:
             mine = self._live(client)
-            waiting = [slot for slot in mine if slot.state != BUSY]
-            if len(waiting) >= self.per_client:
-                self._evict(min(waiting, key=lambda slot: slot.since), "its client opened another")
+            # A queued one holds a request already sent: closing it would lose that, so only those without count.
+            waiting = [slot for slot in mine if slot.state == WAITING]
             now = self._clock()
+            if len(waiting) >= self.per_client:
+                # A connection whose first request is still on its way is closed last: its client retries a
+                # kept-alive connection the server closed, not a new one (Go's client, as Prometheus scrapes).
+                spare = [slot for slot in waiting if slot.served or now - slot.accepted >= FIRST_REQUEST_GRACE_S]
+                self._evict(min(spare or waiting, key=lambda slot: slot.since), "its client opened another")
             for slots in self._by_client.values():
                 for other in slots:
                     self._look(other, now)
@@ -143,6 +152,7 @@ class ConnectionTable:
         with self._cond:
             if slot.evicted:
                 return None
+            slot.served = True
             slot.state = QUEUED
             while sum(1 for other in self._live(slot.client) if other.state == BUSY) >= self.per_client:
                 remaining = deadline - self._clock()

@@ -88,3 +88,41 @@ def test_the_next_place_goes_to_the_pending_client_that_holds_the_fewest(sockets
     for thread in threads:
         thread.join(3)
     assert results == {"scraper": True, "greedy": False}
+
+
+def test_a_queued_request_is_not_closed_for_its_clients_next_connection(sockets: list[socket.socket]) -> None:
+    # Several scrapers behind one address: one is answered, one waits for its turn with its request sent; a third
+    # connects. Closing the queued one (waiting longest, by its kept-alive idle time) would lose a sent request.
+    table = ConnectionTable(total=8, per_client=1)
+    _busy(table, "10.0.0.4", sockets, writing=True)
+    queued = table.admit("10.0.0.4", _sock(sockets))
+    assert queued is not None
+    turn = threading.Thread(target=table.begin_request, args=(queued, 5.0))
+    turn.start()
+    deadline = time.monotonic() + 5
+    while table.counts()["10.0.0.4"].get("queued") != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    newcomer = table.admit("10.0.0.4", _sock(sockets))
+    assert newcomer is not None and not queued.evicted
+    idle = table.admit("10.0.0.4", _sock(sockets))  # the cap holds for connections without a request
+    assert idle is not None and newcomer.evicted and not queued.evicted
+    table.close_all()
+    turn.join(5)
+
+
+def test_a_new_connection_is_closed_last_before_its_first_request(sockets: list[socket.socket]) -> None:
+    # A scraper's retry opens a new connection; two others behind the same address finish their answers (their
+    # idle time starts after the new one's) and a fourth connects: the kept-alive ones go, the new one stays.
+    now = [100.0]
+    table = ConnectionTable(total=8, per_client=2, clock=lambda: now[0])
+    fresh = table.admit("10.0.0.4", _sock(sockets))
+    assert fresh is not None
+    now[0] += 0.005
+    served = table.admit("10.0.0.4", _sock(sockets))
+    assert served is not None and table.begin_request(served, 0.1) is True
+    table.end_request(served)
+    now[0] += 0.001
+    newcomer = table.admit("10.0.0.4", _sock(sockets))
+    assert newcomer is not None and served.evicted and not fresh.evicted
+    now[0] += 1.0  # a first request this late is trickling: the oldest goes, as any idle one
+    assert table.admit("10.0.0.4", _sock(sockets)) is not None and fresh.evicted
