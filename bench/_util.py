@@ -40,6 +40,7 @@ __all__ = [
     "InProcessTools",
     "Scrape",
     "Table",
+    "as_shown_mib",
     "bench_config",
     "count_series",
     "demo_agent",
@@ -294,6 +295,11 @@ def ms(seconds: float) -> str:
 
 def mib(size: float) -> str:
     return f"{size / MB:.1f} MB"
+
+
+def as_shown_mib(size: float) -> float:
+    """``size`` as ``mib`` prints it, in bytes: a table judges the number it shows (0.996 MB is "1.0 MB", not < 1)."""
+    return round(size / MB, 1) * MB
 
 
 # --- `python -m bench._util serve`
