@@ -169,7 +169,7 @@ def test_the_running_demo_is_found_its_agent_checked_and_it_expects_its_chips(da
     top = npuwatch_cli("top", "--demo", "--once", env=env)
     assert top.returncode == 0 and top.stdout.startswith("npuwatch top  demo-node  ")
     assert "in this process" not in top.stdout  # the running agent's page, not one of its own
-    daemon.stop()
+    daemon.kill()  # a crashed agent's file is left behind: discovery must not trust it
     assert running_agent_url(daemon.demo_dir) is None and (daemon.demo_dir / AGENT_FILE).exists()
     alone = json.loads(npuwatch_cli("check", "--demo", "--json", env=env).stdout)
     assert "agent" not in {check["name"] for check in alone["checks"]}  # no agent serves this node: not asked

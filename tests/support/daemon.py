@@ -60,6 +60,13 @@ class Daemon:
                 self.proc.wait(5)
         kill_demo_tools(self.demo_dir)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or the OOM killer ends it: nothing of its own shutdown runs."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+        kill_demo_tools(self.demo_dir)
+
 
 def kill_demo_tools(demo_dir: Path) -> int:
     """Kill every process running one of ``demo_dir``'s fake tools; how many there were."""
