@@ -55,6 +55,30 @@ def test_generated_rules_for_another_job_pass_their_own_cases(promtool: str, tmp
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
 
 
+def test_every_rule_file_retargeted_to_another_job_passes_its_own_cases(promtool: str, tmp_path: Path) -> None:
+    """``python -m alerts.retarget``: every shipped rule file (hand-written ones too) and its cases, for a scrape
+    job that is not called npuwatch; no rule is left selecting the old job."""
+    from alerts import retarget
+
+    assert retarget.main(["--selector", 'job="npu-agents"', "-o", str(tmp_path)]) == 0
+    rules = sorted(tmp_path.glob("*.rules.yml"))
+    assert [path.name for path in rules] == [path.name for path in RULE_FILES]
+    assert [path for path in rules if retarget.MATCHER in path.read_text(encoding="utf-8")] == []
+    result = _run([promtool, "test", "rules", *map(str, sorted((tmp_path / "tests").glob("*-test.yml")))])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+
+
+def test_a_selector_with_more_matchers_retargets_the_rules_only(promtool: str, tmp_path: Path) -> None:
+    from alerts import retarget
+
+    assert retarget.main(["--selector", 'job="npu-agents",cluster="a"', "-o", str(tmp_path)]) == 0
+    assert not (tmp_path / "tests").exists()
+    hccl = (tmp_path / "hccl.rules.yml").read_text(encoding="utf-8")
+    assert 'npu_hccl_errors_total{job="npu-agents", cluster="a", category=~' in hccl
+    result = _run([promtool, "check", "rules", *map(str, sorted(tmp_path.glob("*.rules.yml")))])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+
+
 def test_the_generated_cases_catch_a_rule_that_reads_the_wrong_finding(promtool: str, tmp_path: Path) -> None:
     """Both sides of each case bite: a rule over another kind's finding fails its firing case, and one that lost
     its kind matcher fails the silent case."""
