@@ -1,4 +1,4 @@
-"""Every shell command of the manual (docs/*.md), run as written against a demo agent and a
+"""Every shell command of the manual (README.md and docs/*.md), run as written against a demo agent and a
 real Prometheus (Debian's 2.42), must end with the status its page expects (0 unless a marker says
 otherwise; tests/support/doc_commands.py reads the pages and their markers).
 

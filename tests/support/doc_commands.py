@@ -1,4 +1,4 @@
-"""The shell commands of the manual (docs/*.md), read as a reader pastes them.
+"""The shell commands of the manual (README.md and docs/*.md), read as a reader pastes them.
 
 Every line of a fenced ``sh`` (``bash``, ``shell``) block is a command, its trailing ``  # comment`` removed
 and a backslash continuation joined; a line that is only a comment is none. tests/e2e/test_doc_commands.py
@@ -27,7 +27,7 @@ from tests.support.paths import REPO
 
 __all__ = ["PAGES", "Block", "Command", "MarkerError", "blocks", "page_blocks"]
 
-PAGES = tuple(sorted((REPO / "docs").glob("*.md")))
+PAGES = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
 
 _FENCE = re.compile(r"^```(?:sh|bash|shell)\s*$")
 _MARKER_START = "<!-- shell-test"
