@@ -342,7 +342,9 @@ class Evidence:
 
     @property
     def empty(self) -> bool:
-        """Nothing was read: no record, and no file of any node (an empty directory is empty, and so is one of
-        binary files only: they are skipped, not read)."""
+        """Nothing was read: no record, no file of any node (an empty directory is empty, and so is one of
+        binary files only: they are skipped, not read) and no Prometheus answered (a healthy fleet's has no record)."""
+        if self.fleet_view:
+            return False
         read = any(coverage.files or coverage.taken_at is not None for coverage in self.nodes.values())
         return not read and not any(getattr(self, name) for name in _LISTS)
