@@ -4,7 +4,8 @@
     python -m alerts.generate --check               # exit 1 when a committed file differs from what this writes
     python -m alerts.generate --selector 'job="npu-agents"' -o /tmp/out   # another scrape job, into a folder
 
-Every fault kind of ``agent.health.thresholds.FAULT_KINDS`` with an ``alert`` (and not ``hand_written``) gets
+Every fault kind of ``agent.health.thresholds.FAULT_KINDS`` with an ``alert`` (and neither ``hand_written`` nor
+judged by the fleet's rules, ``fleet``: those alerts are hand-written over what the rules compare) gets
 one recorded condition and one alert rule: the alert fires while the agent exports that finding
 (``npu_fault_since_timestamp_seconds{kind=...}``, agent/health/verdict_metrics.py) for the kind's ``for_s``,
 with its ``alert_severity``, and stays firing through a scrape gap by the repository's hold (alerts/README.md,
@@ -83,7 +84,7 @@ def parse_selector(selector: str) -> dict[str, str]:
 
 def paged_kinds() -> list[FaultKind]:
     """The kinds whose alert is generated here, in the registry's order."""
-    return [kind for kind in FAULT_KINDS.values() if kind.alert and not kind.hand_written]
+    return [kind for kind in FAULT_KINDS.values() if kind.alert and not kind.hand_written and not kind.fleet]
 
 
 def _duration(seconds: float) -> str:

@@ -6,6 +6,9 @@ Every judgement of ``agent.health.faults`` takes its threshold and status from h
 (``alerts/faults.rules.yml``) are generated from it by ``python -m alerts.generate``: a kind's ``alert`` fires
 on its exported finding (``npu_fault_since_timestamp_seconds{kind}``) after ``for_s``, with the severity of
 ``alert_severity``; ``alert_note`` says why a kind pages otherwise than its status says, or not at all.
+A ``fleet`` kind is judged once by the fleet's rules, which need every rank of a job (``job_straggler``:
+NPUJobStraggler, whose ``cause`` label is one of the kind's ``causes``); no agent or command judges it, and
+``triage --prometheus`` reads its alert.
 ``check.flap_window`` and ``check.max_isolated_pages`` override ``window_s`` of ``link_flap`` and
 ``threshold`` of ``hbm_pages_over`` for every consumer that reads the config (``check`` and ``diagnose``).
 
@@ -32,12 +35,21 @@ if TYPE_CHECKING:
     from agent.core.config import Config
 
 __all__ = ["CAUSE_GROUPS", "FAIL_WEIGHT", "FAULT_KINDS", "HOT_OPTICS_C", "INCIDENT_LOOK_BACK_S", "WEAK_RX_POWER_W",
-           "FaultKind", "fault_kind", "fault_table", "flap_window_s", "log_window_s", "max_isolated_pages"]
+           "FaultKind", "RuleCause", "fault_kind", "fault_table", "flap_window_s", "log_window_s", "max_isolated_pages"]
 
 # The culprit causes a triage report names (JSON ``cause``): each fault kind belongs to one.
 CAUSE_GROUPS = ("link_down", "link_flap", "roce_errors", "optics", "chip_fault", "hbm_ecc", "process_hang",
                 "process_exit", "desync", "slow_chip", "unknown")
 FAIL_WEIGHT = 3.0
+
+
+@dataclass(frozen=True)
+class RuleCause:
+    """One value of a fleet rule's ``cause`` label: what a person calls it and what to do about it."""
+
+    cause: str
+    label: str
+    hint: str
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,11 @@ class FaultKind:
     runbook: str | None = None  # the alert whose runbook covers it, when it is not ``alert``
     runbooks: tuple[tuple[str, str], ...] = ()  # (check, runbook): where the check that found it has its own
     hints: tuple[tuple[str, str], ...] = ()  # (check, hint): the same for what to do
+    # Judged once by the fleet's rules over every rank of a job (``alert``'s rule, in ``check``'s rule file), never
+    # by an agent or a command: no node alert is generated for it, and only what reads the fleet (triage
+    # --prometheus) reports it.
+    fleet: bool = False
+    causes: tuple[RuleCause, ...] = ()  # the values of the fleet rule's ``cause`` label, what each is and its action
 
     @property
     def short(self) -> str:
@@ -87,6 +104,10 @@ class FaultKind:
     def hint_for(self, check: str | None) -> str:
         """What to do about this kind found by ``check``."""
         return dict(self.hints).get(check or "", self.hint)
+
+    def rule_cause(self, cause: str | None) -> RuleCause | None:
+        """The fleet rule's ``cause`` of this kind named ``cause`` (None: not one of them)."""
+        return next((entry for entry in self.causes if entry.cause == cause), None)
 
 
 _FLAP_WINDOW_S = 900.0
@@ -126,6 +147,18 @@ _PROBE_NOTE = ("each probe has its own alerts (alerts/probes.rules.yml, probes-f
                "the probe limits (agent.health.probe_limits)")
 _LOG_NOTE = ("read from the HCCL/CANN logs (npu_hccl_errors_total{category}); no alert of its own: the HCCL "
              "timeouts it causes page HCCLTimeout and HCCLCulpritSuspected names the rank")
+_STRAGGLER_CAUSES = (
+    RuleCause("compute", "its AI Cores are busy longer than the job's other chips on its node, which wait for it",
+              "compare the chip's AI Core clock, temperature and power with its node's other chips (npu-smi info -t "
+              "common -i N): fix a throttled chip where it is; one slow at its full clock fails its GEMM probe once "
+              "the job moves away: take it out of service"),
+    RuleCause("link", "its RoCE port counts pause frames and errors far above the job's other ports",
+              "read the port's counters twice (hccn_tool -i N -stat -g) and its optics (-optical -g); reseat or "
+              "replace the optic or cable, or look at the switch port that pauses it"),
+    RuleCause("host", "its host CPU is saturated while the job's other nodes' are not, so it feeds its chips late",
+              "find what takes the node's CPUs (top, pidstat: the job's data loader or another process); stop it or "
+              "give the loader more workers, or move the job off the node"),
+)
 FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
     FaultKind("link_down", "roce_link", FAIL, "UP", None, "RoCE link down", 5.0, "link_down", _LINK_HINT,
               alert="NPURoCELinkDown", for_s=300.0),
@@ -294,6 +327,14 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               "slow_chip",
               "compare with a healthy node of the same model (npuwatch probe ...); a chip far below needs a reset",
               alert_note=_PROBE_NOTE, runbook="NPUGEMMProbeSlow", runbooks=_PROBE_SLOW_RUNBOOKS, hints=_PROBE_HINTS),
+    # The fleet's finding (alerts/failslow.rules.yml, docs/failslow.md): one rank, port or host of a training job
+    # slower than the job's others. It slows a job rather than stopping it, so it weighs as background.
+    FaultKind("job_straggler", "failslow", WARN, "the job's median and 6 MADs", None,
+              "rank, port or host slowing its training job", 1.5, "slow_chip",
+              "tell the job's owner (the job is slowed, not failed: a checkpoint now keeps the work), then see what "
+              "the cause says", alert="NPUJobStraggler", fleet=True, causes=_STRAGGLER_CAUSES,
+              alert_note="judged by the fleet's rules, which compare every rank of a job (no agent sees the others); "
+                         "`npuwatch triage --prometheus` reports its alert"),
 )}
 
 
@@ -309,6 +350,7 @@ _SHORT = {
     "probe_failed": "probe", "probe_slow": "slow", "device_dropped": "dropped", "sdma_fault": "SDMA",
     "device_oom": "OOM", "aicore_fault": "AI Core", "operator_fault": "operator", "port_listen_failed": "port",
     "link_fault": "link err", "hbm_ecc_fault": "HBM err", "program_error": "program", "config_error": "config",
+    "job_straggler": "straggle",
 }
 
 

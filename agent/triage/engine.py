@@ -61,8 +61,9 @@ def _incident(draft: Draft, evidence: Evidence, blames: Sequence[Blame], locator
 def analyze(evidence: Evidence, window: Window | None = None) -> TriageReport:
     """Incidents in ``window`` (default: everything) with their culprits, best first, and the lead verdict."""
     report = _incidents(evidence, window or Window())
-    lead = triage_lead(report.status, report.verdict, report.incidents, evidence.faults)
-    return replace(report, lead=lead.verdict, lead_node=lead.node,
+    lead = triage_lead(report.status, report.verdict, report.incidents, evidence.faults, evidence.stragglers)
+    return replace(report, lead=lead.verdict, lead_node=lead.node, lead_rank=lead.rank,
+                   lead_training_job=lead.training_job, fleet_view=evidence.fleet_view,
                    findings=tuple(finding_dict(node, finding) for node, finding in lead.findings))
 
 

@@ -12,7 +12,8 @@ Builders:
   ``agent.triage.snapshots`` (hccn_tool / npu-smi outputs, hccn.conf, rank tables),
   ``agent.triage.inputs`` (flight-recorder dumps, bundle manifests);
 - Prometheus series: ``agent.triage.series`` turns each node's exported findings
-  (``npu_fault_since_timestamp_seconds``) into ``LocalFault`` records. Log-derived series map onto the
+  (``npu_fault_since_timestamp_seconds``) into ``LocalFault`` records, ``agent.triage.stragglers`` the fleet
+  rules' firing NPUJobStraggler alerts into ``JobStraggler`` records. Log-derived series map onto the
   other records the same way, filling what the labels give and leaving the rest ``None``: an error counter's increase ->
   ``RankFailure(node, at=when it rose, code, category, comm=..., rank=...)`` (no ``comm``: the
   engine joins it to its node's ranks at that time); a blamed peer -> ``Blame(node, at, how,
@@ -35,6 +36,7 @@ __all__ = [
     "Evidence",
     "FlightEntry",
     "FlightRecord",
+    "JobStraggler",
     "LocalFault",
     "LoggedFault",
     "NodeCoverage",
@@ -157,6 +159,28 @@ class LocalFault:
 
 
 @dataclass(frozen=True)
+class JobStraggler:
+    """The fleet's finding that one rank, port or host slows its training job: a firing alert of a fleet kind of
+    the registry (``job_straggler``: NPUJobStraggler), judged by the fleet's rules over every rank of the job and
+    read as it is, never judged again here.
+
+    ``cause`` is the rule's (``compute``, ``link``, ``host``); a ``host`` finding names the node only (``npu``
+    and ``rank`` None). ``at`` is the first time the window shows it firing, ``until`` the last when it had
+    ended before the window's end (None: still firing).
+    """
+
+    node: str
+    training_job: str
+    cause: str
+    kind: str = "job_straggler"
+    npu: int | None = None
+    rank: int | None = None
+    at: float | None = None
+    until: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class LoggedFault:
     """An HCCL fault of the knowledge graph that a log line shows (``entity``: ``AISW_CANN_HCCL_014``), the
     first line of it in one log stream, whether or not it reports a collective's failure."""
@@ -258,7 +282,7 @@ class NodeCoverage:
         self.problems.extend(other.problems)
 
 
-_LISTS = ("ranks", "failures", "blames", "faults", "logged", "addresses", "flights", "progress")
+_LISTS = ("ranks", "failures", "blames", "faults", "logged", "addresses", "flights", "progress", "stragglers")
 
 
 @dataclass
@@ -273,8 +297,11 @@ class Evidence:
     addresses: list[Address] = field(default_factory=list)
     flights: list[FlightRecord] = field(default_factory=list)
     progress: list[OpProgress] = field(default_factory=list)
+    stragglers: list[JobStraggler] = field(default_factory=list)
     nodes: dict[str, NodeCoverage] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # the fleet's own findings were read (a Prometheus that holds the fleet rules' alerts): bundles have none
+    fleet_view: bool = False
 
     def coverage(self, node: str) -> NodeCoverage:
         if node not in self.nodes:
@@ -290,6 +317,7 @@ class Evidence:
             else:
                 self.nodes[node] = coverage
         self.problems.extend(other.problems)
+        self.fleet_view = self.fleet_view or other.fleet_view
         return self
 
     def relabel(self, old: str, new: str) -> None:
@@ -314,7 +342,9 @@ class Evidence:
 
     @property
     def empty(self) -> bool:
-        """Nothing was read: no record, and no file of any node (an empty directory is empty, and so is one of
-        binary files only: they are skipped, not read)."""
+        """Nothing was read: no record, no file of any node (an empty directory is empty, and so is one of
+        binary files only: they are skipped, not read) and no Prometheus answered (a healthy fleet's has no record)."""
+        if self.fleet_view:
+            return False
         read = any(coverage.files or coverage.taken_at is not None for coverage in self.nodes.values())
         return not read and not any(getattr(self, name) for name in _LISTS)

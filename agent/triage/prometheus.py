@@ -23,6 +23,9 @@ address}``
                                                              ended at the last step when over
 ``up``                                                       the nodes read; ``up == 0`` at the
                                                              end is a problem of the report
+``ALERTS{alertname="NPUJobStraggler", alertstate="firing",    ``JobStraggler`` via
+job=~"<job>|"}`` (range)                                     ``agent.triage.stragglers``: the
+                                                             fleet rules' finding, as it fired
 ===========================================================  ====================================
 
 Several servers (``--prometheus A --prometheus B``: the shards of a sharded layout, or a
@@ -62,8 +65,9 @@ from agent.core.http_client import (
     read_password,
 )
 from agent.health.log_categories import LOG_CATEGORIES, fault_of
-from agent.triage.evidence import Address, Blame, Evidence, LocalFault, RankFailure, RankSeen, Window
+from agent.triage.evidence import Address, Blame, Evidence, JobStraggler, LocalFault, RankFailure, RankSeen, Window
 from agent.triage.series import FAULT_METRIC, faults_from_samples
+from agent.triage.stragglers import fleet_alerts, straggler_of
 from collectors.hccl.codes import TRIAGE_FAILURE_CATEGORIES
 
 __all__ = [
@@ -256,6 +260,8 @@ def read_evidence(client: PrometheusClient, window: Window) -> Evidence:
     # a log fault the node's agent already exports as a finding is that finding
     evidence.faults.extend(fault for fault in _log_faults(reader)
                            if (fault.node, fault.npu, fault.kind) not in exported)
+    evidence.stragglers.extend(_stragglers(reader, source))
+    evidence.fleet_view = True
     evidence.problems.extend(f"{source}: {warning}" for warning in client.warnings)
     return evidence
 
@@ -282,7 +288,7 @@ def _dedupe(evidence: Evidence) -> None:
     evidence.problems[:] = list(dict.fromkeys(evidence.problems))
 
 
-_EVIDENCE_LISTS = ("ranks", "failures", "blames", "addresses", "faults")
+_EVIDENCE_LISTS = ("ranks", "failures", "blames", "addresses", "faults", "stragglers")
 
 
 def _ranks(reader: _Reader, evidence: Evidence, sizes: Mapping[str, int]) -> None:
@@ -362,6 +368,23 @@ def _faults(reader: _Reader) -> list[LocalFault]:
         faults.append(LocalFault(fault.node, fault.npu, fault.kind, fault.detail, at=began, seen_at=last,
                                  until=None if still_on else last, source="Prometheus range query"))
     return faults
+
+
+def _stragglers(reader: _Reader, source: str) -> list[JobStraggler]:
+    """The fleet rules' stragglers that fired in the window (their alerts carry no scrape job of their own:
+    a ``host`` finding has none), each from its first firing step, ``until`` its last when it ended before."""
+    step = _step(reader.start, reader.end)
+    first = reader.end - math.floor((reader.end - reader.start) / step) * step
+    found = []
+    for labels, points in reader.client.query_range(fleet_alerts(reader.job), first, reader.end, step):
+        times = [at for at, value in points if not math.isnan(value)]
+        if not times:
+            continue
+        until = None if max(times) >= reader.end - step else max(times)
+        straggler = straggler_of(labels, at=min(times), until=until, source=f"{labels.get('alertname')} in {source}")
+        if straggler is not None:
+            found.append(straggler)
+    return found
 
 
 def _log_faults(reader: _Reader) -> list[LocalFault]:

@@ -29,6 +29,7 @@ from typing import IO
 from agent.core.printable import printable, printable_lines
 from agent.triage.flight import rank_ranges
 from agent.triage.report import Incident, TriageReport
+from agent.triage.stragglers import FLEET_KINDS
 from agent.triage.timefmt import span, stamp
 
 __all__ = ["render_json", "render_text", "verdict_text"]
@@ -101,6 +102,7 @@ def render_text(report: TriageReport) -> str:
     for number, incident in enumerate(report.incidents, start=1):
         lines.append("")
         lines.extend(_incident(number, incident))
+    lines.extend(_stragglers(report))
     if report.problems:
         lines.append("")
         lines.append("could not read")
@@ -112,6 +114,24 @@ def render_text(report: TriageReport) -> str:
     lines.extend(textwrap.wrap(f"verdict: {printable(verdict_text(report))}", WIDTH, subsequent_indent="  ",
                                break_on_hyphens=False, break_long_words=False))
     return printable_lines("\n".join(lines)) + "\n"  # and whatever else a bundle put in a line
+
+
+_FLEET = {kind.kind for kind in FLEET_KINDS.values()}
+_NO_FLEET_VIEW = "not judged: only the fleet's rules can (NPUJobStraggler); --prometheus URL reads them"
+
+
+def _stragglers(report: TriageReport) -> list[str]:
+    """The fleet rules' stragglers that fired in the window (none: nothing said), or, without a fleet view (bundles
+    alone), that they were not judged."""
+    if not report.fleet_view:
+        return ["", *_wrap(_NO_FLEET_VIEW, "", "stragglers  ")]
+    found = [finding for finding in report.findings if finding.get("kind") in _FLEET]
+    if not found:
+        return []
+    lines = ["", "stragglers (the fleet's rules: NPUJobStraggler)"]
+    for finding in found:
+        lines.extend(_wrap(printable(f"{finding['where']}: {finding['detail']}"), "  ", "- "))
+    return lines
 
 
 def verdict_text(report: TriageReport) -> str:

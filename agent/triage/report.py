@@ -2,8 +2,10 @@
 
 The JSON form (``TriageReport.to_dict``) is a contract other tools read::
 
-    {"verdict": {"status", "cause", "npu", "node", "check", "text", "summary", "also", "action", "runbook"},
+    {"verdict": {"status", "cause", "npu", "node", "rank", "training_job", "check", "text", "summary", "also",
+                 "action", "runbook"},
      "exit_code": int, "outcome": "none" | "culprit" | "unknown" | "unreadable",
+     "fleet_view": bool,
      "findings": [{"node", "npu", "kind", "status", "check", "where", "detail"}],
      "incidents": [{"comm": str, "start": epoch, "codes": [...], "rank_size": int,
                     "reporting_ranks": [...], "silent_ranks": [...],
@@ -16,7 +18,11 @@ with culprits best first; culprits that share the top score are a ``tie`` and no
 (the order among them is only for display). ``verdict`` is the object ``check --json`` prints
 (``agent.health.verdict.Verdict``, with the lead's ``node``), ranked as ``agent.triage.verdict`` says; the exit
 status is its status's, as for ``check``. ``outcome`` is the incidents' question alone (no incident, every culprit
-named, an incident without one, nothing readable). Extra keys may be added; these never change meaning.
+named, an incident without one, nothing readable). ``rank`` is the rank the lead names (a culprit's, a
+straggler's), ``training_job`` a straggler's. ``fleet_view`` says whether the fleet rules' own findings were read
+(a Prometheus, never a bundle); each of them is a finding of a fleet kind (``job_straggler``) that adds its
+alert's ``training_job``, ``rank`` and ``cause`` (compute, link, host) and its ``text``, ``action`` and
+``runbook``. Extra keys may be added; these never change meaning.
 """
 
 from __future__ import annotations
@@ -115,15 +121,19 @@ class TriageReport:
     problems: tuple[str, ...] = ()
     lead: Verdict | None = None  # the one verdict (agent.triage.verdict); None only before the engine sets it
     lead_node: str | None = None
-    findings: tuple[dict[str, Any], ...] = ()  # every node's local findings, in check's order
+    findings: tuple[dict[str, Any], ...] = ()  # every node's local findings and the fleet's, in check's order
+    lead_rank: int | None = None
+    lead_training_job: str | None = None
+    fleet_view: bool = False  # the fleet rules' findings were read (agent.triage.stragglers)
 
     @property
     def exit_code(self) -> int:
         return self.lead.exit_code() if self.lead is not None else exit_code("unknown")
 
     def to_dict(self) -> dict[str, Any]:
-        verdict = {**self.lead.to_dict(), "node": self.lead_node} if self.lead is not None else None
-        return {"verdict": verdict, "exit_code": self.exit_code, "outcome": self.status,
+        verdict = ({**self.lead.to_dict(), "node": self.lead_node, "rank": self.lead_rank,
+                    "training_job": self.lead_training_job} if self.lead is not None else None)
+        return {"verdict": verdict, "exit_code": self.exit_code, "outcome": self.status, "fleet_view": self.fleet_view,
                 "window": {"start": self.window.start, "end": self.window.end},
                 "nodes": list(self.nodes), "incidents": [incident.to_dict() for incident in self.incidents],
                 "findings": list(self.findings),

@@ -11,6 +11,10 @@ Triage's own question first (who stopped the job), then status first as ``agent.
 - else, no incident: the nodes' local faults as ``check`` ranks its findings (**fail**, then **unknown** when an
   input could not be read or nothing was, then **warn**), else **ok**.
 
+The fleet's findings (a straggler of a training job, ``agent.triage.stragglers``: its rules' warning) are
+findings like the nodes' own, ranked with them: a culprit, a fault that fails or an input that could not be read
+leads before them, a heavier warning too; a straggler that leads names its rank and training job.
+
 The exit status is ``agent.health.status.EXIT_CODES`` of that status, as for ``check``
 (docs/health-checks.md#exit-status holds the one table).
 """
@@ -24,8 +28,9 @@ from typing import Any
 from agent.health.status import FAIL, VERDICT_OF, WARN
 from agent.health.thresholds import FAULT_KINDS, fault_kind
 from agent.health.verdict import Finding, Verdict, devices_text, ranked, runbook_url, unsubsumed, verdict_of
-from agent.triage.evidence import LocalFault
+from agent.triage.evidence import JobStraggler, LocalFault
 from agent.triage.report import Incident
+from agent.triage.stragglers import StragglerFinding, straggler_dict, straggler_findings
 
 __all__ = ["TRIAGE_CAUSES", "TriageLead", "finding_dict", "local_findings", "triage_lead"]
 
@@ -47,12 +52,18 @@ class TriageLead:
     verdict: Verdict
     node: str | None = None
     findings: tuple[tuple[str, Finding], ...] = ()
+    rank: int | None = None  # the rank the lead names: an incident's culprit's, a straggler's
+    training_job: str | None = None  # a straggler's training job
 
 
 def finding_dict(node: str, finding: Finding) -> dict[str, Any]:
-    """One local finding in triage's JSON ``findings``: where, what, and as which check and status."""
-    return {"node": node, "npu": finding.npu, "kind": finding.kind, "status": VERDICT_OF[finding.status],
-            "check": finding.check, "where": finding.where, "detail": finding.detail}
+    """One finding in triage's JSON ``findings``: where, what, and as which check and status (a fleet finding
+    adds its alert's labels, words, action and runbook: ``agent.triage.stragglers.straggler_dict``)."""
+    found = {"node": node, "npu": finding.npu, "kind": finding.kind, "status": VERDICT_OF[finding.status],
+             "check": finding.check, "where": finding.where, "detail": finding.detail}
+    if isinstance(finding, StragglerFinding):
+        found.update(straggler_dict(finding))
+    return found
 
 
 def _where(fault: LocalFault) -> str:
@@ -85,7 +96,14 @@ def _incident_lead(incident: Incident, summary: str, also: tuple[str, ...]) -> T
     node = top.node if top.node != "unknown" else None
     evidence = top.evidence[0] if top.evidence else ""
     return TriageLead(Verdict("fail", top.cause, top.npu, summary, also, action, runbook_url(alert), None,
-                              evidence), node)
+                              evidence), node, rank=top.rank)
+
+
+def _found(lead: TriageLead, finding: Finding) -> TriageLead:
+    """``lead``, led by ``finding``: a straggler's rank and training job with it."""
+    if isinstance(finding, StragglerFinding):
+        return replace(lead, rank=finding.rank, training_job=finding.training_job)
+    return lead
 
 
 def _named(cause: str, status: str, summary: str, also: tuple[str, ...]) -> TriageLead:
@@ -100,10 +118,13 @@ def _labels(found: Sequence[Finding]) -> tuple[str, ...]:
     return tuple(f"{label} on {devices_text(where)}" for label, where in by_cause.items())
 
 
-def triage_lead(status: str, text: str, incidents: Sequence[Incident], faults: Sequence[LocalFault]) -> TriageLead:
+def triage_lead(status: str, text: str, incidents: Sequence[Incident], faults: Sequence[LocalFault],
+                stragglers: Sequence[JobStraggler] = ()) -> TriageLead:
     """The lead of a report whose outcome is ``status`` (``agent.triage.report.OUTCOMES``) and verdict text
-    ``text``, with the inputs' local ``faults``."""
-    local = local_findings(faults)
+    ``text``, with the inputs' local ``faults`` and the fleet's ``stragglers``."""
+    both = local_findings(faults) + straggler_findings(stragglers)
+    nodes = {id(finding): node for node, finding in both}
+    local = [(nodes[id(finding)], finding) for finding in ranked([finding for _, finding in both])]
     return replace(_lead(status, text, incidents, local), findings=tuple(local))
 
 
@@ -122,11 +143,11 @@ def _lead(status: str, text: str, incidents: Sequence[Incident], local: list[tup
         also = tuple(f"FAIL {label}" for label in _labels(fails)) + tuple(f"WARN {label}" for label in _labels(warns))
         return _named("culprit_unknown", "unknown", text, also)
     if fails:
-        return TriageLead(verdict_of("fail", fails), node_of[id(fails[0])])
+        return _found(TriageLead(verdict_of("fail", fails), node_of[id(fails[0])]), fails[0])
     also = (f"WARN {verdict_of('warn', warns).summary}",) if warns else ()
     if status == "unreadable":
         return _named("unreadable", "unknown", text, also)
     if warns:
-        return TriageLead(verdict_of("warn", warns), node_of[id(warns[0])])
+        return _found(TriageLead(verdict_of("warn", warns), node_of[id(warns[0])]), warns[0])
     return TriageLead(Verdict("ok", None, None, text))
 

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from agent.check.levels import CHECKS
 from agent.check.settings import CheckSettings
 from agent.core.config import build_config
 from agent.diagnose.engine import PROBE_CHECKS
 from agent.health.results import CheckResult, Result, fold
-from agent.health.status import FAIL, WARN
+from agent.health.status import FAIL, VERDICT_OF, WARN
 from agent.health.thresholds import CAUSE_GROUPS, FAIL_WEIGHT, FAULT_KINDS, FaultKind, fault_kind
 from agent.health.verdict import lead
 from agent.triage.faults import is_failure
@@ -37,11 +38,16 @@ RULES = rules()
 
 @pytest.mark.parametrize("entry", WITH_ALERT, ids=[entry.kind for entry in WITH_ALERT])
 def test_the_kinds_alert_exists_with_its_severity(entry: FaultKind) -> None:
-    """A generated alert is in alerts/faults.rules.yml with the kind's label; a hand-written one elsewhere."""
+    """A generated alert is in alerts/faults.rules.yml with the kind's label; a hand-written one elsewhere; a fleet
+    rule's elsewhere too, with the kind's label and status (its finding in the registry's vocabulary)."""
     assert entry.alert in RULES, f"{entry.kind}: no alert rule named {entry.alert}"
+    outside = entry.hand_written or entry.fleet
     severities = {rule["labels"]["severity"] for name, rule in RULES[entry.alert]
-                  if (name == "faults.rules.yml") != entry.hand_written
+                  if (name == "faults.rules.yml") != outside
                   and (entry.hand_written or rule["labels"].get("kind") == entry.kind)}
+    if entry.fleet:
+        assert {name for name, _ in RULES[entry.alert]} == {f"{entry.check}.rules.yml"}, entry.kind
+        assert all(rule["labels"].get("status") == VERDICT_OF[entry.status] for _, rule in RULES[entry.alert])
     assert entry.alert_severity in severities, f"{entry.kind}: no {entry.alert} rule of severity {entry.alert_severity}"
 
 
@@ -51,7 +57,7 @@ def test_a_kind_pages_as_its_status_says_or_says_why() -> None:
             assert entry.alert_note, f"{entry.kind}: say why it has no alert"
         elif (entry.status == FAIL) != (entry.alert_severity == "critical"):
             assert entry.alert_note, f"{entry.kind}: {entry.status} pages {entry.alert_severity}: say why"
-        if entry.hand_written:
+        if entry.hand_written or entry.fleet:
             assert entry.alert and entry.alert_note, f"{entry.kind}: say why its alert is not the generated one"
     assert fault_kind("chip_hot").alert_severity == "warning"
     assert fault_kind("chip_too_hot").alert_severity == "critical"
@@ -63,7 +69,10 @@ def test_every_kind_is_judged_by_a_check_weighed_by_its_status_and_explained() -
     runbooks = {path.stem for path in (REPO / "alerts" / "runbooks").glob("*.md")}
     for entry in FAULT_KINDS.values():
         assert entry.status in (FAIL, WARN)
-        assert entry.check in checks, entry
+        # a fleet kind is judged by its rule file (alerts/<check>.rules.yml), which no check runs
+        assert (entry.check not in checks and (REPO / "alerts" / f"{entry.check}.rules.yml").is_file()
+                if entry.fleet else entry.check in checks), entry
+        assert bool(entry.causes) == entry.fleet, entry
         assert entry.cause in CAUSE_GROUPS, entry
         assert is_failure(entry.kind) == (entry.status == FAIL)
         # every surface ranks what the table fails above what it warns; a job's own failure weighs as a failure
@@ -124,3 +133,17 @@ def test_a_probe_fault_says_what_to_do_about_that_probe() -> None:
     assert fold("gemm", [Result(FAIL, "NPU 0: slow", kind="probe_failed")], "ok", "the check's").hint == failed.hint
     slow = CheckResult("probe_allreduce", WARN, "slow", (Result(WARN, "slow", kind="probe_slow"),))
     assert lead([slow]).action == fault_kind("probe_slow").hint_for("probe_allreduce") != fault_kind("probe_slow").hint
+
+
+def test_a_fleet_kinds_causes_are_its_rules_cause_labels() -> None:
+    """Each value of the fleet rule's ``cause`` label has its words and action in the registry, and no other."""
+    for entry in FAULT_KINDS.values():
+        if not entry.fleet:
+            continue
+        causes = {rule["labels"].get("cause") for path in sorted((REPO / "alerts").glob("*.rules.yml"))
+                  for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+                  for rule in group["rules"] if rule.get("record") == "npuwatch:job_straggler:candidate"}
+        assert {cause.cause for cause in entry.causes} == causes, entry.kind
+        for cause in entry.causes:
+            assert cause.label and cause.hint and entry.rule_cause(cause.cause) is cause
+        assert entry.rule_cause("elsewhere") is None
