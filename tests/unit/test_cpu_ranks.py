@@ -111,10 +111,10 @@ def test_samples_carry_the_chips_names_and_labels() -> None:
     assert set(info) == {"5", "6"}
 
 
-def _process(root: Path, pid: int, ppid: int, environ: bytes, threads: dict[int, str], wchar: int) -> None:
+def _process(root: Path, pid: int, environ: bytes, threads: dict[int, str], wchar: int) -> None:
     base = root / str(pid)
     (base / "task").mkdir(parents=True)
-    (base / "stat").write_text(STAT.replace("4200", str(ppid), 1).replace("4242", str(pid), 1))
+    (base / "stat").write_text(STAT.replace("4200", "1", 1).replace("4242", str(pid), 1))
     (base / "environ").write_bytes(environ)
     (base / "io").write_text(IO.replace("123456", str(wchar)))
     for tid, text in threads.items():
@@ -124,9 +124,9 @@ def _process(root: Path, pid: int, ppid: int, environ: bytes, threads: dict[int,
 
 def test_the_reader_finds_the_ranks_in_proc_and_reads_them_between_runs(tmp_path: Path) -> None:
     env = b"MASTER_ADDR=127.0.0.1\0MASTER_PORT=29500\0WORLD_SIZE=2\0"
-    _process(tmp_path, 100, 1, env + b"RANK=0\0LOCAL_RANK=0\0", {100: "0 0 1", 101: "0 0 1"}, 10)
-    _process(tmp_path, 200, 1, env + b"RANK=1\0LOCAL_RANK=1\0", {200: "0 0 1"}, 20)
-    _process(tmp_path, 300, 1, b"HOME=/root\0", {300: "0 0 1"}, 30)  # not a rank
+    _process(tmp_path, 100, env + b"RANK=0\0LOCAL_RANK=0\0", {100: "0 0 1", 101: "0 0 1"}, 10)
+    _process(tmp_path, 200, env + b"RANK=1\0LOCAL_RANK=1\0", {200: "0 0 1"}, 20)
+    _process(tmp_path, 300, b"HOME=/root\0", {300: "0 0 1"}, 30)  # not a rank
     (tmp_path / "self").mkdir()
     clock = iter([0.0, 0.0, 5.0, 5.0])
     reader = CpuRanksCollector(str(tmp_path), clock=lambda: next(clock), node="n1")
