@@ -33,7 +33,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="npuwatch synchronous training loop (one rank)")
     parser.add_argument("--backend", choices=("cpu",), default="cpu",
                         help="cpu only: the loop stands in for a job where there is no NPU")
-    parser.add_argument("--tag", default="", help="ignored; the runner passes one to every worker")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of steps, by rank 0's clock")
     parser.add_argument("--size", type=int, default=192, help="matrix size of each product")
     parser.add_argument("--matmuls", type=int, default=20, help="products per step")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.config import ConfigError, build_config
+from agent.probes.train_loop import WORKER, SlowDown, TrainLoop, rank_commands
 from collectors.base import ParseError, Sample
 from collectors.cpu_ranks import (
     RankDevice,
@@ -20,7 +21,7 @@ from collectors.cpu_ranks import (
     rank_samples,
 )
 from collectors.cpu_ranks_reader import CpuRanksCollector, parse_environ
-from collectors.job_info import JobIdentity
+from collectors.job_info import JobIdentity, identity_from_environ
 
 # A stat line whose command holds a space and a ')': fields are counted after the last ')'.
 STAT = ("4242 (python (x) y) S 4200 4242 4200 0 -1 4194560 2000 0 0 0 150 50 0 0 20 0 5 0 987654 "
@@ -153,3 +154,16 @@ def test_the_cpu_backend_is_off_by_default_and_refused_beside_the_npu_collectors
     alone = build_config(_config(cpu_ranks={"enabled": True}, npu_smi={"enabled": False}, dcmi={"enabled": False},
                                  hccn_tool={"enabled": False}))
     assert alone.collectors.cpu_ranks.enabled and alone.collectors.cpu_ranks.interval == 5.0
+
+
+def test_the_training_loops_ranks_carry_torchruns_rendezvous_which_names_their_job_and_rank() -> None:
+    loop = TrainLoop(ranks=3, duration_s=9.0, slow=SlowDown(rank=2, at_s=4.0, factor=2.5), python="py")
+    commands = rank_commands(loop, 29555, env={"PATH": "/bin"})
+    argv = commands[0][0]
+    assert argv[:2] == ["py", str(WORKER)]
+    assert argv[argv.index("--slow-rank") + 1:argv.index("--slow-rank") + 6] == [
+        "2", "--slow-at", "4.0", "--slow-factor", "2.5"]
+    found = [identity_from_environ(env, node="n1") for _, env in commands]
+    assert [(f.job, f.rank, f.local_rank, f.world_size, f.source) for f in found] == [
+        ("n1/127.0.0.1:29555", str(rank), str(rank), "3", "torchrun") for rank in range(3)]
+    assert all(env["OMP_NUM_THREADS"] == "1" and env["PATH"] == "/bin" for _, env in commands)
