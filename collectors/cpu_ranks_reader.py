@@ -10,11 +10,10 @@ one gone meanwhile is left out, and asked again only once it restarts.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from collectors.base import ParseError, Sample
@@ -30,8 +29,6 @@ from collectors.cpu_ranks import (
 from collectors.job_info import JobIdentity, clean_text, identity_from_environ
 
 __all__ = ["JOB_NAME", "CpuRanksCollector", "parse_environ"]
-
-log = logging.getLogger(__name__)
 
 JOB_NAME = "cpu_ranks"
 _MAX_ENVIRON_BYTES = 1 << 20
@@ -128,8 +125,3 @@ class CpuRanksCollector:
         samples = rank_samples(devices, self._before, now)
         self._before = now
         return samples
-
-    @property
-    def readings(self) -> Mapping[int, RankReading]:
-        """The latest reading of each rank, by pid."""
-        return dict(self._before)
