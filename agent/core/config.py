@@ -64,11 +64,25 @@ def _check_source_names(config: Config, problems: list[str]) -> None:
             problems.append(f"{where}: {show(name)} is not one of {', '.join(sorted(valid))}{hint}")
 
 
+def _check_cpu_ranks(config: Config, problems: list[str]) -> None:
+    """The cpu backend's ranks stand for chips: it never runs beside a collector of real chips' readings."""
+    collectors = config.collectors
+    if not collectors.cpu_ranks.enabled:
+        return
+    beside = [f"collectors.{name}.enabled" for name, on in (
+        ("npu_smi", collectors.npu_smi.enabled), ("dcmi", collectors.dcmi.enabled is not False),
+        ("hccn_tool", collectors.hccn_tool.enabled)) if on]
+    if beside:
+        problems.append("collectors.cpu_ranks.enabled: the cpu backend exports CPU ranks under the chips' metric "
+                        f"names and never runs beside the NPU collectors; set {', '.join(beside)} to false")
+
+
 def build_config(raw: Any, source: str = "config") -> Config:
     """A raw YAML document as a Config; every problem at once in one ConfigError."""
     problems: list[str] = []
     config = build_section(Config, raw, "", problems)
     _check_source_names(config, problems)
+    _check_cpu_ranks(config, problems)
     if problems:
         raise ConfigError(problems, source)
     return config

@@ -56,6 +56,7 @@ __all__ = [
     "CheckSection",
     "CollectorsSection",
     "Config",
+    "CpuRanksSection",
     "DcmiSection",
     "FaultsSection",
     "GemmSection",
@@ -249,6 +250,19 @@ class HostSection(ConfigSection):
 
 
 @dataclass(frozen=True)
+class CpuRanksSection(ConfigSection):
+    enabled: bool = setting(boolean, False,
+                            "fail-slow's cpu backend (docs/failslow.md#cpu-ranks): where there is no NPU, each local "
+                            "training rank process (its environment names a rank) stands for a chip: "
+                            "`npu_aicore_utilization_ratio` is its busy fraction, `npu_roce_transmitted_bytes_total` "
+                            "the bytes it writes, `npu_job_info` its job and rank; refused unless "
+                            "`collectors.npu_smi.enabled`, `collectors.dcmi.enabled` and "
+                            "`collectors.hccn_tool.enabled` are false, so it never exports beside a chip's own "
+                            "readings")
+    interval: float = setting(every, 5.0, "how often the ranks are read (the fail-slow rules want 5 s)")
+
+
+@dataclass(frozen=True)
 class CollectorsSection(ConfigSection):
     npu_smi: NpuSmiSection = section(NpuSmiSection)
     dcmi: DcmiSection = section(DcmiSection)
@@ -256,6 +270,7 @@ class CollectorsSection(ConfigSection):
     ascend_dmi: AscendDmiSection = section(AscendDmiSection)
     hccl_logs: HcclLogsSection = section(HcclLogsSection)
     host: HostSection = section(HostSection)
+    cpu_ranks: CpuRanksSection = section(CpuRanksSection)
 
 
 _FIRST_RUN_DOC = "the first run this long after start; none: at random within `jitter`"

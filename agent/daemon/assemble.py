@@ -18,6 +18,8 @@ from agent.daemon.service import Agent
 from agent.health.thresholds import log_window_s
 from agent.k8s.attribution import attribution_job
 from collectors.base import ChipRef
+from collectors.cpu_ranks_reader import JOB_NAME as CPU_RANKS
+from collectors.cpu_ranks_reader import CpuRanksCollector
 from collectors.host import HostCollector
 from collectors.job_env import JOB_NAME as JOB_INFO
 from collectors.job_env import JobInfoCollector
@@ -100,6 +102,12 @@ def internal_jobs(config: Config, chips: Callable[[], Sequence[ChipRef]] = tuple
             job_info = kept[JOB_INFO] = JobInfoCollector(info_table, chips)
         job_info.reader.job_variables = collectors.npu_smi.job_variables
         jobs.append(InternalJob(JOB_INFO, collectors.npu_smi.interval, job_info.collect))
+    if collectors.cpu_ranks.enabled:  # the config refuses it beside the NPU collectors (agent.core.config)
+        cpu_ranks: CpuRanksCollector | None = kept.get(CPU_RANKS)  # a reload keeps its last readings
+        if cpu_ranks is None:
+            cpu_ranks = kept[CPU_RANKS] = CpuRanksCollector()
+        cpu_ranks.job_variables = collectors.npu_smi.job_variables
+        jobs.append(InternalJob(CPU_RANKS, collectors.cpu_ranks.interval, cpu_ranks.collect))
     return jobs
 
 
