@@ -220,7 +220,8 @@ class SnapshotRenderer:
         self._blocks[snap.source] = (snap.samples, blocks)
         return blocks
 
-    def render(self, openmetrics: bool) -> bytes:
+    def render(self, openmetrics: bool, only: frozenset[str] | None = None) -> bytes:
+        """The exposition; ``only``: those families alone (their exposed names), without the self-metrics."""
         now = self._store.clock()
         snapshots = sorted(self._store.all(), key=lambda snap: snap.source)
         parts: list[str] = []
@@ -233,13 +234,16 @@ class SnapshotRenderer:
                 if not snap.fresh(now):
                     continue
                 for block in self._source_blocks(snap):
+                    if only is not None and block.name not in only:
+                        continue
                     if block.name in seen:
                         self._report(f"metric family {block.name} exported by two sources; kept the first")
                         continue
                     seen.add(block.name)
                     parts.append(block.openmetrics if openmetrics else block.text)
-        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips, self._reload))
-        for name in self.SELF_METRICS:
+        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips, self._reload)
+                                  if only is None else ())
+        for name in self.SELF_METRICS if only is None else ():
             block = render_family(CATALOGUE[name], grouped.get(name, []), self._const)
             parts.append(block.openmetrics if openmetrics else block.text)
         if openmetrics:
