@@ -190,8 +190,11 @@ class SnapshotRenderer:
     )
 
     def __init__(self, store: SnapshotStore, const_labels: Mapping[str, str], expected_chips: int,
-                 reload: ReloadStatus | None = None) -> None:
+                 reload: ReloadStatus | None = None, owners: Mapping[str, str] | None = None) -> None:
         self._store = store
+        # family -> the source that exports it while that source is fresh; the others' blocks of it are skipped
+        # (the fail-slow readings: agent.dcmi.fast), and shown again while it is not
+        self._owners = dict(owners or {})
         self._const = dict(const_labels)
         self._expected_chips = expected_chips
         self._reload = reload
@@ -230,11 +233,15 @@ class SnapshotRenderer:
             live = {snap.source for snap in snapshots}
             for source in [s for s in self._blocks if s not in live]:
                 del self._blocks[source]
+            fresh = {snap.source for snap in snapshots if snap.fresh(now)}
             for snap in snapshots:
-                if not snap.fresh(now):
+                if snap.source not in fresh:
                     continue
                 for block in self._source_blocks(snap):
                     if only is not None and block.name not in only:
+                        continue
+                    owner = self._owners.get(block.name)
+                    if owner is not None and owner != snap.source and owner in fresh:
                         continue
                     if block.name in seen:
                         self._report(f"metric family {block.name} exported by two sources; kept the first")

@@ -35,7 +35,7 @@ from agent.daemon.debounce import Debounced
 from agent.dcmi import metrics as dcmi_metrics
 from agent.dcmi.events import EVENTS_SOURCE, FaultEvents
 from agent.dcmi.fast import JOB_NAME as FAST_JOB
-from agent.dcmi.fast import SLOW_SOURCES, FastReadings, SlowReadings
+from agent.dcmi.fast import OWNERS, FastReadings, slow_values
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
@@ -160,7 +160,8 @@ class Agent:
             self.dcmi, self.store, self._context, self.chips, clock, changed=self._judge_soon,
             judge_at=lambda chip, health, codes, at: self.fault_levels(chip, health, codes, exact=True, at=at))
         # The fail-slow readings (collectors.dcmi.failslow_interval): AI Core busy and clock through DCMI, often.
-        self.fast = None if self.dcmi is None else FastReadings(self.dcmi, self.chips, SlowReadings(), self._fresh)
+        self.fast = None if self.dcmi is None else FastReadings(self.dcmi, self.chips,
+                                                                slow_values(self.store.get, self._fresh))
         self.trust = None if self.dcmi is None else TrustCheck(
             self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
             float(config.collectors.dcmi.verify_interval), env=tool_env)
@@ -177,9 +178,6 @@ class Agent:
                             if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
                             else source for source in self.sources]
         fast_s = config.collectors.dcmi.failslow_interval if self.fast is not None else None
-        if self.fast is not None and fast_s is not None:  # npu_fast exports their AI Core readings instead
-            self.sources = [self.fast.slow.wrap(source) if source.name in SLOW_SOURCES else source
-                            for source in self.sources]
         # Rebuilt whole from the config on every load, so a reload keeps every job a start has.
         self._internal = [*self._factory_jobs,
                           InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table))]
@@ -222,7 +220,8 @@ class Agent:
             self.store.register(source.name, group_interval(config, source.group))
         for job in self._internal:
             self.store.register(job.name, job.interval_s, job.max_age_s)
-        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips, self.reload_status)
+        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips, self.reload_status,
+                                    owners=OWNERS if fast_s is not None else None)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
         self.store.add_listener(self.history.listen)

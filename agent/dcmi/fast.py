@@ -1,30 +1,29 @@
 """The fail-slow readings through DCMI (docs/failslow.md#signals): each chip's AI Core busy fraction and clock,
 every ``collectors.dcmi.failslow_interval`` (5 s), every chip's two calls in one round trip to the helper.
 
-While the ``npu_fast`` job runs it alone exports ``npu_aicore_utilization_ratio`` and
-``npu_aicore_frequency_hertz`` (one owner per series): the slower sources that print them too (the
-``npu-smi info`` table, ``-t common``) drop them from their samples (``SlowReadings.wrap``) and keep
-them as the fallback of a chip whose DCMI reading failed, so a DCMI problem costs the 5 s cadence,
-never the series. A source the trust check gave back to npu-smi (``DcmiBackend.on_tool``) is read
-from its slow source only.
+While the ``npu_fast`` job is fresh the exposition shows its ``npu_aicore_utilization_ratio`` and
+``npu_aicore_frequency_hertz`` (``OWNERS``: one writer per series), not those of the slower sources that
+read them too (the ``npu-smi info`` table, ``-t common``), which keep them in their own samples for the
+node page, its history and the probes' idle check, and show them again while ``npu_fast`` is down. A
+chip whose DCMI reading failed gets the slow sources' fresh reading, so a DCMI problem costs the 5 s
+cadence, never the series; a source the trust check gave back to npu-smi (``DcmiBackend.on_tool``) is
+read from its slow source only.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent.core.backend import Fallback
 from agent.dcmi.backend import DcmiBackend
 from agent.dcmi.client import Answer
-from collectors.base import ChipRef, CollectContext, LabelPairs, NoData, Sample, Source
+from collectors.base import ChipRef, LabelPairs, NoData, Sample
 from collectors.bounds import Rejects
 from collectors.dcmi.errors import DcmiBadRequest, DcmiCallHung, DcmiError, DcmiUnsupported, DcmiWorkerError
 from collectors.dcmi.records import FREQ_AICORE_CURRENT, MHZ
 
-__all__ = ["FAST_METRICS", "JOB_NAME", "SLOW_SOURCES", "FastReadings", "SlowReadings"]
+__all__ = ["FAST_METRICS", "JOB_NAME", "OWNERS", "SLOW_SOURCE", "FastReadings", "slow_values"]
 
 JOB_NAME = "npu_fast"
 UTILIZATION = "npu_aicore_utilization_ratio"
@@ -33,50 +32,23 @@ FAST_METRICS = frozenset({UTILIZATION, FREQUENCY})
 AICORE = 2  # dcmi_get_device_utilization_rate's input type for the AI Core
 # the slow source of each metric: where it falls back to, and which source the trust check may give back
 SLOW_SOURCE = {UTILIZATION: "npu_smi_info", FREQUENCY: "npu_smi_common"}
-SLOW_SOURCES = frozenset(SLOW_SOURCE.values())
-
-
-class SlowReadings:
-    """What the slower sources last read of the fast metrics: the fallback, by (source, chip asked)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._read: dict[tuple[str, ChipRef | None], tuple[Sample, ...]] = {}
-
-    def wrap(self, source: Source) -> Source:
-        """``source`` without the fast metrics in its samples; what it read of them is kept here."""
-        inner = source.samples
-
-        def samples(records: Sequence[Any], chip: ChipRef | None, ctx: CollectContext) -> list[Sample]:
-            out = inner(records, chip, ctx)
-            with self._lock:
-                self._read[(source.name, chip)] = tuple(s for s in out if s.metric in FAST_METRICS)
-            return [s for s in out if s.metric not in FAST_METRICS]
-
-        return replace(source, samples=samples)
-
-    def values(self, fresh: Callable[[str], bool]) -> dict[tuple[str, LabelPairs], float]:
-        """(metric, labels) -> value of the sources whose snapshot is still fresh."""
-        with self._lock:
-            read = list(self._read.items())
-        return {(s.metric, s.labels): s.value for (source, _), samples in read if fresh(source) for s in samples}
+OWNERS = {UTILIZATION: JOB_NAME, FREQUENCY: JOB_NAME}  # for the exposition (SnapshotRenderer's owners)
+SlowValues = Callable[[], Mapping[tuple[str, LabelPairs], float]]  # (metric, labels) -> the slow sources' value
 
 
 class FastReadings:
     """The ``npu_fast`` job's collect: a batch of two DCMI calls per chip, the slow readings where one failed."""
 
-    def __init__(self, backend: DcmiBackend, chips: Callable[[], Sequence[ChipRef]], slow: SlowReadings,
-                 fresh: Callable[[str], bool]) -> None:
+    def __init__(self, backend: DcmiBackend, chips: Callable[[], Sequence[ChipRef]], slow: SlowValues) -> None:
         self.backend = backend
         self.chips = chips
         self.slow = slow
-        self.fresh = fresh
 
     def collect(self) -> list[Sample]:
         chips = list(self.chips())
         if not chips:
             raise NoData("no chips listed yet")
-        fallback = self.slow.values(self.fresh)
+        fallback = self.slow()
         on_tool = self.backend.on_tool()
         try:
             answers = self._read(chips)
@@ -108,6 +80,20 @@ class FastReadings:
             calls.append(("frequency", {"chip": logic, "freq_type": FREQ_AICORE_CURRENT}))
             keys += [(chip, UTILIZATION), (chip, FREQUENCY)]
         return dict(zip(keys, self.backend.client.call_batch(calls)))
+
+
+def slow_values(snapshot: Callable[[str], Any], fresh: Callable[[str], bool]) -> SlowValues:
+    """The fast metrics as the slow sources last read them (``snapshot(source)``: its snapshot), fresh ones only."""
+
+    def values() -> dict[tuple[str, LabelPairs], float]:
+        out: dict[tuple[str, LabelPairs], float] = {}
+        for metric, source in SLOW_SOURCE.items():
+            snap = snapshot(source)
+            if snap is not None and fresh(source):
+                out.update(((metric, s.labels), s.value) for s in snap.samples if s.metric == metric)
+        return out
+
+    return values
 
 
 def _value(answer: Answer | None, metric: str, rejects: Rejects) -> float | None:

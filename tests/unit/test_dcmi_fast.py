@@ -4,17 +4,17 @@ runs ``hccn_tool -stat``. The calls are answered in process by the fake library'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import yaml
 
 from agent.core.config import build_config
+from agent.core.snapshot import SnapshotStore
 from agent.daemon.service import enabled_sources, group_interval
 from agent.dcmi.backend import DcmiBackend
-from agent.dcmi.fast import FAST_METRICS, FastReadings, SlowReadings
-from collectors.base import ChipRef, CollectContext, Sample, Source
+from agent.dcmi.fast import FAST_METRICS, FastReadings, slow_values
+from collectors.base import ChipRef, Sample
 from tests.support import fake_dcmi as fake
 from tests.support.dcmi_calls import FakeCalls
 
@@ -26,19 +26,28 @@ def _logic(chip: ChipRef) -> int:
     return (chip.npu + 3) % 8
 
 
-def _slow_source(name: str, metric: str, value: float) -> Source:
-    """A slow source that prints ``metric`` (``value`` + the card) and a temperature for every chip."""
+def _store(fresh: bool = True) -> SnapshotStore:
+    """The slow sources' snapshots: the table's busy fraction 0.5 + card, -t common's clock 1e9 + card."""
+    now = [1000.0]
+    store = SnapshotStore(lambda: now[0])
+    for source, metric, value in (("npu_smi_info", UTIL, 0.5), ("npu_smi_common", FREQ, 1e9)):
+        store.register(source, 10.0)
+        samples = [out for ref in CHIPS for out in (Sample(metric, ref.labels(), value + ref.npu),
+                                                    Sample("npu_temperature_celsius", ref.labels(), 40.0))]
+        store.put_success(source, samples, None, now[0], 0.1)
+    if not fresh:
+        now[0] += 31  # past 3 intervals
+    return store
 
-    def samples(records: Sequence[Any], chip: ChipRef | None, ctx: CollectContext) -> list[Sample]:
-        return [out for ref in CHIPS for out in (Sample(metric, ref.labels(), value + ref.npu),
-                                                  Sample("npu_temperature_celsius", ref.labels(), 40.0))]
 
-    return Source(name, "npu-smi", "info", "node", lambda chip: ["npu-smi"], lambda text: [text], samples)
+def _fast(calls: FakeCalls, fresh: bool = True) -> FastReadings:
+    store = _store(fresh)
 
+    def is_fresh(source: str) -> bool:
+        snap = store.get(source)
+        return snap is not None and snap.fresh(store.clock())
 
-def _fast(calls: FakeCalls, fresh: bool = True) -> tuple[FastReadings, SlowReadings]:
-    slow = SlowReadings()
-    return FastReadings(DcmiBackend(calls), lambda: CHIPS, slow, lambda source: fresh), slow  # type: ignore[arg-type]
+    return FastReadings(DcmiBackend(calls), lambda: CHIPS, slow_values(store.get, is_fresh))  # type: ignore[arg-type]
 
 
 def _by_chip(samples: list[Sample], metric: str) -> dict[int, float]:
@@ -47,7 +56,7 @@ def _by_chip(samples: list[Sample], metric: str) -> dict[int, float]:
 
 def test_every_chip_is_read_in_one_round_trip_in_base_units() -> None:
     calls = FakeCalls()
-    fast, _ = _fast(calls)
+    fast = _fast(calls)
     fast.collect()  # the first read lists the library's chips (logical ids)
     batches = calls.batches
     samples = fast.collect()
@@ -56,25 +65,20 @@ def test_every_chip_is_read_in_one_round_trip_in_base_units() -> None:
     assert _by_chip(samples, FREQ) == {c.npu: fake.expected_frequency(_logic(c), 7) * 1e6 for c in CHIPS}
 
 
-def test_the_slow_sources_drop_the_fast_metrics_and_keep_them_as_the_fallback() -> None:
+def test_a_failed_dcmi_reading_gets_the_slow_sources_reading() -> None:
     calls = FakeCalls()
-    fast, slow = _fast(calls)
-    table = slow.wrap(_slow_source("npu_smi_info", UTIL, 0.5))
-    common = slow.wrap(_slow_source("npu_smi_common", FREQ, 1e9))
-    assert {s.metric for s in table.samples([], None, CollectContext())} == {"npu_temperature_celsius"}
-    common.samples([], CHIPS[0], CollectContext())
+    fast = _fast(calls)
     calls.unsupported.add("utilization")  # the chip has no AI Core rate through DCMI: the table's stands in
     calls.codes["frequency"] = -8006  # a failing clock read: -t common's stands in
     samples = fast.collect()
     assert _by_chip(samples, UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
     assert _by_chip(samples, FREQ) == {c.npu: 1e9 + c.npu for c in CHIPS}
-    assert not FAST_METRICS - {s.metric for s in samples}
+    assert {s.metric for s in samples} == FAST_METRICS
 
 
 def test_a_stale_slow_reading_is_no_fallback_and_a_helper_failure_without_one_fails_the_job() -> None:
     calls = FakeCalls()
-    fast, slow = _fast(calls, fresh=False)
-    slow.wrap(_slow_source("npu_smi_info", UTIL, 0.5)).samples([], None, CollectContext())
+    fast = _fast(calls, fresh=False)
     calls.unsupported.add("utilization")
     assert _by_chip(fast.collect(), UTIL) == {}  # absent, never a stale value
     calls.worker["chips"] = "timeout"  # the helper hung: not one reading
@@ -85,17 +89,17 @@ def test_a_stale_slow_reading_is_no_fallback_and_a_helper_failure_without_one_fa
 
 def test_a_source_the_trust_check_gave_back_to_npu_smi_is_read_from_npu_smi() -> None:
     calls = FakeCalls()
-    fast, slow = _fast(calls)
-    slow.wrap(_slow_source("npu_smi_info", UTIL, 0.5)).samples([], None, CollectContext())
+    fast = _fast(calls)
     fast.backend.give_back("npu_smi_info", "AI Core usage disagreed")
     samples = fast.collect()
     assert _by_chip(samples, UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
     assert _by_chip(samples, FREQ) == {c.npu: fake.expected_frequency(_logic(c), 7) * 1e6 for c in CHIPS}
 
 
-def test_an_impossible_reading_is_dropped() -> None:
+@pytest.mark.parametrize("fresh", [True, False])
+def test_an_impossible_reading_is_dropped(fresh: bool) -> None:
     calls = FakeCalls()
-    fast, _ = _fast(calls)
+    fast = _fast(calls, fresh)
     real = calls.__call__
 
     class Over(FakeCalls):
@@ -103,7 +107,7 @@ def test_an_impossible_reading_is_dropped() -> None:
             return 250 if name == "utilization" else real(name, **args)
 
     calls.__class__ = Over
-    assert _by_chip(fast.collect(), UTIL) == {}
+    assert _by_chip(fast.collect(), UTIL) == ({c.npu: 0.5 + c.npu for c in CHIPS} if fresh else {})
 
 
 def test_the_fail_slow_intervals_default_to_5_s_and_none_leaves_the_slow_ones() -> None:

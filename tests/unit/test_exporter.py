@@ -454,3 +454,22 @@ def test_the_failslow_exposition_holds_only_the_failslow_families_and_follows_th
     store.put_success("npu_smi_info", [Sample("npu_aicore_utilization_ratio", _chip(0), 0.75)], None, clock.now, 0.1)
     assert b"0.75" in cache.render(failslow=True).body
     assert {name.removesuffix("_total") for name in FAILSLOW_METRICS} == FAILSLOW_FAMILIES
+
+
+def test_a_family_with_an_owner_comes_from_the_owner_while_it_is_fresh(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    store = SnapshotStore(clock)
+    store.register("npu_smi_info", 10)
+    store.register("npu_fast", 5)
+    renderer = SnapshotRenderer(store, {}, 1, owners={"npu_aicore_utilization_ratio": "npu_fast"})
+    store.put_success("npu_smi_info", [Sample("npu_aicore_utilization_ratio", _chip(0), 0.25),
+                                       Sample("npu_power_watts", _chip(0), 90)], None, clock.now, 0.1)
+    assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.25' in renderer.render(False).decode()  # no owner yet
+    store.put_success("npu_fast", [Sample("npu_aicore_utilization_ratio", _chip(0), 0.5)], None, clock.now, 0.1)
+    clock.now += 10  # both fresh: the table for 30 s, the owner for 15 s
+    text = renderer.render(False).decode()
+    assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.5' in text and "0.25" not in text
+    assert text.count("# TYPE npu_aicore_utilization_ratio") == 1 and "npu_power_watts{" in text
+    clock.now += 10  # the owner is stale, the table is not: the table's reading is shown again
+    assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.25' in renderer.render(False).decode()
+    assert "two sources" not in caplog.text  # a designed hand-over, not a collision
