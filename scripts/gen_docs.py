@@ -71,6 +71,7 @@ def format_default(check: Callable[[Any], Any], default: Any) -> str:
     """A default as a config file would write it."""
     if default is None:
         return "none"
+    check = getattr(check, "__wrapped__", check)  # optional(interval) writes its value as interval does
     if check in (duration, positive_duration, interval):
         return format_duration(default)
     if check is size:

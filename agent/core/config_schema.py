@@ -163,6 +163,10 @@ class NpuSmiSection(ConfigSection):
     enable: tuple[str, ...] = setting(str_list, (), "opt-in sources: `npu_smi_topo` (`npu_topology_link`)")
 
 
+# The fail-slow signals' sampling (docs/failslow.md#signals): the rules' rates need a sample every 5 s.
+FAILSLOW_S: float | None = 5.0
+
+
 @dataclass(frozen=True)
 class DcmiSection(ConfigSection):
     enabled: AutoOrBool = setting(auto_or_boolean, "auto",
@@ -189,6 +193,12 @@ class DcmiSection(ConfigSection):
                                      "how often one chip is read through both DCMI and npu-smi and the shared "
                                      "fields compared (also at start); a field that disagrees gives its collector "
                                      "back to npu-smi")
+    failslow_interval: float | None = setting(optional(every), FAILSLOW_S,
+                                              "with DCMI in use, each chip's AI Core busy fraction and clock "
+                                              "(`npu_aicore_utilization_ratio`, `npu_aicore_frequency_hertz`) are "
+                                              "read this often, every chip in one round trip to the helper (the "
+                                              "`npu_fast` collector; docs/failslow.md#signals); none: at the "
+                                              "npu-smi intervals, as without DCMI")
     lock_file: str = setting(string, "/run/npuwatch/dcmi.lock",
                              "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
                              "takes this lock")
@@ -200,6 +210,10 @@ class HccnToolSection(ConfigSection):
     path: str | None = setting(optional(string), None, "hccn_tool; none: on PATH, else the standard Ascend locations")
     interval: float = setting(every, 60.0, "every hccn_tool source (`-link`, `-link_stat`, "
                               "`-net_health`, `-optical`, `-stat`, `-speed`, `-ip`)")
+    stat_interval: float | None = setting(optional(every), FAILSLOW_S,
+                                          "`-stat` alone (the port's bytes, PFC pause frames and error counters "
+                                          "that fail-slow's `link` cause compares: docs/failslow.md#signals), one "
+                                          "process per chip; none: at `interval`")
     timeout: float = setting(positive_duration, 10.0, "per call; the process group is killed after it")
     max_parallel: int = setting(integer(1, 16), 2,
                                 "hccn_tool processes at once (a pool of its own, so a slow RoCE pass never delays "

@@ -207,6 +207,7 @@ def optional(check: Checker[T]) -> Checker[T | None]:
     def optional(value: Any) -> T | None:
         return None if value is None else check(value)
 
+    optional.__wrapped__ = check  # type: ignore[attr-defined]  # the reference writes its default as check's
     return optional
 
 

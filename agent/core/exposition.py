@@ -190,8 +190,11 @@ class SnapshotRenderer:
     )
 
     def __init__(self, store: SnapshotStore, const_labels: Mapping[str, str], expected_chips: int,
-                 reload: ReloadStatus | None = None) -> None:
+                 reload: ReloadStatus | None = None, owners: Mapping[str, str] | None = None) -> None:
         self._store = store
+        # family -> the source that exports it while that source is fresh; the others' blocks of it are skipped
+        # (the fail-slow readings: agent.dcmi.fast), and shown again while it is not
+        self._owners = dict(owners or {})
         self._const = dict(const_labels)
         self._expected_chips = expected_chips
         self._reload = reload
@@ -220,7 +223,8 @@ class SnapshotRenderer:
         self._blocks[snap.source] = (snap.samples, blocks)
         return blocks
 
-    def render(self, openmetrics: bool) -> bytes:
+    def render(self, openmetrics: bool, only: frozenset[str] | None = None) -> bytes:
+        """The exposition; ``only``: those families alone (their exposed names), without the self-metrics."""
         now = self._store.clock()
         snapshots = sorted(self._store.all(), key=lambda snap: snap.source)
         parts: list[str] = []
@@ -229,17 +233,24 @@ class SnapshotRenderer:
             live = {snap.source for snap in snapshots}
             for source in [s for s in self._blocks if s not in live]:
                 del self._blocks[source]
+            fresh = {snap.source for snap in snapshots if snap.fresh(now)}
             for snap in snapshots:
-                if not snap.fresh(now):
+                if snap.source not in fresh:
                     continue
                 for block in self._source_blocks(snap):
+                    if only is not None and block.name not in only:
+                        continue
+                    owner = self._owners.get(block.name)
+                    if owner is not None and owner != snap.source and owner in fresh:
+                        continue
                     if block.name in seen:
                         self._report(f"metric family {block.name} exported by two sources; kept the first")
                         continue
                     seen.add(block.name)
                     parts.append(block.openmetrics if openmetrics else block.text)
-        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips, self._reload))
-        for name in self.SELF_METRICS:
+        grouped = group_by_metric(self_metric_samples(snapshots, self._expected_chips, self._reload)
+                                  if only is None else ())
+        for name in self.SELF_METRICS if only is None else ():
             block = render_family(CATALOGUE[name], grouped.get(name, []), self._const)
             parts.append(block.openmetrics if openmetrics else block.text)
         if openmetrics:

@@ -34,6 +34,8 @@ from agent.core.tool_runner import kill_running_tools
 from agent.daemon.debounce import Debounced
 from agent.dcmi import metrics as dcmi_metrics
 from agent.dcmi.events import EVENTS_SOURCE, FaultEvents
+from agent.dcmi.fast import JOB_NAME as FAST_JOB
+from agent.dcmi.fast import OWNERS, FastReadings, slow_values
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
@@ -57,7 +59,10 @@ log = logging.getLogger(__name__)
 
 # Order matters for `once` and at start-up: the chip list and inventory come first.
 # "npu_smi_slow": with DCMI in use, the health group's npu-smi sources DCMI does not serve.
-GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "npu_smi_slow", "roce", "dmi")
+# "roce_stat": hccn_tool -stat on an interval of its own (collectors.hccn_tool.stat_interval: the fail-slow counters).
+GROUP_ORDER: tuple[str, ...] = ("inventory", "info", "usages", "health", "npu_smi_slow", "roce", "roce_stat", "dmi")
+
+STAT_SOURCE = "hccn_stat"  # the port counters fail-slow reads, on collectors.hccn_tool.stat_interval
 
 # How long after a fault event the agent judges again: the rest of a burst arrives and is applied first.
 EVENT_VERDICT_DELAY_S = 0.1
@@ -75,6 +80,7 @@ def group_interval(config: Config, group: str) -> float:
         "health": npu_smi.health_interval,
         "npu_smi_slow": config.collectors.dcmi.npu_smi_interval,
         "roce": config.collectors.hccn_tool.interval,
+        "roce_stat": config.collectors.hccn_tool.stat_interval or config.collectors.hccn_tool.interval,
         "dmi": config.collectors.ascend_dmi.interval,
     }[group]
 
@@ -94,6 +100,8 @@ def enabled_sources(config: Config) -> list[Source]:
         if enabled and wanted and source.name not in disabled:
             if source.name == "npu_smi_info":
                 chosen.append(npu_smi_info.make_source(max_chips=collectors.npu_smi.max_chips))
+            elif source.name == STAT_SOURCE and collectors.hccn_tool.stat_interval is not None:
+                chosen.append(replace(source, group="roce_stat"))
             else:
                 chosen.append(source)
     return chosen
@@ -151,6 +159,9 @@ class Agent:
         self.fault_events = None if self.dcmi is None else FaultEvents(
             self.dcmi, self.store, self._context, self.chips, clock, changed=self._judge_soon,
             judge_at=lambda chip, health, codes, at: self.fault_levels(chip, health, codes, exact=True, at=at))
+        # The fail-slow readings (collectors.dcmi.failslow_interval): AI Core busy and clock through DCMI, often.
+        self.fast = None if self.dcmi is None else FastReadings(self.dcmi, self.chips,
+                                                                slow_values(self.store.get, self._fresh))
         self.trust = None if self.dcmi is None else TrustCheck(
             self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
             float(config.collectors.dcmi.verify_interval), env=tool_env)
@@ -166,6 +177,7 @@ class Agent:
             self.sources = [replace(source, group="npu_smi_slow")
                             if source.tool == "npu-smi" and source.group == "health" and not self.dcmi.serves(source)
                             else source for source in self.sources]
+        fast_s = config.collectors.dcmi.failslow_interval if self.fast is not None else None
         # Rebuilt whole from the config on every load, so a reload keeps every job a start has.
         self._internal = [*self._factory_jobs,
                           InternalJob("fault_table", 60.0, lambda: table_samples(self.fault_levels.table))]
@@ -173,6 +185,8 @@ class Agent:
         self._internal.append(InternalJob(VERDICT_JOB, verdict_interval(config), self.judge.samples))
         if self.dcmi is not None:
             self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
+        if self.fast is not None and fast_s is not None:
+            self._internal.append(InternalJob(FAST_JOB, fast_s, self.fast.collect))
         if self.fault_events is not None:
             self._internal.append(InternalJob(EVENTS_SOURCE, 15.0, self.fault_events.samples, max_age_s=None))
         if config.probes.enabled:
@@ -206,7 +220,8 @@ class Agent:
             self.store.register(source.name, group_interval(config, source.group))
         for job in self._internal:
             self.store.register(job.name, job.interval_s, job.max_age_s)
-        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips, self.reload_status)
+        renderer = SnapshotRenderer(self.store, config.labels, config.expected_chips, self.reload_status,
+                                    owners=OWNERS if fast_s is not None else None)
         self.store.clear_listeners()
         self.store.add_listener(renderer.warm)
         self.store.add_listener(self.history.listen)
@@ -251,6 +266,10 @@ class Agent:
         assert self.dcmi is not None and self.trust is not None
         self.trust.maybe(self.chips())
         return dcmi_metrics.samples(self.dcmi, self.trust.verified, self.trust.disagreements)
+
+    def _fresh(self, source: str) -> bool:
+        snap = self.store.get(source)
+        return snap is not None and snap.fresh(self.store.clock())
 
     def _context(self) -> CollectContext:
         return CollectContext(

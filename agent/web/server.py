@@ -69,6 +69,7 @@ _TLS_HANDSHAKE_RECORD = 0x16
 # Liveness carries no data ("ok" or "scheduler stalled") and must be checkable by a supervisor
 # or a Kubernetes probe that holds no password; everything else needs the password when one is set.
 _AUTH_EXEMPT = frozenset({"/healthz"})
+FAILSLOW_PATH = "/metrics/failslow"  # the fail-slow series alone, for a 5 s scrape (docs/failslow.md#signals)
 _UNAUTHORIZED = (("WWW-Authenticate", 'Basic realm="npuwatch", charset="UTF-8"'),)
 _RETRY = (("Retry-After", "1"),)
 
@@ -322,10 +323,11 @@ class AgentHTTPServer(socketserver.TCPServer):
 
     def _route(self, request: Request) -> tuple[int, bytes, str, list[tuple[str, str]]]:
         path = request.path
-        if path == "/metrics":
+        if path in ("/metrics", FAILSLOW_PATH):
             accept = request.header("accept") or ""
+            only = {"failslow": True} if path == FAILSLOW_PATH else {}
             exposition = self.cache.render(openmetrics="application/openmetrics-text" in accept,
-                                           gzipped=accepts_gzip(request.header("accept-encoding")))
+                                           gzipped=accepts_gzip(request.header("accept-encoding")), **only)
             extra = [("Content-Encoding", "gzip")] if exposition.gzipped else []
             return 200, exposition.body, exposition.content_type, extra
         if path == "/healthz":

@@ -34,6 +34,7 @@ big store once per shard, labelled with it (``shard_back_relabel``), and send to
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,23 @@ FEDERATE_BACK = (
     "npuwatch:npu_probe_gemm_flops:median_by_model_dtype",
 )
 FLEET_JOB = f"{JOB}-fleet"  # a shard's job federating FEDERATE_BACK from the global
+
+# Fail-slow (alerts/failslow.rules.yml, docs/failslow.md#signals) takes rates and 15-30 s means of a few per-chip
+# series that need a sample every 5 s; scraping every agent's whole /metrics that often would cost the fleet 6
+# times the samples. A second job scrapes /metrics/failslow (those series alone) every 5 s and writes them
+# under the agents' job (``job="npuwatch"``, which the rules select); the full job drops them, so each series
+# comes from one scrape job only (agent.core.exporter.FAILSLOW_METRICS lists the same names).
+FAILSLOW_JOB = f"{JOB}-failslow"
+FAILSLOW_PATH = "/metrics/failslow"
+FAILSLOW_INTERVAL = "5s"
+FAILSLOW_METRICS = (
+    "npu_aicore_utilization_ratio",
+    "npu_aicore_frequency_hertz",
+    "npu_roce_transmitted_bytes_total",
+    "npu_roce_pfc_pause_frames_total",
+    "npu_roce_errors_total",
+    "npuwatch_host_cpu_utilization_ratio",
+)
 GLOBAL = "prometheus-global:9090"
 
 # The VictoriaMetrics layout's hosts: the store of every series, the fleet tier's own store, and vmagent, which
@@ -177,6 +195,25 @@ def shard_back_relabel(index: int) -> list[dict[str, Any]]:
             {"target_label": SHARD_LABEL, "replacement": str(index)}]
 
 
+def agent_jobs(discovery: Mapping[str, Any], relabel: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The agents' two scrape jobs over the same targets: the full /metrics at the global interval without the
+    fail-slow series, and those alone every 5 s (``FAILSLOW_JOB``), labelled as the full job's."""
+    targets: dict[str, Any] = {**discovery, **({"relabel_configs": list(relabel)} if relabel else {})}
+    return [{
+        "job_name": JOB,
+        **targets,
+        "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": "|".join(FAILSLOW_METRICS),
+                                    "action": "drop"}],
+    }, {
+        "job_name": FAILSLOW_JOB,
+        "scrape_interval": FAILSLOW_INTERVAL,
+        "scrape_timeout": FAILSLOW_INTERVAL,
+        "metrics_path": FAILSLOW_PATH,
+        **copy.deepcopy(targets),  # no YAML anchors in the written files
+        "metric_relabel_configs": [{"target_label": "job", "replacement": JOB}],
+    }]
+
+
 def federate_match(job: str = JOB) -> list[str]:
     """``match[]`` of the global's federation: each of ``FEDERATE`` from the agents' job."""
     matchers = []
@@ -212,15 +249,10 @@ def shard_config(index: int, shards: int, *, static_targets: Mapping[str, Mappin
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
         "rule_files": [f"{rules_dir}/{name}" for name in names],
         "alerting": _alerting(alertmanagers),
-        "scrape_configs": [{
-            "job_name": JOB,
-            **discovery,
-            "relabel_configs": [
-                {"source_labels": ["__address__"], "modulus": shards, "target_label": "__tmp_hash",
-                 "action": "hashmod"},
-                {"source_labels": ["__tmp_hash"], "regex": str(index), "action": "keep"},
-            ],
-        }, {
+        "scrape_configs": [*agent_jobs(discovery, [
+            {"source_labels": ["__address__"], "modulus": shards, "target_label": "__tmp_hash", "action": "hashmod"},
+            {"source_labels": ["__tmp_hash"], "regex": str(index), "action": "keep"},
+        ]), {
             "job_name": FLEET_JOB,
             "honor_labels": True,  # the records' own job="npuwatch" stays, so they join the agents' series
             "metrics_path": "/federate",
@@ -263,10 +295,8 @@ def scrape_config(*, static_targets: Mapping[str, Mapping[str, str]] | None = No
     else:
         discovery = {"static_configs": [{"targets": [address], "labels": dict(labels)}
                                         for address, labels in static_targets.items()]}
-    job: dict[str, Any] = {"job_name": JOB, **discovery}
-    if shards is not None:
-        job["relabel_configs"] = shard_label_relabel(shards)
-    return {"global": {"scrape_interval": scrape_interval}, "scrape_configs": [job]}
+    relabel = shard_label_relabel(shards) if shards is not None else []
+    return {"global": {"scrape_interval": scrape_interval}, "scrape_configs": agent_jobs(discovery, relabel)}
 
 
 def prometheus_agent_config(remote_write_url: str, **options: Any) -> dict[str, Any]:

@@ -183,7 +183,8 @@ def test_hccn_tool_fault_downs_only_its_collectors(tmp_path: Path, fault: str, r
     assert all(agent.store.get(name).ok for name in HCCN_COLLECTORS)  # type: ignore[union-attr]
     with scrapeable(bundle) as url:
         demo_of(bundle).set_fault(fault)
-        roce, _ = run_in_thread(lambda: agent.collect_group("roce"))
+        # every RoCE collector: -stat runs in a group of its own (collectors.hccn_tool.stat_interval)
+        roce, _ = run_in_thread(lambda: [agent.collect_group(group) for group in ("roce", "roce_stat")])
         latencies = answered_latencies(scrape_while(url, roce.is_alive, pause_s=0.02))
         roce.join()
         for group in ("info", "usages", "health"):  # npu-smi keeps working beside the broken hccn_tool

@@ -69,8 +69,9 @@ def expected_error_codes(logic: int) -> list[int]:
     return [0x80E01800 + logic * 16 + k for k in range(logic % 3)]
 
 
-def expected_utilization(logic: int, input_type: int) -> int:
-    return (input_type * 7 + logic) % 101
+def expected_utilization(logic: int, input_type: int, offset: int = 0) -> int:
+    """``offset``: what the file named by ``FAKE_DCMI_UTIL_FILE`` holds."""
+    return (input_type * 7 + logic + offset) % 101
 
 
 def expected_frequency(logic: int, freq_type: int) -> int:

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 from agent import __version__
-from agent.core.exporter import OPENMETRICS_CONTENT_TYPE, ExpositionCache
+from agent.core.exporter import FAILSLOW_FAMILIES, FAILSLOW_METRICS, OPENMETRICS_CONTENT_TYPE, ExpositionCache
 from agent.core.exposition import (
     STARTED_AT,
     SnapshotRenderer,
@@ -434,3 +434,42 @@ def test_openmetrics_content_type_is_prometheus_clients() -> None:
     from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST
 
     assert OPENMETRICS_CONTENT_TYPE == CONTENT_TYPE_LATEST
+
+
+def test_the_failslow_exposition_holds_only_the_failslow_families_and_follows_the_store() -> None:
+    clock, store, _registry, cache = _setup()
+    store.register("hccn_stat", 5)
+    store.put_success("npu_smi_info", [Sample("npu_power_watts", _chip(0), 90),
+                                       Sample("npu_aicore_utilization_ratio", _chip(0), 0.5)], None, clock.now, 0.1)
+    store.put_success("hccn_stat", [Sample("npu_roce_pfc_pause_frames_total", (*_chip(0), ("direction", "rx")), 7),
+                                    Sample("npu_roce_errors_total", (*_chip(0), ("counter", "roce_rx_err")), 1)],
+                      None, clock.now, 0.1)
+    fast = cache.render(failslow=True)
+    families = {family.name for family in text_string_to_metric_families(fast.body.decode())}
+    assert families == {"npu_aicore_utilization_ratio", "npu_roce_pfc_pause_frames", "npu_roce_errors"}
+    assert families <= FAILSLOW_FAMILIES and b"npuwatch_collector_up" not in fast.body
+    assert b"npu_power_watts" in cache.render().body and cache.render(failslow=True).body is fast.body
+    om = cache.render(openmetrics=True, failslow=True).body.decode()
+    assert om.endswith("# EOF\n") and "# TYPE npu_roce_errors counter" in om
+    store.put_success("npu_smi_info", [Sample("npu_aicore_utilization_ratio", _chip(0), 0.75)], None, clock.now, 0.1)
+    assert b"0.75" in cache.render(failslow=True).body
+    assert {name.removesuffix("_total") for name in FAILSLOW_METRICS} == FAILSLOW_FAMILIES
+
+
+def test_a_family_with_an_owner_comes_from_the_owner_while_it_is_fresh(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    store = SnapshotStore(clock)
+    store.register("npu_smi_info", 10)
+    store.register("npu_fast", 5)
+    renderer = SnapshotRenderer(store, {}, 1, owners={"npu_aicore_utilization_ratio": "npu_fast"})
+    store.put_success("npu_smi_info", [Sample("npu_aicore_utilization_ratio", _chip(0), 0.25),
+                                       Sample("npu_power_watts", _chip(0), 90)], None, clock.now, 0.1)
+    assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.25' in renderer.render(False).decode()  # no owner yet
+    store.put_success("npu_fast", [Sample("npu_aicore_utilization_ratio", _chip(0), 0.5)], None, clock.now, 0.1)
+    clock.now += 10  # both fresh: the table for 30 s, the owner for 15 s
+    text = renderer.render(False).decode()
+    assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.5' in text and "0.25" not in text
+    assert text.count("# TYPE npu_aicore_utilization_ratio") == 1 and "npu_power_watts{" in text
+    clock.now += 10  # the owner is stale, the table is not: the table's reading is shown again
+    assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.25' in renderer.render(False).decode()
+    assert "two sources" not in caplog.text  # a designed hand-over, not a collision

@@ -267,3 +267,22 @@ def test_the_generator_writes_a_victoriametrics_layout_of_any_shard_count(tmp_pa
     assert "modulus: 3" in (tmp_path / "vmagent-scrape.yml").read_text(encoding="utf-8")
     assert sorted(p.name for p in tmp_path.glob("shard-*-back-relabel.yml")) == [
         f"shard-{index}-back-relabel.yml" for index in range(3)]
+
+
+def test_the_failslow_series_come_from_the_5_s_job_alone_labelled_as_the_agents_job() -> None:
+    from agent.core.exporter import FAILSLOW_METRICS
+
+    assert layouts.FAILSLOW_METRICS == FAILSLOW_METRICS  # what the agent serves on /metrics/failslow
+    read, recorded = read_and_recorded(["failslow.rules.yml"])
+    windowed = read - recorded - {"ALERTS", "npu_job_info"}  # npu_job_info: its last minute, at any interval
+    assert windowed and windowed <= set(FAILSLOW_METRICS), windowed - set(FAILSLOW_METRICS)
+    for scrape in (layouts.shard_config(1, 3), layouts.scrape_config(shards=2), layouts.scrape_config()):
+        full, fast = (job for job in scrape["scrape_configs"] if job["job_name"].startswith("npuwatch")
+                      and job["job_name"] != layouts.FLEET_JOB)
+        assert (full["job_name"], fast["job_name"]) == ("npuwatch", "npuwatch-failslow")
+        assert {key: fast[key] for key in full if key not in ("job_name", "metric_relabel_configs")} == {
+            key: full[key] for key in full if key not in ("job_name", "metric_relabel_configs")}  # same targets
+        assert (fast["scrape_interval"], fast["metrics_path"]) == ("5s", "/metrics/failslow")
+        assert fast["metric_relabel_configs"] == [{"target_label": "job", "replacement": "npuwatch"}]
+        [drop] = full["metric_relabel_configs"]
+        assert drop["action"] == "drop" and set(drop["regex"].split("|")) == set(FAILSLOW_METRICS)

@@ -1,0 +1,106 @@
+"""The fail-slow readings through DCMI (docs/failslow.md#signals): each chip's AI Core busy fraction and clock,
+every ``collectors.dcmi.failslow_interval`` (5 s), every chip's two calls in one round trip to the helper.
+
+While the ``npu_fast`` job is fresh the exposition shows its ``npu_aicore_utilization_ratio`` and
+``npu_aicore_frequency_hertz`` (``OWNERS``: one writer per series), not those of the slower sources that
+read them too (the ``npu-smi info`` table, ``-t common``), which keep them in their own samples for the
+node page, its history and the probes' idle check, and show them again while ``npu_fast`` is down. A
+chip whose DCMI reading failed gets the slow sources' fresh reading, so a DCMI problem costs the 5 s
+cadence, never the series; a source the trust check gave back to npu-smi (``DcmiBackend.on_tool``) is
+read from its slow source only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agent.core.backend import Fallback
+from agent.dcmi.backend import DcmiBackend
+from agent.dcmi.client import Answer
+from collectors.base import ChipRef, LabelPairs, NoData, Sample
+from collectors.bounds import Rejects
+from collectors.dcmi.errors import DcmiBadRequest, DcmiCallHung, DcmiError, DcmiUnsupported, DcmiWorkerError
+from collectors.dcmi.records import FREQ_AICORE_CURRENT, MHZ
+
+__all__ = ["FAST_METRICS", "JOB_NAME", "OWNERS", "SLOW_SOURCE", "FastReadings", "slow_values"]
+
+JOB_NAME = "npu_fast"
+UTILIZATION = "npu_aicore_utilization_ratio"
+FREQUENCY = "npu_aicore_frequency_hertz"
+FAST_METRICS = frozenset({UTILIZATION, FREQUENCY})
+AICORE = 2  # dcmi_get_device_utilization_rate's input type for the AI Core
+# the slow source of each metric: where it falls back to, and which source the trust check may give back
+SLOW_SOURCE = {UTILIZATION: "npu_smi_info", FREQUENCY: "npu_smi_common"}
+OWNERS = {UTILIZATION: JOB_NAME, FREQUENCY: JOB_NAME}  # for the exposition (SnapshotRenderer's owners)
+SlowValues = Callable[[], Mapping[tuple[str, LabelPairs], float]]  # (metric, labels) -> the slow sources' value
+
+
+class FastReadings:
+    """The ``npu_fast`` job's collect: a batch of two DCMI calls per chip, the slow readings where one failed."""
+
+    def __init__(self, backend: DcmiBackend, chips: Callable[[], Sequence[ChipRef]], slow: SlowValues) -> None:
+        self.backend = backend
+        self.chips = chips
+        self.slow = slow
+
+    def collect(self) -> list[Sample]:
+        chips = list(self.chips())
+        if not chips:
+            raise NoData("no chips listed yet")
+        fallback = self.slow()
+        on_tool = self.backend.on_tool()
+        try:
+            answers = self._read(chips)
+            failed: Exception | None = None
+        except (Fallback, DcmiWorkerError, DcmiCallHung, DcmiError, DcmiUnsupported, DcmiBadRequest,
+                ValueError) as exc:
+            answers, failed = {}, exc
+        rejects = Rejects()
+        out: list[Sample] = []
+        for chip in chips:
+            labels = chip.labels()
+            for metric in (UTILIZATION, FREQUENCY):
+                value = None if SLOW_SOURCE[metric] in on_tool else _value(answers.get((chip, metric)), metric,
+                                                                             rejects)
+                if value is None:
+                    value = fallback.get((metric, labels))
+                if value is not None:
+                    out.append(Sample(metric, labels, value))
+        if failed is not None and not out:
+            raise RuntimeError(f"DCMI: {failed}; no slower reading to fall back on") from failed
+        return out
+
+    def _read(self, chips: Sequence[ChipRef]) -> dict[tuple[ChipRef, str], Answer]:
+        calls: list[tuple[str, dict[str, Any]]] = []
+        keys: list[tuple[ChipRef, str]] = []
+        for chip in chips:
+            logic = self.backend.logic_id(chip)
+            calls.append(("utilization", {"chip": logic, "input_type": AICORE}))
+            calls.append(("frequency", {"chip": logic, "freq_type": FREQ_AICORE_CURRENT}))
+            keys += [(chip, UTILIZATION), (chip, FREQUENCY)]
+        return dict(zip(keys, self.backend.client.call_batch(calls)))
+
+
+def slow_values(snapshot: Callable[[str], Any], fresh: Callable[[str], bool]) -> SlowValues:
+    """The fast metrics as the slow sources last read them (``snapshot(source)``: its snapshot), fresh ones only."""
+
+    def values() -> dict[tuple[str, LabelPairs], float]:
+        out: dict[tuple[str, LabelPairs], float] = {}
+        for metric, source in SLOW_SOURCE.items():
+            snap = snapshot(source)
+            if snap is not None and fresh(source):
+                out.update(((metric, s.labels), s.value) for s in snap.samples if s.metric == metric)
+        return out
+
+    return values
+
+
+def _value(answer: Answer | None, metric: str, rejects: Rejects) -> float | None:
+    """The answer in base units, None when the call failed or its value is impossible."""
+    if answer is None or answer.error is not None or not isinstance(answer.value, int):
+        return None
+    if metric == UTILIZATION:
+        percent = rejects.value("percent", float(answer.value), what="DCMI AI Core usage")
+        return None if percent is None else percent / 100.0
+    return rejects.value("frequency_hertz", float(answer.value) * MHZ, what="DCMI AI Core clock")

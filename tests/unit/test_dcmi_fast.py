@@ -1,0 +1,124 @@
+"""The fail-slow readings through DCMI (agent/dcmi/fast.py) and the fail-slow intervals of the config: every chip's
+AI Core busy fraction and clock in one round trip, the slow sources' readings as the fallback, and which group
+runs ``hccn_tool -stat``. The calls are answered in process by the fake library's formulas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.core.config import build_config
+from agent.core.snapshot import SnapshotStore
+from agent.daemon.service import enabled_sources, group_interval
+from agent.dcmi.backend import DcmiBackend
+from agent.dcmi.fast import FAST_METRICS, FastReadings, slow_values
+from collectors.base import ChipRef, Sample
+from tests.support import fake_dcmi as fake
+from tests.support.dcmi_calls import FakeCalls
+
+CHIPS = [ChipRef(npu=card, chip=0) for card in range(8)]  # card i of the fake is logic (i + 3) % 8
+UTIL, FREQ = "npu_aicore_utilization_ratio", "npu_aicore_frequency_hertz"
+
+
+def _logic(chip: ChipRef) -> int:
+    return (chip.npu + 3) % 8
+
+
+def _store(fresh: bool = True) -> SnapshotStore:
+    """The slow sources' snapshots: the table's busy fraction 0.5 + card, -t common's clock 1e9 + card."""
+    now = [1000.0]
+    store = SnapshotStore(lambda: now[0])
+    for source, metric, value in (("npu_smi_info", UTIL, 0.5), ("npu_smi_common", FREQ, 1e9)):
+        store.register(source, 10.0)
+        samples = [out for ref in CHIPS for out in (Sample(metric, ref.labels(), value + ref.npu),
+                                                    Sample("npu_temperature_celsius", ref.labels(), 40.0))]
+        store.put_success(source, samples, None, now[0], 0.1)
+    if not fresh:
+        now[0] += 31  # past 3 intervals
+    return store
+
+
+def _fast(calls: FakeCalls, fresh: bool = True) -> FastReadings:
+    store = _store(fresh)
+
+    def is_fresh(source: str) -> bool:
+        snap = store.get(source)
+        return snap is not None and snap.fresh(store.clock())
+
+    return FastReadings(DcmiBackend(calls), lambda: CHIPS, slow_values(store.get, is_fresh))  # type: ignore[arg-type]
+
+
+def _by_chip(samples: list[Sample], metric: str) -> dict[int, float]:
+    return {int(dict(s.labels)["npu"]): s.value for s in samples if s.metric == metric}
+
+
+def test_every_chip_is_read_in_one_round_trip_in_base_units() -> None:
+    calls = FakeCalls()
+    fast = _fast(calls)
+    fast.collect()  # the first read lists the library's chips (logical ids)
+    batches = calls.batches
+    samples = fast.collect()
+    assert calls.batches == batches + 1 and calls.count["utilization"] == 16 and calls.count["frequency"] == 16
+    assert _by_chip(samples, UTIL) == {c.npu: fake.expected_utilization(_logic(c), 2) / 100 for c in CHIPS}
+    assert _by_chip(samples, FREQ) == {c.npu: fake.expected_frequency(_logic(c), 7) * 1e6 for c in CHIPS}
+
+
+def test_a_failed_dcmi_reading_gets_the_slow_sources_reading() -> None:
+    calls = FakeCalls()
+    fast = _fast(calls)
+    calls.unsupported.add("utilization")  # the chip has no AI Core rate through DCMI: the table's stands in
+    calls.codes["frequency"] = -8006  # a failing clock read: -t common's stands in
+    samples = fast.collect()
+    assert _by_chip(samples, UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
+    assert _by_chip(samples, FREQ) == {c.npu: 1e9 + c.npu for c in CHIPS}
+    assert {s.metric for s in samples} == FAST_METRICS
+
+
+def test_a_stale_slow_reading_is_no_fallback_and_a_helper_failure_without_one_fails_the_job() -> None:
+    calls = FakeCalls()
+    fast = _fast(calls, fresh=False)
+    calls.unsupported.add("utilization")
+    assert _by_chip(fast.collect(), UTIL) == {}  # absent, never a stale value
+    calls.worker["chips"] = "timeout"  # the helper hung: not one reading
+    calls.worker["frequency"] = "died"
+    with pytest.raises(RuntimeError, match="no slower reading"):
+        fast.collect()
+
+
+def test_a_source_the_trust_check_gave_back_to_npu_smi_is_read_from_npu_smi() -> None:
+    calls = FakeCalls()
+    fast = _fast(calls)
+    fast.backend.give_back("npu_smi_info", "AI Core usage disagreed")
+    samples = fast.collect()
+    assert _by_chip(samples, UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
+    assert _by_chip(samples, FREQ) == {c.npu: fake.expected_frequency(_logic(c), 7) * 1e6 for c in CHIPS}
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_an_impossible_reading_is_dropped(fresh: bool) -> None:
+    calls = FakeCalls()
+    fast = _fast(calls, fresh)
+    real = calls.__call__
+
+    class Over(FakeCalls):
+        def __call__(self, name: str, **args: Any) -> Any:
+            return 250 if name == "utilization" else real(name, **args)
+
+    calls.__class__ = Over
+    assert _by_chip(fast.collect(), UTIL) == ({c.npu: 0.5 + c.npu for c in CHIPS} if fresh else {})
+
+
+def test_the_fail_slow_intervals_default_to_5_s_and_none_leaves_the_slow_ones() -> None:
+    config = build_config({})
+    assert config.collectors.dcmi.failslow_interval == 5.0
+    stat = {s.name: s for s in enabled_sources(config)}["hccn_stat"]
+    assert stat.group == "roce_stat" and group_interval(config, stat.group) == 5.0
+    assert {s.name: s for s in enabled_sources(config)}["hccn_link"].group == "roce"
+    config = build_config(yaml.safe_load(
+        "collectors: {dcmi: {failslow_interval: null}, hccn_tool: {stat_interval: null}}"))
+    assert config.collectors.dcmi.failslow_interval is None
+    assert {s.name: s for s in enabled_sources(config)}["hccn_stat"].group == "roce"
+    config = build_config(yaml.safe_load("collectors: {hccn_tool: {stat_interval: 15s}}"))
+    assert group_interval(config, "roce_stat") == 15.0
