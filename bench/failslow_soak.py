@@ -242,9 +242,12 @@ def table(total: dict[str, Any]) -> str:
             ("samples", f"{total['samples']:,} ({total['samples_per_s']:,.0f}/s)")]
     lines = ["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]
     for page in total["pages"]:
-        lines.append(f"false page: {page['cause']} {page['job']} (seed {page.get('seed')}) rank {page['rank'] or '-'} "
-                     f"{page['node']} npu {page['npu'] or '-'} at {page['at']:.0f} s; around: "
-                     f"{', '.join(page.get('decoys', [])) or 'nothing'}")
+        job = page.get("scenario", {})
+        lines.append(f"false page: {page['cause']} {page['job']} (seed {page.get('seed')}: {job.get('nodes')} x "
+                     f"{job.get('npus_per_node')} NPUs, pp {job.get('pp')}, step {job.get('step_s')} s, util_noise "
+                     f"{job.get('util_noise')}, step_jitter {job.get('step_jitter')}) rank {page['rank'] or '-'} "
+                     f"{page['node']} (the job's node {page.get('job_node')}) npu {page['npu'] or '-'} at "
+                     f"{page['at']:.0f} s; around: {', '.join(page.get('decoys', [])) or 'nothing'}")
     return "\n".join(lines)
 
 
@@ -262,7 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ranks", type=_numbers, default=[128, 256, 512, 1024], help="ranks to draw from")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1, help="batches at once, each its own store (2 cores each)")
+    parser.add_argument("--max-minutes", type=float, default=math.inf,
+                        help="start no batch after this long: the table is of the batches run (default: no limit)")
     parser.add_argument("--json", action="store_true", help="the summary as JSON, with every page's scenario")
+    parser.add_argument("--save", type=Path, help="also write the summary as JSON, with every page's scenario, here")
     args = parser.parse_args(argv)
     if any(n <= 0 or r <= 0 or r % TP or r % n for n in args.npus for r in args.ranks):
         parser.error("--ranks must be multiples of 8 and of every --npus")
@@ -276,14 +282,26 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{result['node_days']:.1f} node-days, {result['samples']:,} samples, import {result['import_s']:.0f} s, "
               f"all {result['wall_s']:.0f} s, {len(result['pages'])} pages", file=sys.stderr, flush=True)
 
+    def late() -> bool:
+        return time.monotonic() - began > args.max_minutes * 60.0
+
     if args.workers > 1:
         with ProcessPoolExecutor(args.workers) as pool:
-            for result in pool.map(run_batch, range(len(batches)), batches):
-                done(result)
+            running = [pool.submit(run_batch, index, batch) for index, batch in enumerate(batches[:args.workers])]
+            following = args.workers
+            while running:
+                done(running.pop(0).result())
+                if following < len(batches) and not late():
+                    running.append(pool.submit(run_batch, following, batches[following]))
+                    following += 1
     else:
         for index, batch in enumerate(batches):
+            if index and late():
+                break
             done(run_batch(index, batch))
     total = summary(results, time.monotonic() - began)
+    if args.save:
+        args.save.write_text(json.dumps(total, indent=1), encoding="utf-8")
     print(json.dumps(total) if args.json else table(total))
     return 0
 
