@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import random
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -35,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from bench import failslow  # noqa: E402
 from bench.failslow_scenario import Scenario, parse  # noqa: E402
 from bench.failslow_sim import METRICS, Simulation  # noqa: E402
-from tests.support.prom_harness import start_victoriametrics  # noqa: E402
+from tests.support.prom_harness import HarnessError, PromProcess, start_victoriametrics  # noqa: E402
 
 TP = 8
 DAY_S = 86400.0
@@ -175,6 +177,16 @@ def _metrics() -> list[str]:
     return [name for name in METRICS if name in text]
 
 
+def _check_alone(store: PromProcess, jobs: set[str], end: float) -> None:
+    """The store holds this batch's jobs and no other (two stores on one port would merge two batches)."""
+    expr = f"count by (training_job) (last_over_time(npu_job_info[{end - failslow.T0:.0f}s]))"
+    query = urllib.parse.urlencode({"query": expr, "time": end, "nocache": "1"})
+    result = failslow._get(f"{store.url}/api/v1/query?{query}")["data"]["result"]
+    found = {series["metric"].get("training_job", "") for series in result}
+    if found != jobs:
+        raise HarnessError(f"the store holds jobs {sorted(found)}, not this batch's {sorted(jobs)}")
+
+
 def run_batch(index: int, documents: list[dict[str, Any]]) -> dict[str, Any]:
     group = failslow._group()
     interval = group.get("interval", "10s")
@@ -199,6 +211,7 @@ def run_batch(index: int, documents: list[dict[str, Any]]) -> dict[str, Any]:
                 jobs[document["job"]] = (document, base)
                 base += int(document["nodes"])
             imported = time.monotonic() - began
+            _check_alone(store, set(jobs), failslow.T0 + duration)
             failslow.replay(store, workdir, interval, failslow.T0, failslow.T0 + duration)
             held = failslow.alert_condition(store, failslow.T0, failslow.T0 + duration)
         finally:
@@ -286,7 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return time.monotonic() - began > args.max_minutes * 60.0
 
     if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
+        # spawned, not forked: a forked worker inherits tests/support/ports.py's random state, so two stores
+        # were handed one port and the second's readiness check answered by the first
+        with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             running = [pool.submit(run_batch, index, batch) for index, batch in enumerate(batches[:args.workers])]
             following = args.workers
             while running:
