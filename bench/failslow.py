@@ -30,11 +30,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from queue import Queue
 from typing import Any
 
 import yaml
@@ -57,7 +59,11 @@ CONDITION = "npuwatch:alert_condition:NPUJobStraggler"  # recorded just before t
 HOLD_S = 600.0  # a firing alert outlives its condition by its hold (alerts/README.md)
 T0 = 1_700_000_000  # the scenario's second 0 (a multiple of the group's interval)
 GRACE_S = 60.0  # an alert this long after a fault's end still names it
-BATCH = 100_000  # lines per import request
+BATCH = 100_000  # lines per import request (text format)
+BATCH_BYTES = 8 << 20  # bytes per import request (JSON lines)
+# Replay's results written back in bigger batches by two writers (the defaults: 1,000 series a flush, a
+# 100,000-sample queue), for the per-chip rules of a fleet-sized soak (bench/failslow_soak.py)
+REPLAY_FLAGS = ["-remoteWrite.concurrency=2", "-remoteWrite.maxBatchSize=20000", "-remoteWrite.maxQueueSize=2000000"]
 
 
 def _group() -> dict[str, Any]:
@@ -92,6 +98,7 @@ def _rfc3339(epoch: float) -> str:
 
 
 def import_series(store: PromProcess, lines: Iterator[str]) -> int:
+    """Prometheus' text format, a sample a line (kept for series written by hand)."""
     count = 0
     batch: list[str] = []
     for line in lines:
@@ -105,6 +112,46 @@ def import_series(store: PromProcess, lines: Iterator[str]) -> int:
         count += len(batch)
     _flush(store)
     return count
+
+
+def import_json(store: PromProcess, lines: Iterable[str], batch_bytes: int = BATCH_BYTES) -> None:
+    """VictoriaMetrics' JSON-line import (a series and its samples a line), posted from a thread while the
+    next batch is produced, one batch at most waiting: memory stays at two batches."""
+    queue: Queue[bytes | None] = Queue(maxsize=1)
+    failed: list[BaseException] = []
+
+    def post() -> None:
+        while True:
+            body = queue.get()
+            if body is None:
+                return
+            if not failed:
+                try:
+                    _post(store.url + "/api/v1/import", body)
+                except BaseException as exc:  # raised again in the producer
+                    failed.append(exc)
+
+    poster = threading.Thread(target=post, name="failslow-import", daemon=True)
+    poster.start()
+    try:
+        batch: list[str] = []
+        size = 0
+        for line in lines:
+            if failed:
+                break
+            batch.append(line)
+            size += len(line) + 1
+            if size >= batch_bytes:
+                queue.put("\n".join(batch).encode())
+                batch, size = [], 0
+        if batch and not failed:
+            queue.put("\n".join(batch).encode())
+    finally:
+        queue.put(None)
+        poster.join()
+    if failed:
+        raise failed[0]
+    _flush(store)
 
 
 def replay(store: PromProcess, workdir: Path, interval: str, start: float, end: float) -> float:
@@ -124,7 +171,8 @@ def replay(store: PromProcess, workdir: Path, interval: str, start: float, end: 
         argv = [binary, f"-rule={rules}", f"-datasource.url={store.url}", f"-remoteWrite.url={store.url}",
                 f"-replay.timeFrom={_rfc3339(start)}", f"-replay.timeTo={_rfc3339(end)}",
                 "-replay.disableProgressBar", "-replay.rulesDelay=0s", "-remoteWrite.flushInterval=200ms",
-                f"-datasource.queryStep={interval}", "-httpListenAddr=127.0.0.1:0", "-loggerLevel=ERROR"]
+                f"-datasource.queryStep={interval}", "-httpListenAddr=127.0.0.1:0", "-loggerLevel=ERROR",
+                *REPLAY_FLAGS]
         with log.open("wb") as out:
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             try:
@@ -251,7 +299,8 @@ def run(path: Path) -> dict[str, Any]:
         store = start_victoriametrics(workdir / "vm", ["-search.disableCache", "-search.latencyOffset=0s",
                                                        "-search.maxStalenessInterval=5s", "-retentionPeriod=100y"])
         try:
-            samples = import_series(store, simulation.lines(T0))
+            import_json(store, simulation.json_lines(T0))
+            samples = simulation.written
             simulated_s = time.monotonic() - began
             end = T0 + scenario.duration_s
             replay_s = replay(store, workdir, interval, T0, end)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -78,3 +79,62 @@ def test_a_restart_removes_the_job_and_the_scrapes_keep_their_node_phase() -> No
     stamps = sorted({int(line.rsplit(" ", 1)[1]) / 1000 for line in info})
     assert stamps and not [t for t in stamps if 100 <= t < 150]
     assert 'training_job="train-0",rank="5",local_rank="1",world_size="8"' in "\n".join(info)
+
+
+def _samples_of_text(lines: list[str]) -> set[tuple[str, str, float, int]]:
+    out = set()
+    for line in lines:
+        head, value, ms = line.rsplit(" ", 2)
+        name, labels = head.split("{", 1)
+        out.add((name, "{" + labels, float(value), int(ms)))
+    return out
+
+
+def _samples_of_json(lines: list[str]) -> set[tuple[str, str, float, int]]:
+    out = set()
+    for line in lines:
+        series = json.loads(line)
+        labels = dict(series["metric"])
+        name = labels.pop("__name__")
+        text = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+        out.update((name, text, float(v), ms) for v, ms in zip(series["values"], series["timestamps"]))
+    return out
+
+
+def test_the_json_import_lines_carry_the_samples_of_the_text_format() -> None:
+    events = ({"kind": "link_slow", "start": 100, "end": 200, "pair": [2, 6], "factor": 2.0},
+              {"kind": "restart", "start": 220, "end": 250})
+    text = list(_sim(*events, pfc_bursts_per_port_hour=20, util_noise=0.03).lines(1_700_000_000))
+    simulation = _sim(*events, pfc_bursts_per_port_hour=20, util_noise=0.03)
+    lines = list(simulation.json_lines(1_700_000_000))
+    assert _samples_of_json(lines) == _samples_of_text(text)
+    assert simulation.written == len(text)
+
+
+def test_the_streamed_readings_are_the_point_queries_whatever_the_chunk() -> None:
+    # the chunked, vectorised series against busy()/pauses() of the whole run, across chunk edges
+    events = ({"kind": "checkpoint", "start": 100, "end": 130}, {"kind": "eval", "start": 150, "end": 190},
+              {"kind": "compute_slow", "start": 200, "end": 260, "ranks": [3], "factor": 1.5},
+              {"kind": "link_slow", "start": 40, "end": 90, "pair": [5, 1], "factor": 3.0})
+    fields = {"warmup_s": 30, "step_jitter": 0.03, "pfc_bursts_per_port_hour": 30}
+    reference = _sim(*events, **fields)
+    for chunk_s in (25.0, 1800.0):
+        sim = Simulation(parse({**BASE, **fields, "events": list(events)}), chunk_s=chunk_s)
+        checked = 0
+        for chunk in sim.chunks():
+            for node, npu in ((0, 3), (1, 1)):
+                rank = node * 4 + npu
+                for t, kept, util in zip(chunk.times[node], chunk.kept[node], chunk.util[node, npu]):
+                    if kept and t > 0:
+                        assert util == pytest.approx(reference.busy(rank, max(0.0, t - 5), t) / 5, abs=1e-9)
+                        frames = chunk.frames[node, npu][list(chunk.times[node]).index(t)]
+                        assert frames == pytest.approx(reference.pauses(rank, t)[0], rel=1e-9)
+                        checked += 1
+        assert checked > 100
+
+
+def test_node_base_renames_the_nodes_of_a_job_that_shares_a_store() -> None:
+    simulation = Simulation(parse({**BASE, "events": []}), node_base=300)
+    nodes = {json.loads(line)["metric"]["node"] for line in simulation.json_lines(0, ["npu_job_info"])}
+    instances = {json.loads(line)["metric"]["instance"] for line in simulation.json_lines(0, ["npu_job_info"])}
+    assert nodes == {"node-0300", "node-0301"} and instances == {"10.1.50.1:9101", "10.1.51.1:9101"}
