@@ -1,15 +1,22 @@
-"""What the fail-slow rule group (alerts/failslow.rules.yml) costs a Prometheus as the fleet grows: its
-evaluation time per round, with every chip of the fleet in training jobs.
+"""What the fail-slow rule group (alerts/failslow.rules.yml) costs a Prometheus as the fleet grows: Prometheus' own
+evaluation time of the group and of each rule, with every chip of the fleet in training jobs.
 
-    python bench/failslow_scale.py --nodes 1000,4000      # 16 chips a node, jobs of 64 nodes (1,024 ranks)
+    python bench/failslow_scale.py --nodes 1000                 # 16 chips a node, jobs of 64 nodes (1,024 ranks)
+    python bench/failslow_scale.py --nodes 1000 --rules OLD.yml --rules alerts/failslow.rules.yml   # back to back
 
-A Prometheus 2.42 (remote-write receiver) holds the fleet: per chip the series the group reads (AI Core
-busy fraction, the port's pause, error and byte counters, ``npu_job_info``), per node the host CPU, written
-every 5 s by remote write (as ``bench/fleet_rules.py`` writes, uncompressed snappy framing), one chip a job
-slow. The group is loaded once a minute of samples is in, and its ``evaluationTime`` (``/api/v1/rules``) read
-for ``--evaluations`` rounds while the writes go on. The group runs where a job's chips are: one
-Prometheus, VictoriaMetrics' per-node vmalert, or each shard of the sharded layout with its part of the fleet
-(the time here is for one ruler holding the whole fleet). Target: under 2 s at 16,000 nodes.
+A Prometheus 2.42 (remote-write receiver) is given the fleet's series first: per chip what the group reads (AI
+Core busy fraction, the port's rx and tx pause frames, ``--error-counters`` error counters and transmitted
+bytes, ``npu_job_info``), per node the host CPU, one sample every 5 s from a minute before the group loads to
+``AHEAD_S`` after the write ends (each series written once with all its samples: samples a few minutes ahead
+are kept and become visible as the clock reaches them). Writing then stops, the group is loaded, and
+``/api/v1/rules`` is read after each of ``--evaluations`` evaluations: the group's ``evaluationTime`` and every
+rule's, with nothing else running in that Prometheus. One chip a job is slow and one port a job pauses, so the
+group's candidates are not empty.
+
+The group runs where a job's chips are. In the sharded layout (deploy/prometheus/layouts.py) it is a per-node
+rule file: each shard of ``NODES_PER_SHARD`` (1,000) nodes evaluates it over its own nodes, so the 2 s target at
+16,000 nodes is a shard's time at 1,000 nodes; one Prometheus holding 16,000 nodes is the other extreme.
+The machine's load average is printed before and after each measure: on a shared machine the times move with it.
 """
 
 from __future__ import annotations
@@ -18,74 +25,104 @@ import argparse
 import json
 import os
 import random
+import statistics
+import struct
 import sys
 import tempfile
-import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._remote_write import _field, _snappy_literal, _varint, labels_blob  # noqa: E402
 from bench._util import MB, Table, rss_bytes  # noqa: E402
-from bench.fleet_rules import _labels_blob, remote_write  # noqa: E402
-from tests.support.prom_harness import rfc3339_epoch, start_prometheus_with  # noqa: E402
+from tests.support.prom_harness import HarnessError, rfc3339_epoch, start_prometheus_with  # noqa: E402
 
 NPUS = 16
 JOB_NODES = 64
 GROUP = "npuwatch-failslow"
 SCRAPE_S = 5.0
-WARM_S = 65.0  # samples written before the group loads: its longest window is a minute
+BEHIND_S = 65.0  # samples before the group loads: its longest window is a minute
+AHEAD_S = 60.0  # beyond the evaluations timed (each ``INTERVAL_S``)
+INTERVAL_S = 10.0
+NODES_PER_SHARD = 1000
+ERROR_COUNTERS = ("roce_new_pkt_rty_num", "roce_rx_err_pkt_num", "roce_tx_err_pkt_num", "mac_rx_bad_pkt_num",
+                  "mac_tx_bad_pkt_num", "mac_rx_bad_oct_num", "roce_unexpected_ack_num", "roce_out_of_order_num")
 
 
-class FleetWriter:
-    """Every series of ``nodes`` nodes, one round every ``SCRAPE_S`` seconds, until stopped."""
+def fleet_labels(nodes: int, error_counters: int) -> list[tuple[str, int, bytes]]:
+    """(kind, chip index or -1, encoded labels) of every series of the fleet."""
+    out = []
+    for node in range(nodes):
+        base = (("job", "npuwatch"), ("instance", f"10.{node // 250 % 256}.{node % 250}.1:9101"),
+                ("node", f"node-{node:05d}"))
+        out.append(("cpu", -1, labels_blob((("__name__", "npuwatch_host_cpu_utilization_ratio"), *base))))
+        for npu in range(NPUS):
+            chip = (*base, ("npu", str(npu)), ("chip", "0"))
+            index = node * NPUS + npu
+            rank = node % JOB_NODES * NPUS + npu
+            out.append(("util", index, labels_blob((("__name__", "npu_aicore_utilization_ratio"), *chip))))
+            for direction in ("rx", "tx"):
+                out.append((f"pause_{direction}", index, labels_blob((
+                    ("__name__", "npu_roce_pfc_pause_frames_total"), *chip, ("direction", direction)))))
+            for counter in ERROR_COUNTERS[:error_counters]:
+                out.append(("errors", index, labels_blob((("__name__", "npu_roce_errors_total"), *chip,
+                                                          ("counter", counter)))))
+            out.append(("bytes", index, labels_blob((("__name__", "npu_roce_transmitted_bytes_total"), *chip))))
+            out.append(("info", index, labels_blob((("__name__", "npu_job_info"), *chip,
+                                                    ("training_job", f"job-{node // JOB_NODES}"), ("rank", str(rank)),
+                                                    ("local_rank", str(npu)), ("world_size", str(JOB_NODES * NPUS)),
+                                                    ("source", "env")))))
+    return out
 
-    def __init__(self, url: str, nodes: int) -> None:
-        self.url, self.nodes = url, nodes
-        self.rng = random.Random(1)
-        self.rounds = 0
-        self.write_s: list[float] = []
-        self.stop = threading.Event()
-        self.labels = self._labels()
 
-    def _labels(self) -> list[tuple[str, bytes]]:
-        out = []
-        for node in range(self.nodes):
-            base = (("job", "npuwatch"), ("instance", f"10.{node // 250 % 256}.{node % 250}.1:9101"),
-                    ("node", f"node-{node:05d}"))
-            out.append(("cpu", _labels_blob((("__name__", "npuwatch_host_cpu_utilization_ratio"), *base))))
-            for npu in range(NPUS):
-                chip = (*base, ("npu", str(npu)), ("chip", "0"))
-                rank = node % JOB_NODES * NPUS + npu
-                out.append(("util", _labels_blob((("__name__", "npu_aicore_utilization_ratio"), *chip))))
-                out.append(("pause", _labels_blob((("__name__", "npu_roce_pfc_pause_frames_total"), *chip,
-                                                   ("direction", "rx")))))
-                out.append(("errors", _labels_blob((("__name__", "npu_roce_errors_total"), *chip,
-                                                    ("counter", "roce_new_pkt_rty_num")))))
-                out.append(("bytes", _labels_blob((("__name__", "npu_roce_transmitted_bytes_total"), *chip))))
-                out.append(("info", _labels_blob((("__name__", "npu_job_info"), *chip,
-                                                  ("training_job", f"job-{node // JOB_NODES}"), ("rank", str(rank)),
-                                                  ("local_rank", str(npu)), ("world_size", str(JOB_NODES * NPUS)),
-                                                  ("source", "env")))))
-        return out
+def _samples(kind: int | str, index: int, stamps: Sequence[int], rng: random.Random) -> bytes:
+    """A TimeSeries' samples: gauges around their healthy level, counters at their healthy rates; in each job the
+    chip of NPU 3 on its third node computes 1.3x longer and the port of NPU 7 on its fifth node pauses."""
+    slow = index >= 0 and index % (JOB_NODES * NPUS) == 2 * NPUS + 3
+    pausing = index >= 0 and index % (JOB_NODES * NPUS) == 4 * NPUS + 7
+    out = []
+    for ms in stamps:
+        t = ms / 1000.0
+        if kind == "cpu":
+            value = 0.35 + rng.gauss(0, 0.05)
+        elif kind == "util":
+            value = (0.8 if slow else 0.6) + rng.gauss(0, 0.02)
+        elif kind == "pause_rx":
+            value = float(int((2000.0 if pausing else 2.0) * t))
+        elif kind == "errors":
+            value = float(int(50.0 * t)) if pausing else 0.0
+        elif kind == "bytes":
+            value = float(int(7e9 * t))
+        elif kind == "pause_tx":
+            value = float(int(1.0 * t))
+        else:
+            value = 1.0
+        out.append(_field(2, b"\x09" + struct.pack("<d", value) + b"\x10" + _varint(ms)))
+    return b"".join(out)
 
-    def series(self, round_: int) -> list[tuple[bytes, float]]:
-        rng, t = self.rng, round_ * SCRAPE_S
-        values = {"cpu": lambda: 0.35 + rng.gauss(0, 0.05), "util": lambda: 0.6 + rng.gauss(0, 0.02),
-                  "pause": lambda: 2.0 * t, "errors": lambda: 0.0, "bytes": lambda: 7e9 * t, "info": lambda: 1.0}
-        return [(blob, values[kind]()) for kind, blob in self.labels]
 
-    def run(self) -> None:
-        while not self.stop.is_set():
-            began = time.monotonic()
-            remote_write(self.url, self.series(self.rounds), int(time.time() * 1000))
-            self.write_s.append(time.monotonic() - began)
-            self.rounds += 1
-            self.stop.wait(max(0.0, SCRAPE_S - (time.monotonic() - began)))
+def write_fleet(url: str, labels: Sequence[tuple[str, int, bytes]], stamps: Sequence[int], batch: int = 2000) -> None:
+    """Every series once, with all its samples (remote write 1.0, uncompressed snappy framing)."""
+    rng = random.Random(1)
+    for start in range(0, len(labels), batch):
+        body = b"".join(_field(1, blob + _samples(kind, index, stamps, rng))
+                        for kind, index, blob in labels[start:start + batch])
+        request = urllib.request.Request(url, data=_snappy_literal(body), method="POST", headers={
+            "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+            "X-Prometheus-Remote-Write-Version": "0.1.0"})
+        try:
+            with urllib.request.urlopen(request, timeout=300) as response:
+                response.read()
+        except urllib.error.HTTPError as exc:
+            raise HarnessError(f"{url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
 
 
 def _group(url: str) -> dict[str, Any] | None:
@@ -97,68 +134,135 @@ def _group(url: str) -> dict[str, Any] | None:
     return next((g for g in groups if g["name"] == GROUP), None)
 
 
-def measure(nodes: int, evaluations: int, tmp: Path) -> dict[str, Any]:
-    rules = tmp / "failslow.rules.yml"
-    rules.write_text((ROOT / "alerts" / "failslow.rules.yml").read_text(encoding="utf-8"), encoding="utf-8")
+def _rule_name(rule: dict[str, Any], index: int) -> str:
+    labels = rule.get("labels") or {}
+    cause = f"{{cause={labels['cause']}}}" if "cause" in labels else ""
+    return f"{index:02d} {rule['name'].split(':', 1)[-1]}{cause}"
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds of a process (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _reload(prom: Any, config: dict[str, Any], rules: Sequence[Path]) -> float:
+    config["rule_files"] = [str(path) for path in rules]
+    prom.config_path.write_text(json.dumps(config), encoding="utf-8")
+    with urllib.request.urlopen(urllib.request.Request(prom.url + "/-/reload", method="POST"), timeout=60):
+        pass
+    return time.time()
+
+
+def _turn(prom: Any, evaluations: int, loaded: float, data_end: float) -> tuple[list[float], dict[str, list[float]]]:
+    """The group's evaluation times, and each rule's, over ``evaluations`` evaluations after ``loaded``."""
+    seen: dict[str, float] = {}
+    per_rule: dict[str, list[float]] = {}
+    deadline = time.monotonic() + 30 + 25 * evaluations
+    while len(seen) < evaluations and time.monotonic() < deadline and time.time() < data_end - SCRAPE_S:
+        found = _group(prom.url)
+        at = (found or {}).get("lastEvaluation", "")
+        if found and at.startswith("2") and rfc3339_epoch(at) > loaded and at not in seen:
+            seen[at] = float(found["evaluationTime"])
+            for index, rule in enumerate(found["rules"]):
+                per_rule.setdefault(_rule_name(rule, index), []).append(float(rule.get("evaluationTime", 0.0)))
+        time.sleep(0.5)
+    return list(seen.values()), per_rule
+
+
+def measure(nodes: int, rule_files: Sequence[Path], tmp: Path, *, evaluations: int, turns: int,
+            error_counters: int) -> list[dict[str, Any]]:
+    """The fleet written once; then each rule file's group alone, in turns (A, B, A, B ...), ``evaluations``
+    evaluations a turn: the machine's load drifts alike over both."""
+    rules = []
+    for index, rules_file in enumerate(rule_files):
+        document = yaml.safe_load(rules_file.read_text(encoding="utf-8"))
+        group = next(g for g in document["groups"] if g["name"] == GROUP)
+        rules.append(tmp / f"rules-{index}.yml")
+        rules[-1].write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False), encoding="utf-8")
     config: dict[str, Any] = {"global": {"scrape_interval": "10s", "evaluation_interval": "10s"},
                               "rule_files": [], "scrape_configs": []}
+    load_before = os.getloadavg()
     prom = start_prometheus_with(config, tmp / "prometheus", extra_args=["--web.enable-remote-write-receiver"])
-    writer = FleetWriter(prom.url + "/api/v1/write", nodes)
-    thread = threading.Thread(target=writer.run, daemon=True)
+    times: list[list[float]] = [[] for _ in rule_files]
+    cpu: list[list[float]] = [[] for _ in rule_files]
+    per_rule: list[dict[str, list[float]]] = [{} for _ in rule_files]
     try:
-        thread.start()
-        time.sleep(WARM_S)
-        config["rule_files"] = [str(rules)]
-        prom.config_path.write_text(json.dumps(config), encoding="utf-8")
-        with urllib.request.urlopen(urllib.request.Request(prom.url + "/-/reload", method="POST"), timeout=60):
-            pass
-        loaded = time.time()
-        seen: dict[str, float] = {}
-        slowest: dict[str, float] = {}
-        deadline = time.monotonic() + 60 + 30 * evaluations
-        while len(seen) < evaluations and time.monotonic() < deadline:
-            group = _group(prom.url)
-            at = (group or {}).get("lastEvaluation", "")
-            if group and at.startswith("2") and rfc3339_epoch(at) > loaded:
-                seen[at] = float(group["evaluationTime"])
-                for rule in group["rules"]:  # the slowest rules of the last evaluation seen
-                    slowest[f"{rule['name']}{rule.get('labels') or ''}"] = float(rule.get("evaluationTime", 0.0))
-            time.sleep(2.0)
+        labels = fleet_labels(nodes, error_counters)
+        began = time.time()
+        # the write takes about a second per 3,000 series here: its samples reach past its end and the turns
+        expected_write_s = len(labels) / 3000.0
+        first = began - BEHIND_S
+        last = began + expected_write_s + AHEAD_S + turns * len(rules) * (INTERVAL_S * (evaluations + 1) + 15)
+        stamps = [int((first + k * SCRAPE_S) * 1000) for k in range(int((last - first) / SCRAPE_S) + 1)]
+        write_fleet(prom.url + "/api/v1/write", labels, stamps)
+        written = time.time()
+        data_end = stamps[-1] / 1000.0
+        for _ in range(turns):
+            for index, path in enumerate(rules):
+                loaded = _reload(prom, config, [path])
+                cpu_before = _cpu_s(prom.popen.pid)
+                seen, rule_times = _turn(prom, evaluations, loaded, data_end)
+                if seen:
+                    cpu[index].append((_cpu_s(prom.popen.pid) - cpu_before) / len(seen))
+                times[index] += seen
+                for name, values in rule_times.items():
+                    per_rule[index].setdefault(name, []).extend(values)
+                _reload(prom, config, [])
+                time.sleep(INTERVAL_S / 2)
         rss = rss_bytes(prom.popen.pid)
     finally:
-        writer.stop.set()
-        thread.join(timeout=120)
         prom.stop()
-    times = sorted(seen.values())
-    return {"nodes": nodes, "chips": nodes * NPUS, "series": len(writer.labels), "evaluations": times,
-            "median_s": times[len(times) // 2] if times else None, "worst_s": times[-1] if times else None,
-            "write_s_median": sorted(writer.write_s)[len(writer.write_s) // 2] if writer.write_s else None,
-            "rss_mb": rss / MB, "slowest_rules": sorted(slowest.items(), key=lambda kv: -kv[1])[:4],
-            "load_average": os.getloadavg()[0]}
+    out = []
+    for index, rules_file in enumerate(rule_files):
+        ordered = sorted(times[index])
+        out.append({"nodes": nodes, "chips": nodes * NPUS, "series": len(labels), "samples_per_series": len(stamps),
+                    "write_s": round(written - began, 1), "evaluations": ordered,
+                    "median_s": statistics.median(ordered) if ordered else None,
+                    "worst_s": ordered[-1] if ordered else None,
+                    "cpu_s_per_evaluation": statistics.median(cpu[index]) if cpu[index] else None,
+                    "rss_mb": rss / MB, "rules": str(rules_file),
+                    "rules_median_s": sorted(((name, statistics.median(values)) for name, values in
+                                              per_rule[index].items()), key=lambda kv: -kv[1]),
+                    "load_average_before": load_before[0], "load_average_after": os.getloadavg()[0]})
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--nodes", default="1000,4000,16000", help="fleet sizes in nodes")
-    parser.add_argument("--evaluations", type=int, default=5)
+    parser.add_argument("--nodes", default="1000", help="fleet sizes in nodes (a shard holds 1,000)")
+    parser.add_argument("--evaluations", type=int, default=3, help="evaluations timed a turn")
+    parser.add_argument("--turns", type=int, default=2, help="turns of each rule file, in alternation")
+    parser.add_argument("--error-counters", type=int, default=4, choices=range(1, len(ERROR_COUNTERS) + 1),
+                        help="npu_roce_errors_total series per port (hccn_tool prints several)")
+    parser.add_argument("--rules", type=Path, action="append",
+                        help="rule file(s) holding the group, measured one after the other (default: the shipped)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    table = Table(("nodes", "chips", "series", "evaluation (median / worst)", "< 2 s", "Prometheus RSS",
-                   "a round's write", "slowest rules", "load average"))
+    rule_files = args.rules or [ROOT / "alerts" / "failslow.rules.yml"]
+    table = Table(("rules", "nodes", "chips", "series", "evaluation (median / worst)", "< 2 s",
+                   "Prometheus CPU a evaluation", "slowest rules (median)", "load average (before / after)"))
     results = []
     for nodes in (int(n) for n in args.nodes.split(",")):
         with tempfile.TemporaryDirectory(prefix="npuwatch-failslow-scale-") as tmp:
-            result = measure(nodes, args.evaluations, Path(tmp))
-        results.append(result)
-        median, worst = result["median_s"], result["worst_s"]
-        table.add(nodes, result["chips"], result["series"],
-                  f"{median:.3f} s / {worst:.3f} s (of {len(result['evaluations'])})" if median is not None else "none",
-                  "yes" if median is not None and median < 2.0 else "NO", f"{result['rss_mb']:.0f} MB",
-                  f"{result['write_s_median']:.1f} s" if result["write_s_median"] is not None else "-",
-                  ", ".join(f"{name.split(':')[-1]} {seconds:.2f} s" for name, seconds in result["slowest_rules"]),
-                  f"{result['load_average']:.1f}")
-    table.note(f"{NPUS} chips a node, jobs of {JOB_NODES} nodes; a round written every {SCRAPE_S:.0f} s while the "
-               f"group is timed; machine: {os.cpu_count()} CPUs, shared")
+            measured = measure(nodes, rule_files, Path(tmp), evaluations=args.evaluations, turns=args.turns,
+                               error_counters=args.error_counters)
+        for result in measured:
+            results.append(result)
+            median, worst, cpu = result["median_s"], result["worst_s"], result["cpu_s_per_evaluation"]
+            table.add(Path(result["rules"]).name, nodes, result["chips"], result["series"],
+                      f"{median:.3f} s / {worst:.3f} s (of {len(result['evaluations'])})" if median is not None
+                      else "none", "yes" if median is not None and median < 2.0 else "NO",
+                      f"{cpu:.2f} s" if cpu is not None else "-",
+                      ", ".join(f"{name.split(' ', 1)[1]} {seconds:.3f} s"
+                                for name, seconds in result["rules_median_s"][:3]),
+                      f"{result['load_average_before']:.1f} / {result['load_average_after']:.1f}")
+        sys.stdout.flush()
+    table.note(f"{NPUS} chips a node, jobs of {JOB_NODES} nodes, {args.error_counters} error counters a port; the "
+               f"series written first (a sample every {SCRAPE_S:.0f} s), then each file's group timed alone, "
+               f"{args.turns} turns of {args.evaluations} evaluations in alternation; Prometheus' evaluationTime and "
+               f"its process's CPU seconds over a turn's evaluations; machine: {os.cpu_count()} CPUs, shared. "
+               f"Sharded layout: a shard holds {NODES_PER_SHARD} nodes")
     print(table.render())
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
