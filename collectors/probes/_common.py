@@ -50,6 +50,7 @@ __all__ = [
     "SetupError",
     "add_timing_arguments",
     "best_of",
+    "collective_failure",
     "corruption_requested",
     "emit_result",
     "load_backend",
@@ -131,6 +132,16 @@ def slow_pair_delay(src: int, dst: int) -> float:
 def looks_like_timeout(exc: BaseException) -> bool:
     text = f"{type(exc).__name__} {exc}".lower()
     return "timeout" in text or "timed out" in text
+
+
+def collective_failure(exc: BaseException, stage: str) -> dict[str, str]:
+    """The result fields of a collective worker that raised in ``stage``.
+
+    Hung peers surface as timeouts; anything else in exec is the collective breaking (a hardware or network
+    fault), while a failure to connect is usually configuration.
+    """
+    status = "timeout" if looks_like_timeout(exc) else ("fail" if stage == "exec" else "error")
+    return {"status": status, "stage": stage, "message": f"{type(exc).__name__}: {exc}"}
 
 
 class _WallTimer:

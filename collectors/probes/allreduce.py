@@ -212,10 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result.update(status="error", stage=stage, message=str(exc))
         return result
     except Exception as exc:
-        # Hung peers surface as timeouts; anything else in exec is the collective breaking
-        # (a hardware or network fault), while a connect failure is usually configuration.
-        status = "timeout" if common.looks_like_timeout(exc) else ("fail" if stage == "exec" else "error")
-        result.update(status=status, stage=stage, message=f"{type(exc).__name__}: {exc}")
+        result.update(common.collective_failure(exc, stage))
         return result
     finally:
         if dist is not None and dist.is_initialized():

@@ -70,8 +70,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result.update(status="error", stage=stage, message=str(exc))
         return result
     except Exception as exc:
-        status = "timeout" if common.looks_like_timeout(exc) else ("fail" if stage == "exec" else "error")
-        result.update(status=status, stage=stage, message=f"{type(exc).__name__}: {exc}")
+        result.update(common.collective_failure(exc, stage))
         return result
     common.report_stage("done", rank)
     result.update(status="ok", stage="done")

@@ -25,12 +25,10 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ from agent.health.verdict_metrics import FAULT_METRIC
 from agent.top.model import NodeView, parse_view, samples_of
 from tests.support.paths import REPO
 from tests.support.prom_harness import PromProcess, start_prometheus
+from tests.support.static_exposition import StaticExposition
 
 CHIPS = 10
 NODE = "consistency-node"
@@ -194,48 +193,16 @@ def assert_agree(check: dict[str, Any], diagnose: dict[str, Any], planted: tuple
 # ----------------------------------------------------------------------------- the surfaces that read the export
 
 
-class Exposition:
-    """A ``/metrics`` whose body the test sets: what the agent of the current case would serve."""
-
-    def __init__(self) -> None:
-        self.body = b""
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = outer.body
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.server.server_port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @dataclass(frozen=True)
 class Fleet:
-    exposition: Exposition
+    exposition: StaticExposition
     prometheus: PromProcess
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     """One Prometheus for the module, scraping every second the exposition each case serves in turn."""
-    exposition = Exposition()
+    exposition = StaticExposition()
     prometheus = start_prometheus(tmp_path_factory.mktemp("prometheus"), [exposition.target])
     try:
         yield Fleet(exposition, prometheus)

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -25,6 +22,7 @@ from agent.cli import main as npuwatch_in_process
 from agent.health.thresholds import fault_kind
 from tests.support.paths import REPO
 from tests.support.prom_harness import PromProcess, start_prometheus
+from tests.support.static_exposition import StaticExposition
 
 CONDITION = "npuwatch:alert_condition:NPUJobStraggler"
 AGENT = 'npuwatch_build_info{node="node-b",version="test"} 1\n'
@@ -32,38 +30,6 @@ COMPUTE = (f'{CONDITION}{{kind="job_straggler",status="warn",node="node-b",npu="
            'cause="compute",training_job="llm-7"} 1\n')
 # what the host rule aggregates (max by training_job, node): the recorded condition keeps no job or instance
 HOST_SOURCE = 'test_host_straggler{node="node-d",training_job="llm-7",cause="host"} 1\n'
-
-
-class Exposition:
-    """A ``/metrics`` whose body the test sets."""
-
-    def __init__(self) -> None:
-        self.body = AGENT.encode()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = outer.body
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.server.server_port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def rules(path: Path) -> Path:
@@ -78,8 +44,8 @@ def rules(path: Path) -> Path:
 
 
 @pytest.fixture()
-def fleet(tmp_path: Path) -> Iterator[tuple[Exposition, PromProcess]]:
-    exposition = Exposition()
+def fleet(tmp_path: Path) -> Iterator[tuple[StaticExposition, PromProcess]]:
+    exposition = StaticExposition(AGENT.encode())
     prometheus = start_prometheus(tmp_path, [exposition.target], [rules(tmp_path / "failslow.rules.yml")])
     try:
         prometheus.wait_for('npuwatch_build_info{job="npuwatch"}')
@@ -98,7 +64,7 @@ def triage(prometheus: PromProcess, since: float, *options: str) -> tuple[int, s
 
 
 def test_triage_names_the_straggler_the_fleet_rules_judged_and_nothing_without_it(
-        fleet: tuple[Exposition, PromProcess]) -> None:
+        fleet: tuple[StaticExposition, PromProcess]) -> None:
     exposition, prometheus = fleet
     since = time.time() - 30
     code, out = triage(prometheus, since, "--json")
