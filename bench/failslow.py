@@ -64,6 +64,13 @@ BATCH_BYTES = 8 << 20  # bytes per import request (JSON lines)
 # Replay's results written back in bigger batches by two writers (the defaults: 1,000 series a flush, a
 # 100,000-sample queue), for the per-chip rules of a fleet-sized soak (bench/failslow_soak.py)
 REPLAY_FLAGS = ["-remoteWrite.concurrency=2", "-remoteWrite.maxBatchSize=20000", "-remoteWrite.maxQueueSize=2000000"]
+# The store the scenarios are replayed on. A look-back under the group's interval: a record is read at its own
+# evaluation only, as Prometheus' staleness markers end a recorded series that a rule stops returning (every raw
+# series the rules read is read over an explicit window). vmalert's replay writes a rule's result of one range
+# query (up to 1,000 points a series) as one request: 2,400 chips' worth is 44 MB, over VictoriaMetrics' default
+# 32 MB, and vmalert drops what is refused (a soak of that size lost recorded points and paged falsely).
+STORE_FLAGS = ["-search.disableCache", "-search.latencyOffset=0s", "-search.maxStalenessInterval=5s",
+               "-retentionPeriod=100y", "-maxInsertRequestSize=1073741824"]
 
 
 def _group() -> dict[str, Any]:
@@ -184,9 +191,17 @@ def replay(store: PromProcess, workdir: Path, interval: str, start: float, end: 
         if code != 0:
             raise HarnessError(f"vmalert replay of {rule['record']} failed ({code}): "
                                f"{log.read_text(errors='replace')[-2000:]}")
+        refused = replay_errors(log.read_text(errors="replace"))
+        if refused:  # results it could not write are gone: the evaluations after them would read holes
+            raise HarnessError(f"vmalert replay of {rule['record']} lost results: {refused[0]}")
         _flush(store)
         _wait_searchable(store, rule["record"], start, end)
     return time.monotonic() - began
+
+
+def replay_errors(log: str) -> list[str]:
+    """The error lines of a replay's log (run at -loggerLevel=ERROR, so every logged line but its banner)."""
+    return [line for line in log.splitlines() if "\terror\t" in line or "\tfatal\t" in line]
 
 
 def _wait_searchable(store: PromProcess, name: str, start: float, end: float, timeout: float = 30.0) -> None:
@@ -293,11 +308,7 @@ def run(path: Path) -> dict[str, Any]:
         workdir = Path(tmp)
         began = time.monotonic()
         simulation = Simulation(scenario)
-        # A look-back under the group's interval: a record is read at its own evaluation only, as Prometheus'
-        # staleness markers end a recorded series that a rule stops returning (every raw series the rules read
-        # is read over an explicit window)
-        store = start_victoriametrics(workdir / "vm", ["-search.disableCache", "-search.latencyOffset=0s",
-                                                       "-search.maxStalenessInterval=5s", "-retentionPeriod=100y"])
+        store = start_victoriametrics(workdir / "vm", STORE_FLAGS)
         try:
             import_json(store, simulation.json_lines(T0))
             samples = simulation.written

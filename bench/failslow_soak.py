@@ -200,8 +200,7 @@ def run_batch(index: int, documents: list[dict[str, Any]]) -> dict[str, Any]:
     duration = max(float(d["duration_s"]) for d in documents)
     with tempfile.TemporaryDirectory(prefix="npuwatch-soak-") as tmp:
         workdir = Path(tmp)
-        store = start_victoriametrics(workdir / "vm", ["-search.disableCache", "-search.latencyOffset=0s",
-                                                       "-search.maxStalenessInterval=5s", "-retentionPeriod=100y"])
+        store = start_victoriametrics(workdir / "vm", failslow.STORE_FLAGS)
         try:
             base = 0
             for document in documents:

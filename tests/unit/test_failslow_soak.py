@@ -64,3 +64,24 @@ def test_every_shape_drawn_keeps_a_nodes_chips_in_one_pipeline_stage() -> None:
         assert (layout["tp"] * layout["dp"]) % layout["npus_per_node"] == 0  # stage_of: rank // (tp x dp)
         seen.add((layout["npus_per_node"], ranks, layout["pp"]))
     assert {pp for _, _, pp in seen} == {1, 2, 4, 8} and {r for _, r, _ in seen} == {128, 256, 512, 1024}
+
+
+def test_a_replay_that_lost_results_is_told_from_a_clean_one() -> None:
+    from bench.failslow import replay_errors
+
+    banner = ("Replay mode:\nfrom: \t2023-11-14 22:13:20 +0000 UTC \nmax data points per request: 1000\n\n"
+              'Group "npuwatch-failslow"\ninterval: \t10s\n> Rule "npuwatch:npu_roce_pause_frames:irate" (ID: 1)\n')
+    lost = ("2026-12-07T12:49:50.450Z\terror\tVictoriaMetrics/app/vmalert/remotewrite/remotewrite.go:229\t"
+            "all 5 attempts to send request failed - dropping 2431 time series")
+    assert replay_errors(banner) == []
+    assert replay_errors(banner + lost + "\n") == [lost]
+
+
+def test_the_store_takes_a_replay_request_of_the_biggest_batch() -> None:
+    from bench.failslow import STORE_FLAGS
+
+    limit = next(int(flag.split("=", 1)[1]) for flag in STORE_FLAGS if flag.startswith("-maxInsertRequestSize="))
+    # a rule's result of one range query: 1,000 points a series, 18 kB a chip as vmalert 1.79 writes it (a
+    # 2,431-chip batch sent 44 MB); a soak batch stays under 100 nodes until its last job (up to 128 nodes) of
+    # up to 16 chips: 3,632 chips at most
+    assert limit > 3632 * 18_200
