@@ -88,6 +88,7 @@ def parse(text: str) -> StatRecord:
     counters: dict[str, int] = {}
     rejects = Rejects()
     prose = 0
+    bound, most = BOUNDS["counter"], LIMITS["counters"]
     for line_no, line in clean_lines(text, rejects):
         match = _COUNTER_RE.match(line)
         if match is None:
@@ -96,17 +97,24 @@ def parse(text: str) -> StatRecord:
             else:
                 prose += line.strip() != ""  # headers ("packet statistics:"), blank values, prose
             continue
-        name, value = match.group("name"), match.group("value")
-        if not _INTEGER_RE.fullmatch(value) or not BOUNDS["counter"].contains(int(value)):
+        name, value = match.group("name", "value")
+        if not _INTEGER_RE.fullmatch(value) or not bound.contains(number := int(value)):
             rejects.add(f"counter {name}: {value!r} is not a non-negative 64-bit integer", line_no, line)
-        elif name not in counters and len(counters) >= LIMITS["counters"]:
-            rejects.add(f"more than {LIMITS['counters']} counters", line_no, line)
+        elif name not in counters and len(counters) >= most:
+            rejects.add(f"more than {most} counters", line_no, line)
         else:
-            counters[name] = int(value)
+            counters[name] = number
     if not counters or prose > len(counters):
         # A listing is a header and counters; junk with a stray "x:1" line in it is still junk.
         raise_unparsable(text, "packet counters")
     return StatRecord(counters=counters, rejected=rejects.freeze())
+
+
+@functools.lru_cache(maxsize=1024)  # the names a port prints, looked at every round
+def _priority_direction(name: str) -> str | None:
+    """``rx`` or ``tx`` for a per-priority PFC counter's name, else None."""
+    match = _PFC_PRIORITY_RE.match(name)
+    return None if match is None else match.group("direction")
 
 
 def transmitted_bytes(record: StatRecord) -> int | None:
@@ -117,9 +125,8 @@ def pfc_pause_frames(record: StatRecord) -> dict[str, int]:
     """PFC frames per direction: the port's total where it prints one, else its priorities' sum."""
     by_priority: dict[str, int] = {}
     for name, value in record.counters.items():
-        match = _PFC_PRIORITY_RE.match(name)
-        if match is not None:
-            direction = match.group("direction")
+        direction = _priority_direction(name)
+        if direction is not None:
             by_priority[direction] = by_priority.get(direction, 0) + value
     frames: dict[str, int] = {}
     for direction, names in PFC_TOTALS.items():
@@ -132,17 +139,17 @@ def pfc_pause_frames(record: StatRecord) -> dict[str, int]:
 
 
 def samples(record: StatRecord, chip: ChipRef, ctx: CollectContext) -> list[Sample]:
-    port = {"npu": chip.npu, "chip": chip.chip}
+    port = label_pairs(npu=chip.npu, chip=chip.chip)
     out = [
-        Sample("npu_roce_errors_total", label_pairs(**port, counter=name), float(value))
+        Sample("npu_roce_errors_total", (*port, ("counter", name)), float(value))
         for name, value in sorted(record.counters.items())
         if is_error_counter(name)
     ]
     sent = transmitted_bytes(record)
     if sent is not None:
-        out.append(Sample("npu_roce_transmitted_bytes_total", label_pairs(**port), float(sent)))
+        out.append(Sample("npu_roce_transmitted_bytes_total", port, float(sent)))
     out += [
-        Sample("npu_roce_pfc_pause_frames_total", label_pairs(**port, direction=direction), float(frames))
+        Sample("npu_roce_pfc_pause_frames_total", (*port, ("direction", direction)), float(frames))
         for direction, frames in sorted(pfc_pause_frames(record).items())
     ]
     return out
