@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from collectors import hccn_link_stat, hccn_net_health, hccn_optical, hccn_speed
 from collectors.base import ChipRef, CollectContext, ParseError
 from collectors.bounds import LIMITS, Rejects, has_control_chars
 from collectors.hccn_link import clean_lines
+from tests.support.paths import CORPUS
 
 CHIP = ChipRef(5, 0)
 CTX = CollectContext()
@@ -142,3 +144,45 @@ def test_clean_lines_looks_at_the_whole_text_once_and_still_judges_each_line(tex
     rejects = Rejects()
     assert (clean_lines(text, rejects), [(r.line_no, r.line) for r in rejects.freeze()]) == \
         _clean_lines_line_by_line(text)
+
+
+_PLAIN = "packet statistics:\nmac_tx_pfc_pkt_num:12\nmac_tx_total_oct_num:98765432100\nroce_rx_err_pkt_num:0\n"
+
+
+@pytest.mark.parametrize("text", [
+    _PLAIN,
+    _PLAIN.removesuffix("\n"),                                   # no newline at the end
+    _PLAIN.removeprefix("packet statistics:\n"),                 # no header
+    "a:1\na:2\nb:3\n",                                           # a name twice: the last value, the first place
+    f"a:{2**64 - 1}\n",                                          # the largest counter there is
+    f"a:{2**64}\n",                                              # one past it: refused
+    "a" * 64 + ":1\n" + "b" * 65 + ":1\n",                       # a name one character too long
+    "".join(f"c{i}:1\n" for i in range(LIMITS["counters"])),     # as many counters as kept
+    "".join(f"c{i}:1\n" for i in range(LIMITS["counters"] + 1)),  # one more: refused
+    "packet statistics:\n\na:1\n",                               # a blank line
+    "packet statistics:\r\na:1\r\n",                             # CRLF
+    "[devid 0]a:1\n",
+    "a: 1\nb :2\n",                                              # the 950 port's spacing
+    "a:1\nb:-2\nc:0x10\n",
+    "packet statistics:\nheader two:\na:1\n",
+    "x:1\nsome prose\nmore prose\n",
+])
+def test_a_plain_listing_is_read_in_one_pass_exactly_as_line_by_line(text: str) -> None:
+    plain = hccn_stat._parse_plain(text)
+    try:
+        expected = hccn_stat._parse_lines(text)
+    except ParseError:
+        assert plain is None
+        return
+    assert plain is None or plain == expected
+    assert hccn_stat.parse(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    _PLAIN,
+    CORPUS / "tools" / "hccn_tool_-stat_-g__910A-roce-err-counters-only__src-mindcluster-faultdiag-kgparse.txt",
+])
+def test_what_hccn_tool_prints_takes_the_one_pass_read(text: str | Path) -> None:
+    if isinstance(text, Path):
+        text = text.read_text()
+    assert hccn_stat._parse_plain(text) is not None
