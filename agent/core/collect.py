@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,6 +147,7 @@ class SourceRunner:
         else:
             pool = self._pools[source.tool]
             futures = [(chip, pool.submit(one, chip)) for chip in targets]
+            wait([future for _, future in futures])  # woken once for the run, not once per chip
             for chip, future in futures:
                 try:
                     outcomes.append((chip, future.result()))

@@ -100,7 +100,10 @@ def _render_histogram(spec: MetricSpec, samples: Iterable[Sample], const: Mappin
     return FamilyBlock(spec.name, head + body, head + body)
 
 
-def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[str, str]) -> FamilyBlock:
+def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[str, str],
+                  heads: dict[tuple[str, ...], str] | None = None) -> FamilyBlock:
+    """``heads``: each series' line up to its value (name and labels) by label values, from the last render
+    of this family with these ``const`` labels; reused, then left holding this render's series alone."""
     if spec.type == "histogram":
         return _render_histogram(spec, samples, const)
     names = (*spec.labels, *const)
@@ -109,13 +112,22 @@ def render_family(spec: MetricSpec, samples: Iterable[Sample], const: Mapping[st
     const_values = tuple(_escape_value(value) for value in const.values())
     lines: list[str] = []
     name = spec.name
+    known = heads if heads is not None else {}
+    used: dict[tuple[str, ...], str] = {}
     for values, value in valid_rows(spec, samples):
-        full = (*(_escape_value(v) for v in values), *const_values)
-        if full:
-            labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order)])
-            lines.append(f'{name}{{{labels}"}} {_format_value(value)}\n')
-        else:
-            lines.append(f"{name} {_format_value(value)}\n")
+        head = known.get(values)
+        if head is None:
+            full = (*(_escape_value(v) for v in values), *const_values)
+            if full:
+                labels = '",'.join([prefix + full[i] for prefix, i in zip(prefixes, order)])
+                head = f'{name}{{{labels}"}} '
+            else:
+                head = f"{name} "
+        used[values] = head
+        lines.append(f"{head}{_format_value(value)}\n")
+    if heads is not None:
+        heads.clear()
+        heads.update(used)
     body = "".join(lines)
     help_text = _escape_help(spec.help)
     family = spec.name.removesuffix("_total") if spec.type == "counter" else spec.name
@@ -201,6 +213,9 @@ class SnapshotRenderer:
         self._lock = threading.Lock()
         # source -> (the samples tuple the blocks were made from, the blocks)
         self._blocks: dict[str, tuple[tuple[Sample, ...], list[FamilyBlock]]] = {}
+        # source -> family -> its series' rendered heads (render_family): a source stores the same series
+        # with new values every few seconds (the fail-slow sampling's port counters every 5 s)
+        self._heads: dict[str, dict[str, dict[tuple[str, ...], str]]] = {}
         self._reported: set[str] = set()
 
     def warm(self, snap: SourceSnapshot) -> None:
@@ -219,7 +234,8 @@ class SnapshotRenderer:
             if spec is None:
                 self._report(f"dropping metric {name} from {snap.source}: not in the catalogue")
                 continue
-            blocks.append(render_family(spec, samples, self._const))
+            heads = self._heads.setdefault(snap.source, {}).setdefault(name, {})
+            blocks.append(render_family(spec, samples, self._const, heads))
         self._blocks[snap.source] = (snap.samples, blocks)
         return blocks
 
@@ -233,6 +249,7 @@ class SnapshotRenderer:
             live = {snap.source for snap in snapshots}
             for source in [s for s in self._blocks if s not in live]:
                 del self._blocks[source]
+                self._heads.pop(source, None)
             fresh = {snap.source for snap in snapshots if snap.fresh(now)}
             for snap in snapshots:
                 if snap.source not in fresh:

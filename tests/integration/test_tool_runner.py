@@ -402,3 +402,51 @@ def test_kill_tree_of_a_finished_tool_is_quiet(tmp_path: Path) -> None:
     proc = subprocess.Popen(["true"], start_new_session=True)
     proc.wait()
     assert tool_runner.kill_tree(proc, "no-such-run") == 0
+
+
+@pytest.fixture(params=["pidfd", "polled"])
+def exit_watch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways the runner learns that the tool exited: a pidfd in its wait, or (no pidfd_open) a poll each turn."""
+    if request.param == "polled":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.fail("this Python has no os.pidfd_open: the pidfd path is not tested here")
+    return str(request.param)
+
+
+def test_either_exit_watch_reads_the_answer_and_the_exit_status(tmp_path: Path, exit_watch: str) -> None:
+    tool = _tool_script(tmp_path, "answer", "echo out\necho err >&2\nexit 3\n")
+    result = run_tool([tool], timeout_s=5, check=False)
+    assert (result.stdout, result.stderr, result.returncode) == ("out\n", "err\n", 3)
+
+
+def test_either_exit_watch_ends_a_mute_hang_at_the_deadline(tmp_path: Path, exit_watch: str) -> None:
+    tool = _tool_script(tmp_path, "mute", "exec >&- 2>&-\nexec sleep 30\n")
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout):
+        run_tool([tool], timeout_s=0.2)
+    assert time.monotonic() - started < 0.9
+
+
+def test_either_exit_watch_does_not_wait_for_a_grandchild_holding_stdout(tmp_path: Path, exit_watch: str) -> None:
+    marker = f"npuwatch-holder-{exit_watch}-{os.getpid()}"
+    tool = _script(tmp_path, "holder", f"echo answer\n{_sleeper(marker)} &\nexit 0\n")
+    started = time.monotonic()
+    assert run_tool([tool], timeout_s=10).stdout == "answer\n"
+    assert time.monotonic() - started < 3
+    assert wait_until(lambda: not _alive_with(marker)), _alive_with(marker)
+
+
+def test_runs_leave_no_descriptor_open(tmp_path: Path) -> None:
+    """The pipes and the exit watch's pidfd are closed after every kind of run: answer, failure, timeout."""
+    ok = _tool_script(tmp_path, "ok", "echo ok\n")
+    failing = _tool_script(tmp_path, "failing", "exit 2\n")
+    hung = _tool_script(tmp_path, "hung", "exec sleep 30\n")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        run_tool([ok], timeout_s=5)
+        with pytest.raises(ToolFailed):
+            run_tool([failing], timeout_s=5)
+    with pytest.raises(ToolTimeout):
+        run_tool([hung], timeout_s=0.1)
+    assert len(os.listdir("/proc/self/fd")) == before

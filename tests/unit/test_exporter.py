@@ -473,3 +473,36 @@ def test_a_family_with_an_owner_comes_from_the_owner_while_it_is_fresh(caplog: p
     clock.now += 10  # the owner is stale, the table is not: the table's reading is shown again
     assert 'npu_aicore_utilization_ratio{chip="0",npu="0"} 0.25' in renderer.render(False).decode()
     assert "two sources" not in caplog.text  # a designed hand-over, not a collision
+
+
+def test_a_source_rendered_again_with_new_values_renders_as_a_fresh_renderer_would() -> None:
+    """The series' heads kept from the last render (name and labels) never leak an old series or label."""
+    clock = FixedClock()
+    store = store_with(clock)
+    store.register("hccn_stat", 5.0)
+    kept = SnapshotRenderer(store, {"node": "n\"1"}, 1)
+
+    def port(npu: int, counter: str) -> tuple[tuple[str, str], ...]:
+        return (("npu", str(npu)), ("chip", "0"), ("counter", counter))
+
+    rounds = [
+        [Sample("npu_roce_errors_total", port(0, "roce_rx_err_pkt_num"), 1.0),
+         Sample("npu_roce_errors_total", port(1, "roce_rx_err_pkt_num"), 2.0),
+         Sample("npu_chips", (), 2.0)],
+        [Sample("npu_roce_errors_total", port(1, "roce_rx_err_pkt_num"), 5.0),  # npu 0 gone
+         Sample("npu_roce_errors_total", port(1, "mac_rx_bad_pkt_num"), 7.0),   # a new series
+         Sample("npu_chips", (), 1.0)],
+        [Sample("npu_roce_errors_total", port(0, "roce_rx_err_pkt_num"), 9.0)],  # npu 0 back, npu_chips gone
+    ]
+    for samples in rounds:
+        store.put_success("hccn_stat", samples, None, 1.0, 1.0)
+        snap = store.get("hccn_stat")
+        assert snap is not None
+        kept.warm(snap)
+        fresh = SnapshotRenderer(store, {"node": "n\"1"}, 1)
+        for openmetrics in (False, True):
+            assert kept.render(openmetrics) == fresh.render(openmetrics)
+    assert set(kept._heads["hccn_stat"]["npu_roce_errors_total"]) == {("0", "0", "roce_rx_err_pkt_num")}
+    store.unregister("hccn_stat")
+    kept.render(False)
+    assert "hccn_stat" not in kept._heads

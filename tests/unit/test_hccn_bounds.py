@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from collectors import hccn_link_stat, hccn_net_health, hccn_optical, hccn_speed, hccn_stat
 from collectors.base import ChipRef, CollectContext, ParseError
-from collectors.bounds import LIMITS
+from collectors.bounds import LIMITS, Rejects, has_control_chars
+from collectors.hccn_link import clean_lines
+from tests.support.paths import CORPUS
 
 CHIP = ChipRef(5, 0)
 CTX = CollectContext()
@@ -109,3 +114,75 @@ def test_control_character_lines_are_skipped_and_reported() -> None:
     record = hccn_stat.parse("roce_rx_err_pkt_num:1\nroce_tx_err\x00_pkt_num:2\n")
     assert record.counters == {"roce_rx_err_pkt_num": 1}
     assert [(r.line_no, r.reason) for r in record.rejected] == [(2, "line too long or with control characters")]
+
+
+def _clean_lines_line_by_line(text: str) -> tuple[list[tuple[int, str]], list[tuple[int | None, str]]]:
+    """What ``clean_lines`` must return: every line looked at on its own (the rule it speeds up)."""
+    kept, rejects = [], Rejects()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if len(line) > LIMITS["line_chars"] or has_control_chars(line):
+            rejects.add("line too long or with control characters", number, line)
+            continue
+        line = re.sub(r"^\[dev(?:ice)?\s*id\s*\d+\]\s*", "", line, flags=re.IGNORECASE).strip()
+        if line:
+            kept.append((number, line))
+    return kept, [(r.line_no, r.line) for r in rejects.freeze()]
+
+
+@pytest.mark.parametrize("text", [
+    "packet statistics:\nmac_tx_total_oct_num:12\n\n  [devid 3] roce_rx_err_pkt_num:1  \n[DeviceId 4]\n",
+    "a:1\r\nb:2\r\n",                             # CRLF: \r ends a line, it is in none
+    "a:1\nb\x00c:2\nd:3\n",                       # one line with a NUL among clean ones
+    "a:1\u2028b:2\nc\x85d:3\x1ce:4\n",             # separators splitlines knows besides \n
+    "a:1\n" + "x" * (LIMITS["line_chars"] + 1) + ":1\nb:2\n",  # a line too long in clean text
+    "[devid 1]\x1b[31mred:1\n[xdevid 2]a:1\n",
+    "",
+    "\n\n\n",
+])
+def test_clean_lines_looks_at_the_whole_text_once_and_still_judges_each_line(text: str) -> None:
+    rejects = Rejects()
+    assert (clean_lines(text, rejects), [(r.line_no, r.line) for r in rejects.freeze()]) == \
+        _clean_lines_line_by_line(text)
+
+
+_PLAIN = "packet statistics:\nmac_tx_pfc_pkt_num:12\nmac_tx_total_oct_num:98765432100\nroce_rx_err_pkt_num:0\n"
+
+
+@pytest.mark.parametrize("text", [
+    _PLAIN,
+    _PLAIN.removesuffix("\n"),                                   # no newline at the end
+    _PLAIN.removeprefix("packet statistics:\n"),                 # no header
+    "a:1\na:2\nb:3\n",                                           # a name twice: the last value, the first place
+    f"a:{2**64 - 1}\n",                                          # the largest counter there is
+    f"a:{2**64}\n",                                              # one past it: refused
+    "a" * 64 + ":1\n" + "b" * 65 + ":1\n",                       # a name one character too long
+    "".join(f"c{i}:1\n" for i in range(LIMITS["counters"])),     # as many counters as kept
+    "".join(f"c{i}:1\n" for i in range(LIMITS["counters"] + 1)),  # one more: refused
+    "packet statistics:\n\na:1\n",                               # a blank line
+    "packet statistics:\r\na:1\r\n",                             # CRLF
+    "[devid 0]a:1\n",
+    "a: 1\nb :2\n",                                              # the 950 port's spacing
+    "a:1\nb:-2\nc:0x10\n",
+    "packet statistics:\nheader two:\na:1\n",
+    "x:1\nsome prose\nmore prose\n",
+])
+def test_a_plain_listing_is_read_in_one_pass_exactly_as_line_by_line(text: str) -> None:
+    plain = hccn_stat._parse_plain(text)
+    try:
+        expected = hccn_stat._parse_lines(text)
+    except ParseError:
+        assert plain is None
+        return
+    assert plain is None or plain == expected
+    assert hccn_stat.parse(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    _PLAIN,
+    CORPUS / "tools" / "hccn_tool_-stat_-g__910A-roce-err-counters-only__src-mindcluster-faultdiag-kgparse.txt",
+])
+def test_what_hccn_tool_prints_takes_the_one_pass_read(text: str | Path) -> None:
+    if isinstance(text, Path):
+        text = text.read_text()
+    assert hccn_stat._parse_plain(text) is not None

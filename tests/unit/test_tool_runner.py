@@ -130,12 +130,31 @@ def test_tool_env_sets_c_locale_lets_extra_win_but_not_over_the_run_id(monkeypat
     monkeypatch.setenv("LANG", "de_DE.UTF-8")
     monkeypatch.setenv("NPUWATCH_MUT_MARK", "kept")
     env = tool_runner._tool_env({"LC_ALL": "POSIX", RUN_ID_ENV: "forged", "EXTRA": "1"}, "run-1")
-    assert env["LANG"] == "C"
-    assert env["LC_ALL"] == "POSIX"
-    assert env["EXTRA"] == "1"
-    assert env["NPUWATCH_MUT_MARK"] == "kept"
-    assert env[RUN_ID_ENV] == "run-1"
-    assert tool_runner._tool_env(None, "run-2")["LC_ALL"] == "C"
+    assert env[b"LANG"] == b"C"
+    assert env[b"LC_ALL"] == b"POSIX"
+    assert env[b"EXTRA"] == b"1"
+    assert env[b"NPUWATCH_MUT_MARK"] == b"kept"
+    assert env[RUN_ID_ENV.encode()] == b"run-1"
+    assert tool_runner._tool_env(None, "run-2")[b"LC_ALL"] == b"C"
+
+
+def test_tool_env_follows_every_change_of_the_agents_environment_and_of_extra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoded environment is reused between runs: a change to os.environ or to ``extra`` is still seen."""
+    monkeypatch.setenv("NPUWATCH_ENV_PROBE", "one")
+    extra = {"EXTRA": "a"}
+    first = tool_runner._tool_env(extra, "run-1")
+    assert first[b"NPUWATCH_ENV_PROBE"] == b"one" and first[b"EXTRA"] == b"a"
+    first[b"EXTRA"] = b"mutated by a caller"  # a copy per run: the next run does not see it
+    second = tool_runner._tool_env(extra, "run-2")
+    assert second[b"EXTRA"] == b"a" and second[RUN_ID_ENV.encode()] == b"run-2"
+    monkeypatch.setenv("NPUWATCH_ENV_PROBE", "two")
+    assert tool_runner._tool_env(extra, "run-3")[b"NPUWATCH_ENV_PROBE"] == b"two"
+    monkeypatch.delenv("NPUWATCH_ENV_PROBE")
+    assert b"NPUWATCH_ENV_PROBE" not in tool_runner._tool_env(extra, "run-4")
+    extra["EXTRA"] = "b"
+    assert tool_runner._tool_env(extra, "run-5")[b"EXTRA"] == b"b"
+    assert tool_runner._tool_env(None, "run-6").get(b"EXTRA") is None
 
 
 def test_empty_argv_is_refused() -> None:
