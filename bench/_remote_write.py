@@ -59,11 +59,16 @@ def remote_write(url: str, series: Sequence[tuple[bytes, float]], ms: int | None
     for start in range(0, len(series), batch):
         stamp = int(time.time() * 1000) if ms is None else ms
         body = b"".join(_field(1, labels + _sample(value, stamp)) for labels, value in series[start:start + batch])
-        request = urllib.request.Request(url, data=_snappy_literal(body), method="POST", headers={
-            "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
-            "X-Prometheus-Remote-Write-Version": "0.1.0"})
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                response.read()
-        except urllib.error.HTTPError as exc:
-            raise HarnessError(f"{url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
+        post_write_request(url, body, timeout=120)
+
+
+def post_write_request(url: str, body: bytes, timeout: float) -> None:
+    """POST one remote write 1.0 request (``body``: its series fields), snappy-framed uncompressed."""
+    request = urllib.request.Request(url, data=_snappy_literal(body), method="POST", headers={
+        "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+        "X-Prometheus-Remote-Write-Version": "0.1.0"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        raise HarnessError(f"{url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None

@@ -41,9 +41,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._remote_write import _field, _snappy_literal, _varint, labels_blob  # noqa: E402
+from bench._remote_write import _field, _varint, labels_blob, post_write_request  # noqa: E402
 from bench._util import MB, Table, rss_bytes  # noqa: E402
-from tests.support.prom_harness import HarnessError, rfc3339_epoch, start_prometheus_with  # noqa: E402
+from tests.support.prom_harness import rfc3339_epoch, start_prometheus_with  # noqa: E402
 
 NPUS = 16
 JOB_NODES = 64
@@ -115,14 +115,7 @@ def write_fleet(url: str, labels: Sequence[tuple[str, int, bytes]], stamps: Sequ
     for start in range(0, len(labels), batch):
         body = b"".join(_field(1, blob + _samples(kind, index, stamps, rng))
                         for kind, index, blob in labels[start:start + batch])
-        request = urllib.request.Request(url, data=_snappy_literal(body), method="POST", headers={
-            "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
-            "X-Prometheus-Remote-Write-Version": "0.1.0"})
-        try:
-            with urllib.request.urlopen(request, timeout=300) as response:
-                response.read()
-        except urllib.error.HTTPError as exc:
-            raise HarnessError(f"{url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
+        post_write_request(url, body, timeout=300)
 
 
 def _group(url: str) -> dict[str, Any] | None:
