@@ -74,7 +74,8 @@ NODE1 = {
     "collectors": {
         "npu_smi": {"interval": "1s", "usages_interval": "2s", "health_interval": f"{HEALTH_S:g}s",
                     "timeout": "3s", "per_process_metrics": True},
-        "hccn_tool": {"interval": f"{ROCE_S:g}s", "timeout": "3s"},
+        # -stat (the error counters) on the RoCE pass's cadence too: its own interval defaults to the fail-slow 5 s
+        "hccn_tool": {"interval": f"{ROCE_S:g}s", "stat_interval": f"{ROCE_S:g}s", "timeout": "3s"},
         # require_idle off: the process faults below keep the node busy, and the crashing
         # ascend-dmi must still run so the "Collectors failing" panels have data.
         "ascend_dmi": {"enabled": True, "interval": "2s", "timeout": "3s", "require_idle": False},
@@ -287,6 +288,8 @@ def test_faults_reach_the_webhook_and_dashboards_have_data(stack: Stack) -> None
     # before that RoCE pass comes round, so wait for it, bounded: a counter the agent loses or refuses still fails.
     prom.wait_for(f'increase(npu_roce_link_up_transitions_total{{node="{FAULTY}",npu="3"}}[1m]) > 0',
                   timeout=FLAPS_COUNTED_S)
+    # the dark port's error counters likewise rise on the -stat pass after the fault, then are scraped
+    prom.wait_for(f'sum(increase(npu_roce_errors_total{{node="{FAULTY}",npu="3"}}[1m])) > 0', timeout=FLAPS_COUNTED_S)
     empty: set[tuple[str, str]] = set()
     unexpected: list[str] = []
     ran = 0
