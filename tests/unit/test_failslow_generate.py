@@ -17,6 +17,7 @@ import yaml
 from agent.health.failslow_limits import FAILSLOW_LIMITS, FailSlowLimits, duration_fields
 from agent.health.thresholds import fault_kind
 from alerts import failslow, generate, retarget
+from tests.support.paths import REPO
 
 COMPUTE, LINK, HOST = ("candidate", "compute"), ("candidate", "link"), ("candidate", "host")
 AICORE, PAUSE = "npuwatch:npu_aicore_utilization:", "npuwatch:npu_roce_pause_frames:"
@@ -186,3 +187,15 @@ def test_the_job_selector_is_a_parameter_and_retarget_takes_the_generated_file()
     assert 'npu_aicore_utilization_ratio{job="npu-agents", cluster="a"}[30s]' in made
     assert "--selector 'job=\"npu-agents\", cluster=\"a\"'" in made.splitlines()[0]
     assert retarget.retarget('job="npu-agents"')["failslow.rules.yml"] == generate.failslow_rules('job="npu-agents"')
+
+
+def test_the_readme_lists_every_placeholder_with_its_value_today() -> None:
+    """alerts/README.md's table of the fail-slow placeholders: every field and the hold, as the rules write them."""
+    text = (REPO / "alerts" / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Fail-slow rules", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, str] = {}
+    for row in section.splitlines():
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            listed.update(zip(re.findall(r"`([a-z0-9_]+)`", cells[0]), cells[2].split(", ")))
+    assert listed == failslow.values(FAILSLOW_LIMITS, generate.HOLD)
