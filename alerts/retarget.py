@@ -5,9 +5,9 @@
 
 The committed rules select the agent's series with ``job="npuwatch"``. This writes each
 ``alerts/*.rules.yml`` under ``--output`` with that matcher replaced by the selector's matchers: the node-fault
-alerts are generated for it (``alerts.generate``), the hand-written files (agent, HCCL, probes, fleet, fail-slow,
-npu-exporter names) are rewritten matcher by matcher. When the selector only renames the job, their promtool
-cases are written too (``tests/*-test.yml``, whose input series and expected labels name the job), so
+alerts and the fail-slow rules are generated for it (``alerts.generate``), the hand-written files (agent, HCCL,
+probes, fleet, npu-exporter names) are rewritten matcher by matcher. When the selector only renames the job, their
+promtool cases are written too (``tests/*-test.yml``, whose input series and expected labels name the job), so
 ``promtool test rules OUT/tests/*-test.yml`` checks the copy as CI checks the originals; a selector with other
 matchers gets the rules only, since the cases cannot know which alerts keep the extra labels.
 
@@ -50,6 +50,8 @@ def retarget(selector: str) -> dict[str, str]:
     for path in sorted(HERE.glob("*.rules.yml")):
         if path == generate.RULES:
             out[path.name] = made.rules
+        elif path == generate.FAILSLOW:
+            out[path.name] = made.failslow
         else:
             out[path.name] = path.read_text(encoding="utf-8").replace(MATCHER, replacement)
     if set(matchers) == {"job"}:

@@ -8,7 +8,9 @@ on its exported finding (``npu_fault_since_timestamp_seconds{kind}``) after ``fo
 ``alert_severity``; ``alert_note`` says why a kind pages otherwise than its status says, or not at all.
 A ``fleet`` kind is judged once by the fleet's rules, which need every rank of a job (``job_straggler``:
 NPUJobStraggler, whose ``cause`` label is one of the kind's ``causes``); no agent or command judges it, and
-``triage --prometheus`` reads its alert.
+``triage --prometheus`` reads its alert. Its numbers are its ``fleet_limits`` (``agent.health.failslow_limits``):
+``alerts/failslow.rules.yml`` is generated from them and the hand-written expressions of
+``alerts/failslow.rules.in.yml``, and its ``threshold`` and ``for_s`` are stated from them.
 ``check.flap_window`` and ``check.max_isolated_pages`` override ``window_s`` of ``link_flap`` and
 ``threshold`` of ``hbm_pages_over`` for every consumer that reads the config (``check`` and ``diagnose``).
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.handling.levels import table_of
+from agent.health.failslow_limits import FAILSLOW_LIMITS, FailSlowLimits
 from agent.health.status import FAIL, WARN
 from collectors.fault_levels import FaultTable
 
@@ -77,6 +80,7 @@ class FaultKind:
     # --prometheus) reports it.
     fleet: bool = False
     causes: tuple[RuleCause, ...] = ()  # the values of the fleet rule's ``cause`` label, what each is and its action
+    fleet_limits: FailSlowLimits | None = None  # the numbers of the fleet rule (its file is generated from them)
 
     @property
     def short(self) -> str:
@@ -329,10 +333,11 @@ FAULT_KINDS: dict[str, FaultKind] = {k.kind: k for k in (
               alert_note=_PROBE_NOTE, runbook="NPUGEMMProbeSlow", runbooks=_PROBE_SLOW_RUNBOOKS, hints=_PROBE_HINTS),
     # The fleet's finding (alerts/failslow.rules.yml, docs/failslow.md): one rank, port or host of a training job
     # slower than the job's others. It slows a job rather than stopping it, so it weighs as background.
-    FaultKind("job_straggler", "failslow", WARN, "the job's median and 6 MADs", None,
+    FaultKind("job_straggler", "failslow", WARN, FAILSLOW_LIMITS.threshold, None,
               "rank, port or host slowing its training job", 1.5, "slow_chip",
               "tell the job's owner (the job is slowed, not failed: a checkpoint now keeps the work), then see what "
-              "the cause says", alert="NPUJobStraggler", fleet=True, causes=_STRAGGLER_CAUSES,
+              "the cause says", alert="NPUJobStraggler", for_s=FAILSLOW_LIMITS.alert_for_s, fleet=True,
+              causes=_STRAGGLER_CAUSES, fleet_limits=FAILSLOW_LIMITS,
               alert_note="judged by the fleet's rules, which compare every rank of a job (no agent sees the others); "
                          "`npuwatch triage --prometheus` reports its alert"),
 )}
