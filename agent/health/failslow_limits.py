@@ -7,7 +7,7 @@ and states its threshold from them; docs/failslow.md says why each has its value
 
 A field in seconds (``unit`` ``s`` in its metadata) is written as a duration (``30s``, ``10m``); every other
 one as a number. Busy fractions and CPU use are ratios (0-1); ``_per_s`` is a rate per second. The recorded
-series keep their names (``avg30s``, ``min25s``, ``rate45s``, ``avg15s``, ``fourth``) whatever the windows:
+series keep their names (``avg30s``, ``min35s``, ``rate45s``, ``avg15s``, ``fourth``) whatever the windows:
 dashboards, the runbook and the benches name them.
 """
 
@@ -43,9 +43,9 @@ class FailSlowLimits:
     job_median_busy_min_ratio: float = 0.1
 
     # link: a port pausing or retrying, compared with the other ports of its node.
-    # The lowest pause-frame rate over this window: 3 evaluations at 10 s. Never a whole number of evaluation
+    # The lowest pause-frame rate over this window: 4 evaluations at 10 s. Never a whole number of evaluation
     # intervals: such a range holds one more evaluation on Prometheus 2 than on VictoriaMetrics or Prometheus 3.
-    link_pause_window_s: int = _seconds(25)
+    link_pause_window_s: int = _seconds(35)
     link_pause_frames_min_per_s: float = 50
     link_pause_node_median_factor: float = 5  # over this many times the node's median port
     link_pause_node_mads: float = 10  # plus this many of the node's MADs

@@ -26,16 +26,16 @@ AICORE, PAUSE = "npuwatch:npu_aicore_utilization:", "npuwatch:npu_roce_pause_fra
 WHERE: dict[str, tuple[float, tuple[Any, ...], str]] = {
     "evaluation_interval_s": (20, ("group",), "{}"),
     "compute_window_s": (40, (AICORE + "avg30s_by_rank",), '{{job="npuwatch"}}[{}])'),
-    "compute_above_node_median_ratio": (0.05, (COMPUTE,), "avg30s_deviation > {}\n"),
+    "compute_above_node_median_ratio": (0.05, (COMPUTE,), "avg30s_deviation > {})"),
     "compute_job_mads": (7, (COMPUTE,), "({} * npuwatch:npu_aicore_utilization:avg30s_job_mad)"),
     "compute_node_nth_busiest": (5, (AICORE + "avg30s_job_node_fourth",), "(training_job, node) ({}, "),
     "compute_above_nth_busiest_ratio": (0.03, (COMPUTE,), ") > {}\n"),
-    "compute_min_chips_per_node": (6, (COMPUTE,), "avg30s_by_rank) >= {})"),
+    "compute_min_chips_per_node": (6, (AICORE + "avg30s_job_node_fourth",), "avg30s_by_rank) >= {})"),
     "job_median_busy_min_ratio": (0.15, (COMPUTE, HOST), "avg30s_job_median > {})"),
-    "link_pause_window_s": (35, (PAUSE + "min25s",), "irate[{}])"),
-    "link_pause_frames_min_per_s": (80, (LINK,), "min25s > {}\n"),
-    "link_pause_node_median_factor": (4, (LINK,), "{} * npuwatch:npu_roce_pause_frames:min25s_node_median"),
-    "link_pause_node_mads": (12, (LINK,), "+ {} * npuwatch:npu_roce_pause_frames:min25s_node_mad"),
+    "link_pause_window_s": (55, (PAUSE + "min35s",), "irate[{}])"),
+    "link_pause_frames_min_per_s": (80, (LINK,), "min35s > {}\n"),
+    "link_pause_node_median_factor": (4, (LINK,), "{} * npuwatch:npu_roce_pause_frames:min35s_node_median"),
+    "link_pause_node_mads": (12, (LINK,), "+ {} * npuwatch:npu_roce_pause_frames:min35s_node_mad"),
     "link_rate_window_s": (50, ("npuwatch:npu_roce_retransmissions:rate45s",
                                 "npuwatch:npu_roce_transmitted_bytes:rate45s_job_median"), '"}}[{}])'),
     "link_retransmissions_min_per_s": (2, (LINK,), "rate45s > {}\n"),
@@ -84,7 +84,7 @@ def test_check_fails_while_the_committed_failslow_rules_differ(tmp_path: Path, m
     shutil.copyfile(generate.FAILSLOW, committed)
     monkeypatch.setattr(generate, "FAILSLOW", committed)
     assert generate.main(["--check"]) == 0
-    committed.write_text(committed.read_text(encoding="utf-8").replace("> 0.04\n", "> 0.05\n"), encoding="utf-8")
+    committed.write_text(committed.read_text(encoding="utf-8").replace("> 0.04)", "> 0.05)"), encoding="utf-8")
     assert generate.main(["--check"]) == 1
     assert f"stale: {committed}" in capsys.readouterr().err
     committed.unlink()
@@ -171,7 +171,7 @@ def test_the_registry_states_the_threshold_and_the_wait_from_the_same_limits() -
     stricter = dataclasses.replace(FAILSLOW_LIMITS, compute_job_mads=7)
     assert stricter.threshold == "the job's median and 7 MADs (6 for a host)"
     assert f"for: {failslow.duration(entry.for_s)}\n" in generate.failslow_rules()
-    assert FAILSLOW_LIMITS.link_pause_evaluations == 3
+    assert FAILSLOW_LIMITS.link_pause_evaluations == 4
 
 
 @pytest.mark.parametrize("change", [{"link_pause_window_s": 30}, {"compute_window_s": 0}, {"host_window_s": 7.5},
