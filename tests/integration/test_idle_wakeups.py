@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from collectors.dcmi.serve import Server, encode, limit_of
 from tests.support.agent_harness import wait_for
 from tests.support.daemon import Daemon
 from tests.support.web_harness import StartServer, serve
+
+if TYPE_CHECKING:
+    from collectors.dcmi.serve import Work
 
 __all__ = ["serve"]  # fixture
 
@@ -59,3 +65,41 @@ def test_the_daemons_main_thread_sleeps_until_a_signal(daemon: Daemon) -> None:
     daemon.proc.send_signal(signal.SIGTERM)
     assert daemon.proc.wait(10) == 0
     assert time.monotonic() - started < 5
+
+
+def test_the_dcmi_watchdog_sleeps_until_a_calls_deadline_and_still_answers_for_a_hang() -> None:
+    release = threading.Event()
+    answers: list[bytes] = []
+
+    def plan(line: bytes) -> tuple[list[Work], list[dict[str, Any]]]:
+        request = json.loads(line)
+        return [(request["id"], None, request, limit_of(request))], []
+
+    def run(request_id: Any, item: Any) -> dict[str, Any]:
+        if item.get("call") == "hang":
+            release.wait(10)
+        return {"id": request_id, "ok": True, "value": item.get("call")}
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as stdin, os.fdopen(write_end, "wb", buffering=0) as requests:
+        server = Server(stdin, answers.append, plan, run)
+        serving = threading.Thread(target=server.serve, daemon=True)
+        serving.start()
+        assert wait_for(lambda: any(t.name == "dcmi-watchdog" for t in threading.enumerate()), timeout=5)
+        [watchdog] = [t for t in threading.enumerate() if t.name == "dcmi-watchdog"]
+        assert watchdog.native_id is not None
+        requests.write(encode({"id": 1, "call": "quick", "limit": 2.0}))
+        assert wait_for(lambda: b'"value":"quick"' in b"".join(answers), timeout=5)
+        before = wakes(os.getpid(), watchdog.native_id)
+        time.sleep(1.5)  # idle; the quick call's deadline passes: at most that one wake
+        assert wakes(os.getpid(), watchdog.native_id) - before <= 2  # a 0.25 s tick: ~6
+        started = time.monotonic()
+        requests.write(encode({"id": 2, "call": "hang", "limit": 0.3}))
+        assert wait_for(lambda: b'"kind":"timeout"' in b"".join(answers), timeout=5)
+        assert 0.25 < time.monotonic() - started < 1.0  # answered for at its deadline
+        requests.write(encode({"id": 3, "call": "after", "limit": 2.0}))  # a new serving thread goes on
+        assert wait_for(lambda: b'"value":"after"' in b"".join(answers), timeout=5)
+        release.set()
+        requests.close()  # end of input: the server returns
+        serving.join(5)
+        assert not serving.is_alive()
