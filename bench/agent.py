@@ -24,7 +24,8 @@ Prints one table (metric | value | target | ok). What each row measures:
   chip's AI Core busy fraction and clock every 5 s), ``*-before`` with it off (``stat_interval`` and
   ``failslow_interval`` none: -stat once a minute, the AI Core readings at the npu-smi intervals);
   ``npu-smi-5s`` (not run by default) also reads the npu-smi info table every 5 s, which is how a node
-  without DCMI gets its busy fraction every 5 s.
+  without DCMI gets its busy fraction every 5 s. In the fail-slow modes the bench also GETs
+  ``/metrics/failslow`` every 5 s during the window, as the generated Prometheus configs do.
   The ``dcmi`` modes load the fake libdcmi.so (tests/fixtures/dcmi/fake_dcmi.c, compiled here) for the
   readings it serves; the DCMI helper is a Python process of the agent's own, so its CPU is printed
   apart and added to the agent's. The tools' own CPU (fakes are Python scripts: their start-up is not
@@ -78,6 +79,8 @@ RSS_TARGET = 60 << 20
 RSS_GROWTH_TARGET = 1 << 20
 CPU_TARGET_S_PER_H = 36.0
 FAILSLOW_CPU_TARGET_S_PER_H = 40.0  # issue 43: the agent's own CPU with the fail-slow sampling on, 16 chips
+FAILSLOW_PATH = "/metrics/failslow"
+FAILSLOW_SCRAPE_S = 5.0  # the npuwatch-failslow job's scrape interval (docs/failslow.md#signals)
 TOOLS = ("npu-smi", "hccn_tool", "ascend-dmi")
 
 
@@ -181,6 +184,7 @@ class ProcessRun:
     rss: int
     expected_calls_per_min: float
     given_back: tuple[str, ...] = ()  # sources the DCMI trust check handed back to npu-smi
+    failslow_scrapes: int = 0  # answered GETs of /metrics/failslow in the window
 
     @property
     def cpu_s_per_h(self) -> float:
@@ -346,12 +350,17 @@ def measure_process(chips: int, seconds: float, warmup_s: float, delay_s: float,
         helpers0 = _helper_cpu(process)
         helpers = dict(helpers0)
         calls0 = _counts(where / "counts")
+        failslow_scrapes = 0
         wall0 = time.monotonic()
         deadline = wall0 + seconds
+        next_scrape = wall0
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"agent exited with {proc.returncode}; see {log_path}")
-            time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+            if mode.failslow and time.monotonic() >= next_scrape:  # as Prometheus's npuwatch-failslow job
+                failslow_scrapes += scrape(port, FAILSLOW_PATH).status == 200
+                next_scrape += FAILSLOW_SCRAPE_S
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
             for pid, cpu in _helper_cpu(process).items():  # a helper restarted in the window counts too
                 helpers[pid] = max(helpers.get(pid, 0.0), cpu)
         cpu1 = process.cpu_times()
@@ -374,6 +383,7 @@ def measure_process(chips: int, seconds: float, warmup_s: float, delay_s: float,
         rss=rss,
         expected_calls_per_min=scheduled_calls_per_min(chips, mode),
         given_back=tuple(given_back),
+        failslow_scrapes=failslow_scrapes,
     )
 
 
@@ -447,7 +457,9 @@ def main(argv: list[str] | None = None) -> int:
         per_tool = ", ".join(f"{tool} {count}" for tool, count in run.calls.items())
         back = f"; given back to npu-smi by the trust check: {', '.join(run.given_back) or 'none'}" \
             if run.mode.dcmi else ""
-        table.note(f"{run.chips} chips, {run.mode.name}: launcher {run.launcher}; calls in window: {per_tool}{back}")
+        scraped = f"; {FAILSLOW_PATH} scrapes answered: {run.failslow_scrapes}" if run.mode.failslow else ""
+        table.note(f"{run.chips} chips, {run.mode.name}: launcher {run.launcher}; calls in window: {per_tool}{back}"
+                   f"{scraped}")
     if failures:
         table.note(f"{failures} of {len(scrapes)} scrapes did not answer 200")
     table.note("RSS rows at cycle k run the collection in-process (no fork/exec); "

@@ -437,6 +437,22 @@ def test_either_exit_watch_does_not_wait_for_a_grandchild_holding_stdout(tmp_pat
     assert wait_until(lambda: not _alive_with(marker)), _alive_with(marker)
 
 
+def _thread_wakes() -> int:
+    """Voluntary context switches of the calling thread so far: one per sleep it woke from."""
+    status = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("voluntary_ctxt_switches:"))
+
+
+def test_with_a_pidfd_a_slow_tool_wakes_the_caller_only_for_its_events(tmp_path: Path) -> None:
+    """The wait sleeps until output, exit or the deadline: no turn every 0.25 s while the tool works."""
+    if not hasattr(os, "pidfd_open") or not Path("/proc/self/task").is_dir():
+        pytest.fail("needs os.pidfd_open and /proc (Linux)")
+    tool = _tool_script(tmp_path, "slow", "sleep 1.5\necho done\n")
+    before = _thread_wakes()
+    assert run_tool([tool], timeout_s=10).stdout == "done\n"
+    assert _thread_wakes() - before <= 4  # spawn, output, exit; a 0.25 s turn made it 8 or more
+
+
 def test_runs_leave_no_descriptor_open(tmp_path: Path) -> None:
     """The pipes and the exit watch's pidfd are closed after every kind of run: answer, failure, timeout."""
     ok = _tool_script(tmp_path, "ok", "echo ok\n")
