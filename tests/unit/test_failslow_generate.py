@@ -27,7 +27,8 @@ WHERE: dict[str, tuple[float, tuple[Any, ...], str]] = {
     "evaluation_interval_s": (20, ("group",), "{}"),
     "compute_window_s": (40, (AICORE + "avg30s_by_rank",), '{{job="npuwatch"}}[{}])'),
     "compute_above_node_median_ratio": (0.05, (COMPUTE,), "avg30s_deviation > {})"),
-    "compute_job_mads": (7, (COMPUTE,), "({} * npuwatch:npu_aicore_utilization:avg30s_job_mad)"),
+    "compute_job_mads": (8, (COMPUTE,), "({} * npuwatch:npu_aicore_utilization:avg30s_job_mad)"),
+    "compute_above_nth_busiest_mads": (5, (COMPUTE,), "({} * npuwatch:npu_aicore_utilization:avg30s_job_mad)"),
     "compute_node_nth_busiest": (5, (AICORE + "avg30s_job_node_fourth",), "(training_job, node) ({}, "),
     "compute_above_nth_busiest_ratio": (0.03, (COMPUTE,), ") > {}\n"),
     "compute_min_chips_per_node": (6, (AICORE + "avg30s_job_node_fourth",), "avg30s_by_rank) >= {})"),
@@ -167,9 +168,12 @@ def test_numbers_and_durations_are_written_as_the_rules_write_them() -> None:
 def test_the_registry_states_the_threshold_and_the_wait_from_the_same_limits() -> None:
     entry = fault_kind("job_straggler")
     assert entry.fleet_limits is FAILSLOW_LIMITS and failslow.registry_limits() is FAILSLOW_LIMITS
-    assert entry.threshold == FAILSLOW_LIMITS.threshold == "the job's median and 6 MADs"
-    stricter = dataclasses.replace(FAILSLOW_LIMITS, compute_job_mads=7)
-    assert stricter.threshold == "the job's median and 7 MADs (6 for a host)"
+    assert entry.threshold == FAILSLOW_LIMITS.threshold == (
+        "the job's median and 7 MADs (6 above the node's 4th busiest chip; 6 for a host)")
+    alike = dataclasses.replace(FAILSLOW_LIMITS, compute_job_mads=6)
+    assert alike.threshold == "the job's median and 6 MADs"
+    third = dataclasses.replace(FAILSLOW_LIMITS, compute_node_nth_busiest=3, host_job_mads=7)
+    assert third.threshold == "the job's median and 7 MADs (6 above the node's 3rd busiest chip)"
     assert f"for: {failslow.duration(entry.for_s)}\n" in generate.failslow_rules()
     assert FAILSLOW_LIMITS.link_pause_evaluations == 4
 
