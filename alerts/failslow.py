@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
+from agent.core.config_values import format_duration
 from agent.health.failslow_limits import FailSlowLimits, duration_fields
 from agent.health.thresholds import fault_kind
 
@@ -62,9 +63,7 @@ def duration(seconds: float) -> str:
     whole = int(seconds)
     if whole != seconds or whole < 0:
         raise ValueError(f"{seconds!r} s is not a whole number of seconds")
-    if whole % 3600 == 0 and whole:
-        return f"{whole // 3600}h"
-    return f"{whole // 60}m" if whole % 60 == 0 and whole else f"{whole}s"
+    return format_duration(whole)
 
 
 def values(limits: FailSlowLimits, hold: str) -> dict[str, str]:
