@@ -73,9 +73,18 @@ STORE_FLAGS = ["-search.disableCache", "-search.latencyOffset=0s", "-search.maxS
                "-retentionPeriod=100y", "-maxInsertRequestSize=1073741824"]
 
 
+def _groups() -> list[dict[str, Any]]:
+    """The rule file's groups, in its order: a group reads only the records of those before it."""
+    return [dict(group) for group in yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]]
+
+
 def _group() -> dict[str, Any]:
-    document = yaml.safe_load(RULES.read_text(encoding="utf-8"))
-    return dict(document["groups"][0])
+    """The groups' common settings (their evaluation interval) and every rule, the groups' rules in order."""
+    groups = _groups()
+    settings = [{key: value for key, value in group.items() if key not in ("name", "rules")} for group in groups]
+    if any(each != settings[0] for each in settings):
+        raise HarnessError(f"{RULES}: the groups' settings differ ({settings}); the replay takes one interval")
+    return {**settings[0], "name": groups[0]["name"], "rules": [rule for group in groups for rule in group["rules"]]}
 
 
 def _seconds(text: str) -> float:
@@ -162,7 +171,7 @@ def import_json(store: PromProcess, lines: Iterable[str], batch_bytes: int = BAT
 
 
 def replay(store: PromProcess, workdir: Path, interval: str, start: float, end: float) -> float:
-    """vmalert's replay of the rule group over [start, end], one recording rule at a time in the group's order
+    """vmalert's replay of the rule groups over [start, end], one recording rule at a time in the file's order
     (each run's results flushed before the next reads them: vmalert's ``-replay.rulesDelay`` alone leaves a
     new series unsearchable for a while); returns the wall time."""
     binary = find_binary("vmalert", package="victoria-metrics")
@@ -302,8 +311,7 @@ def run(path: Path) -> dict[str, Any]:
     group = _group()
     interval = group.get("interval", "10s")
     step = _seconds(interval)
-    alert = next(rule for rule in group["rules"] if rule.get("alert") == ALERT)
-    hold = _seconds(alert.get("for", "0s"))
+    [hold] = {_seconds(rule.get("for", "0s")) for rule in group["rules"] if rule.get("alert") == ALERT}
     with tempfile.TemporaryDirectory(prefix="npuwatch-failslow-") as tmp:
         workdir = Path(tmp)
         began = time.monotonic()

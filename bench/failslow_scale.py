@@ -1,5 +1,5 @@
-"""What the fail-slow rule group (alerts/failslow.rules.yml) costs a Prometheus as the fleet grows: Prometheus' own
-evaluation time of the group and of each rule, with every chip of the fleet in training jobs.
+"""What the fail-slow rule groups (alerts/failslow.rules.yml) cost a Prometheus as the fleet grows: Prometheus' own
+evaluation time of each group and of each rule, with every chip of the fleet in training jobs.
 
     python bench/failslow_scale.py --nodes 1000                 # 16 chips a node, jobs of 64 nodes (1,024 ranks)
     python bench/failslow_scale.py --nodes 1000 --rules OLD.yml --rules alerts/failslow.rules.yml   # back to back
@@ -8,12 +8,14 @@ A Prometheus 2.42 (remote-write receiver) is given the fleet's series first: per
 Core busy fraction, the port's rx and tx pause frames, ``--error-counters`` error counters and transmitted
 bytes, ``npu_job_info``), per node the host CPU, one sample every 5 s from a minute before the group loads to
 ``AHEAD_S`` after the write ends (each series written once with all its samples: samples a few minutes ahead
-are kept and become visible as the clock reaches them). Writing then stops, the group is loaded, and
-``/api/v1/rules`` is read after each of ``--evaluations`` evaluations: the group's ``evaluationTime`` and every
-rule's, with nothing else running in that Prometheus. One chip a job is slow and one port a job pauses, so the
-group's candidates are not empty.
+are kept and become visible as the clock reaches them). Writing then stops, the file's groups are loaded, and
+``/api/v1/rules`` is read after each of ``--evaluations`` evaluations: each group's ``evaluationTime`` and every
+rule's, with nothing else running in that Prometheus. The groups of one file run beside each other (an engine
+evaluates each group on its own), so each group's time is measured while the others run too; the file's time is
+its slowest group's, and its CPU is all its groups'. One chip a job is slow and one port a job pauses, so the
+groups' candidates are not empty.
 
-The group runs where a job's chips are. In the sharded layout (deploy/prometheus/layouts.py) it is a per-node
+The groups run where a job's chips are. In the sharded layout (deploy/prometheus/layouts.py) it is a per-node
 rule file: each shard of ``NODES_PER_SHARD`` (1,000) nodes evaluates it over its own nodes, so the 2 s target at
 16,000 nodes is a shard's time at 1,000 nodes; one Prometheus holding 16,000 nodes is the other extreme.
 The machine's load average is printed before and after each measure: on a shared machine the times move with it.
@@ -47,7 +49,7 @@ from tests.support.prom_harness import rfc3339_epoch, start_prometheus_with  # n
 
 NPUS = 16
 JOB_NODES = 64
-GROUP = "npuwatch-failslow"
+GROUP = "npuwatch-failslow"  # the groups timed: this one and those named after it (npuwatch-failslow-links)
 SCRAPE_S = 5.0
 BEHIND_S = 65.0  # samples before the group loads: its longest window is a minute
 AHEAD_S = 60.0  # beyond the evaluations timed (each ``INTERVAL_S``)
@@ -118,19 +120,23 @@ def write_fleet(url: str, labels: Sequence[tuple[str, int, bytes]], stamps: Sequ
         post_write_request(url, body, timeout=300)
 
 
-def _group(url: str) -> dict[str, Any] | None:
+def _timed(name: str) -> bool:
+    return name == GROUP or name.startswith(GROUP + "-")
+
+
+def _groups(url: str) -> list[dict[str, Any]]:
     try:
         with urllib.request.urlopen(url + "/api/v1/rules", timeout=60) as response:
             groups = json.load(response)["data"]["groups"]
     except (OSError, ValueError, KeyError):
-        return None
-    return next((g for g in groups if g["name"] == GROUP), None)
+        return []
+    return [g for g in groups if _timed(g["name"])]
 
 
 def _rule_name(rule: dict[str, Any], index: int) -> str:
     labels = rule.get("labels") or {}
     cause = f"{{cause={labels['cause']}}}" if "cause" in labels else ""
-    return f"{index:02d} {rule['name'].split(':', 1)[-1]}{cause}"
+    return f"{index:02d} {rule['name'].split(':', 1)[-1]}{cause}"  # an index a group: the names say which
 
 
 def _cpu_s(pid: int) -> float:
@@ -147,37 +153,45 @@ def _reload(prom: Any, config: dict[str, Any], rules: Sequence[Path]) -> float:
     return time.time()
 
 
-def _turn(prom: Any, evaluations: int, loaded: float, data_end: float) -> tuple[list[float], dict[str, list[float]]]:
-    """The group's evaluation times, and each rule's, over ``evaluations`` evaluations after ``loaded``."""
-    seen: dict[str, float] = {}
+def _turn(prom: Any, evaluations: int, groups: int, loaded: float,
+          data_end: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each group's evaluation times, and each rule's, over ``evaluations`` evaluations of every one of the
+    ``groups`` groups after ``loaded``."""
+    seen: dict[str, dict[str, float]] = {}
     per_rule: dict[str, list[float]] = {}
     deadline = time.monotonic() + 30 + 25 * evaluations
-    while len(seen) < evaluations and time.monotonic() < deadline and time.time() < data_end - SCRAPE_S:
-        found = _group(prom.url)
-        at = (found or {}).get("lastEvaluation", "")
-        if found and at.startswith("2") and rfc3339_epoch(at) > loaded and at not in seen:
-            seen[at] = float(found["evaluationTime"])
-            for index, rule in enumerate(found["rules"]):
-                per_rule.setdefault(_rule_name(rule, index), []).append(float(rule.get("evaluationTime", 0.0)))
+    while (len(seen) < groups or min(len(times) for times in seen.values()) < evaluations) \
+            and time.monotonic() < deadline and time.time() < data_end - SCRAPE_S:
+        for found in _groups(prom.url):
+            at = found.get("lastEvaluation", "")
+            times = seen.setdefault(found["name"], {})
+            if at.startswith("2") and rfc3339_epoch(at) > loaded and at not in times and len(times) < evaluations:
+                times[at] = float(found["evaluationTime"])
+                for index, rule in enumerate(found["rules"]):
+                    per_rule.setdefault(_rule_name(rule, index), []).append(float(rule.get("evaluationTime", 0.0)))
         time.sleep(0.5)
-    return list(seen.values()), per_rule
+    return {name: list(times.values()) for name, times in seen.items()}, per_rule
 
 
 def measure(nodes: int, rule_files: Sequence[Path], tmp: Path, *, evaluations: int, turns: int,
             error_counters: int) -> list[dict[str, Any]]:
-    """The fleet written once; then each rule file's group alone, in turns (A, B, A, B ...), ``evaluations``
+    """The fleet written once; then each rule file's groups alone, in turns (A, B, A, B ...), ``evaluations``
     evaluations a turn: the machine's load drifts alike over both."""
     rules = []
+    group_counts = []
     for index, rules_file in enumerate(rule_files):
         document = yaml.safe_load(rules_file.read_text(encoding="utf-8"))
-        group = next(g for g in document["groups"] if g["name"] == GROUP)
+        groups = [g for g in document["groups"] if _timed(g["name"])]
+        if not groups:
+            raise SystemExit(f"{rules_file}: no group {GROUP}")
+        group_counts.append(len(groups))
         rules.append(tmp / f"rules-{index}.yml")
-        rules[-1].write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False), encoding="utf-8")
+        rules[-1].write_text(yaml.safe_dump({"groups": groups}, sort_keys=False), encoding="utf-8")
     config: dict[str, Any] = {"global": {"scrape_interval": "10s", "evaluation_interval": "10s"},
                               "rule_files": [], "scrape_configs": []}
     load_before = os.getloadavg()
     prom = start_prometheus_with(config, tmp / "prometheus", extra_args=["--web.enable-remote-write-receiver"])
-    times: list[list[float]] = [[] for _ in rule_files]
+    times: list[dict[str, list[float]]] = [{} for _ in rule_files]
     cpu: list[list[float]] = [[] for _ in rule_files]
     per_rule: list[dict[str, list[float]]] = [{} for _ in rule_files]
     try:
@@ -195,10 +209,11 @@ def measure(nodes: int, rule_files: Sequence[Path], tmp: Path, *, evaluations: i
             for index, path in enumerate(rules):
                 loaded = _reload(prom, config, [path])
                 cpu_before = _cpu_s(prom.popen.pid)
-                seen, rule_times = _turn(prom, evaluations, loaded, data_end)
-                if seen:
-                    cpu[index].append((_cpu_s(prom.popen.pid) - cpu_before) / len(seen))
-                times[index] += seen
+                seen, rule_times = _turn(prom, evaluations, group_counts[index], loaded, data_end)
+                if seen:  # the CPU of one evaluation of every group
+                    cpu[index].append((_cpu_s(prom.popen.pid) - cpu_before) / max(len(t) for t in seen.values()))
+                for name, values in seen.items():
+                    times[index].setdefault(name, []).extend(values)
                 for name, values in rule_times.items():
                     per_rule[index].setdefault(name, []).extend(values)
                 _reload(prom, config, [])
@@ -208,9 +223,13 @@ def measure(nodes: int, rule_files: Sequence[Path], tmp: Path, *, evaluations: i
         prom.stop()
     out = []
     for index, rules_file in enumerate(rule_files):
-        ordered = sorted(times[index])
+        timed: dict[str, dict[str, Any]] = {
+            name: {"evaluations": sorted(values), "median_s": statistics.median(values)}
+            for name, values in sorted(times[index].items()) if values}
+        slowest = max(timed.values(), key=lambda group: group["median_s"], default=None)
+        ordered = slowest["evaluations"] if slowest else []
         out.append({"nodes": nodes, "chips": nodes * NPUS, "series": len(labels), "samples_per_series": len(stamps),
-                    "write_s": round(written - began, 1), "evaluations": ordered,
+                    "write_s": round(written - began, 1), "evaluations": ordered, "groups": timed,
                     "median_s": statistics.median(ordered) if ordered else None,
                     "worst_s": ordered[-1] if ordered else None,
                     "cpu_s_per_evaluation": statistics.median(cpu[index]) if cpu[index] else None,
@@ -233,8 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     rule_files = args.rules or [ROOT / "alerts" / "failslow.rules.yml"]
-    table = Table(("rules", "nodes", "chips", "series", "evaluation (median / worst)", "< 2 s",
-                   "Prometheus CPU a evaluation", "slowest rules (median)", "load average (before / after)"))
+    table = Table(("rules", "nodes", "chips", "series", "slowest group's evaluation (median / worst)", "< 2 s",
+                   "each group (median)", "Prometheus CPU a evaluation of all", "slowest rules (median)",
+                   "load average (before / after)"))
     results = []
     for nodes in (int(n) for n in args.nodes.split(",")):
         with tempfile.TemporaryDirectory(prefix="npuwatch-failslow-scale-") as tmp:
@@ -246,13 +266,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             table.add(Path(result["rules"]).name, nodes, result["chips"], result["series"],
                       f"{median:.3f} s / {worst:.3f} s (of {len(result['evaluations'])})" if median is not None
                       else "none", "yes" if median is not None and median < 2.0 else "NO",
+                      ", ".join(f"{name} {group['median_s']:.3f} s" for name, group in result["groups"].items()),
                       f"{cpu:.2f} s" if cpu is not None else "-",
                       ", ".join(f"{name.split(' ', 1)[1]} {seconds:.3f} s"
                                 for name, seconds in result["rules_median_s"][:3]),
                       f"{result['load_average_before']:.1f} / {result['load_average_after']:.1f}")
         sys.stdout.flush()
     table.note(f"{NPUS} chips a node, jobs of {JOB_NODES} nodes, {args.error_counters} error counters a port; the "
-               f"series written first (a sample every {SCRAPE_S:.0f} s), then each file's group timed alone, "
+               f"series written first (a sample every {SCRAPE_S:.0f} s), then each file's groups timed alone, "
                f"{args.turns} turns of {args.evaluations} evaluations in alternation; Prometheus' evaluationTime and "
                f"its process's CPU seconds over a turn's evaluations; machine: {os.cpu_count()} CPUs, shared. "
                f"Sharded layout: a shard holds {NODES_PER_SHARD} nodes")

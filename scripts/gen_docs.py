@@ -128,17 +128,32 @@ def _runbook_link(url: str) -> str:
 _HOLD = re.compile(r'last_over_time\([^\[]+\[([0-9]+[smh])\]\)\s+and ignoring \(alertname, alertstate, severity\)')
 
 
+def _telling_labels(found: list[tuple[str, str, dict[str, Any]]]) -> dict[str, list[str]]:
+    """Per alert with several rules, the static labels other than severity (its own column) that tell them apart."""
+    values: dict[str, dict[str, set[str]]] = {}
+    for _file, _group, rule in found:
+        for key, value in rule.get("labels", {}).items():
+            values.setdefault(rule["alert"], {}).setdefault(key, set()).add(str(value))
+    return {alert: sorted(key for key, seen in labels.items() if key != "severity" and len(seen) > 1)
+            for alert, labels in values.items()}
+
+
 def alerts_reference(repo: Path = REPO) -> str:
     rows = []
-    for file, group, rule in alert_rules(repo):
+    found = list(alert_rules(repo))
+    telling = _telling_labels(found)
+    for file, group, rule in found:
         annotations = rule.get("annotations", {})
+        labels = rule.get("labels", {})
         held = rule.get("for", "0")
         if (hold := _HOLD.search(str(rule["expr"]))) is not None:
             held += f", keeps firing {hold.group(1)} after its condition"
-        rows.append((rule["alert"], rule.get("labels", {}).get("severity", ""), f"`{file}` {group}", held,
-                     annotations.get("summary", ""), _runbook_link(annotations.get("runbook_url", ""))))
+        told = ", ".join(f'{key}="{labels[key]}"' for key in telling.get(rule["alert"], []) if key in labels)
+        rows.append((rule["alert"] + (f"{{{told}}}" if told else ""), labels.get("severity", ""),
+                     f"`{file}` {group}", held, annotations.get("summary", ""),
+                     _runbook_link(annotations.get("runbook_url", ""))))
     return (f"{len(rows)} alerting rules, in file order (`alerts/*.rules.yml`); an alert with several rules "
-            "has a row for each.\n\n"
+            "has a row for each, with the labels that tell them apart besides the severity.\n\n"
             + _table(("alert", "severity", "file and group", "for", "summary", "runbook"), rows))
 
 

@@ -33,13 +33,16 @@ HOST_SOURCE = 'test_host_straggler{node="node-d",training_job="llm-7",cause="hos
 
 
 def rules(path: Path) -> Path:
-    """The shipped NPUJobStraggler rule with a 1 s ``for:``, and the host condition recorded from its source."""
+    """The shipped NPUJobStraggler rules (one a cause) with a 1 s ``for:``, and the host condition recorded from its
+    source."""
     shipped = yaml.safe_load((REPO / "alerts" / "failslow.rules.yml").read_text(encoding="utf-8"))
-    [alert] = [rule for group in shipped["groups"] for rule in group["rules"] if rule.get("alert") == "NPUJobStraggler"]
+    alerts = [{**rule, "for": "1s"} for group in shipped["groups"] for rule in group["rules"]
+              if rule.get("alert") == "NPUJobStraggler"]
+    assert sorted(rule["labels"]["cause"] for rule in alerts) == ["compute", "host", "link"]
     host = {"record": CONDITION, "expr": "max without (job, instance) (test_host_straggler)",
-            "labels": {"kind": "job_straggler", "status": "warn"}}
+            "labels": {"kind": "job_straggler", "status": "warn", "cause": "host"}}
     path.write_text(yaml.safe_dump({"groups": [{"name": "failslow", "interval": "1s",
-                                                "rules": [host, {**alert, "for": "1s"}]}]}), encoding="utf-8")
+                                                "rules": [host, *alerts]}]}), encoding="utf-8")
     return path
 
 

@@ -195,11 +195,17 @@ def test_every_alert_rule_is_in_the_alert_reference() -> None:
     for path in sorted((REPO / "alerts").glob("*.rules.yml")):
         for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]:
             rules += [(rule["alert"], rule["labels"]["severity"], f"`{path.name}` {group['name']}",
-                       rule["annotations"]["summary"]) for rule in group["rules"] if "alert" in rule]
+                       rule["annotations"]["summary"], rule["labels"]) for rule in group["rules"] if "alert" in rule]
     assert len({name for name, *_ in rules}) >= 20
-    rows = [(row[0], row[1], row[2], row[4].replace("\\|", "|")) for row in _rows("docs/alerts.md")]
-    assert rows == rules
-    runbooks = {row[0]: row[5] for row in _rows("docs/alerts.md")}
+    table = _rows("docs/alerts.md")
+    rows = [(row[0].split("{", 1)[0], row[1], row[2], row[4].replace("\\|", "|")) for row in table]
+    assert rows == [rule[:4] for rule in rules]
+    for row, (name, _severity, _place, _summary, labels) in zip(table, rules):  # a told-apart rule's own labels
+        told = dict(re.findall(r'(\w+)="([^"]*)"', row[0].split("{", 1)[1])) if "{" in row[0] else {}
+        assert told.items() <= {key: str(value) for key, value in labels.items()}.items(), (name, told)
+    assert sorted(row[0] for row in table if row[0].startswith("NPUJobStraggler")) == [
+        'NPUJobStraggler{cause="compute"}', 'NPUJobStraggler{cause="host"}', 'NPUJobStraggler{cause="link"}']
+    runbooks = {row[0].split("{", 1)[0]: row[5] for row in table}
     for name, link in runbooks.items():
         assert link == f"[{name}](../alerts/runbooks/{name}.md)", name
 

@@ -56,13 +56,14 @@ def _text(name: str, value: float) -> str:
 
 
 def _where(document: dict[str, Any], key: Any) -> str:
-    """The text of one place in the rules: a group's interval, the alert's ``for``, a rule's expression."""
-    group = document["groups"][0]
+    """The text of one place in the rules: every group's interval, every alert's ``for``, a rule's expression."""
+    groups = document["groups"]
     if key == "group":
-        return str(group["interval"])
-    for rule in group["rules"]:
-        if key == "alert" and "alert" in rule:
-            return str(rule["for"])
+        return "\n".join(str(group["interval"]) for group in groups)
+    rules = [rule for group in groups for rule in group["rules"]]
+    if key == "alert":
+        return "\n".join(str(rule["for"]) for rule in rules if "alert" in rule)
+    for rule in rules:
         if isinstance(key, tuple) and rule.get("record") == "npuwatch:job_straggler:candidate" \
                 and rule["labels"]["cause"] == key[1]:
             return str(rule["expr"])
@@ -133,7 +134,7 @@ def test_a_template_with_an_unknown_or_unused_placeholder_is_refused(planted: tu
     template = failslow.TEMPLATE.read_text(encoding="utf-8")
     assert planted[0] in template
     with pytest.raises(ValueError, match=re.escape(message)):
-        generate.failslow_rules(template=template.replace(planted[0], planted[1], 1))
+        generate.failslow_rules(template=template.replace(planted[0], planted[1]))  # each place it is
 
 
 def test_an_unknown_placeholder_names_its_line_and_stops_the_generator(
