@@ -136,7 +136,7 @@ def _groups(url: str) -> list[dict[str, Any]]:
 def _rule_name(rule: dict[str, Any], index: int) -> str:
     labels = rule.get("labels") or {}
     cause = f"{{cause={labels['cause']}}}" if "cause" in labels else ""
-    return f"{index:02d} {rule['name'].split(':', 1)[-1]}{cause}"  # an index a group: the names say which
+    return f"{index:02d} {rule['name'].split(':', 1)[-1]}{cause}"  # the index is the rule's place in its group
 
 
 def _cpu_s(pid: int) -> float:
