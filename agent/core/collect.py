@@ -26,6 +26,8 @@ __all__ = ["SourceRunner", "ToolSettings"]
 
 log = logging.getLogger(__name__)
 
+RUN_SLACK_S = 10.0  # beyond the run's calls one after another: the pool's queue, the parse, a slow machine
+
 # Tools whose absence means "this node has no such hardware", not a failure.
 OPTIONAL_TOOLS = frozenset({"hccn_tool", "ascend-dmi"})
 
@@ -147,8 +149,15 @@ class SourceRunner:
         else:
             pool = self._pools[source.tool]
             futures = [(chip, pool.submit(one, chip)) for chip in targets]
-            wait([future for _, future in futures])  # woken once for the run, not once per chip
+            # Woken once for the run, not once per chip. Bounded: every call is (its tool's timeout), so the
+            # run cannot outlast them one after another; a call the pool never starts (its workers gone at
+            # the interpreter's exit) would otherwise hold this thread, and the exit that joins it, for good.
+            wait([future for _, future in futures], timeout=settings.timeout_s * len(targets) + RUN_SLACK_S)
             for chip, future in futures:
+                if not future.done():
+                    future.cancel()
+                    outcomes.append((chip, _Failure("timeout", "no answer within the run's deadline")))
+                    continue
                 try:
                     outcomes.append((chip, future.result()))
                 except _Abort:

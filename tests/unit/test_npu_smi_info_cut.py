@@ -5,9 +5,10 @@ good chips and count in ``npuwatch_parse_rejections_total``."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -16,8 +17,8 @@ from agent.core import collect
 from agent.core.collect import SourceRunner, ToolSettings
 from agent.core.snapshot import SnapshotStore
 from agent.core.tool_runner import RunResult
-from collectors import npu_smi_info
-from collectors.base import CollectContext, ParseError
+from collectors import npu_smi_board, npu_smi_info
+from collectors.base import ChipRef, CollectContext, ParseError
 
 RULE = "+===========================+===============+====================================================+"
 DASH = "+---------------------------+---------------+----------------------------------------------------+"
@@ -154,3 +155,26 @@ def test_the_agent_refuses_a_cut_table_and_keeps_the_last_good_chips(
     assert (snap.ok, snap.error_reason, snap.rejections) == (False, "parse", 1)
     assert snap.samples == good.samples  # the 8 chips and NPU 5's process stay
     assert [s.value for s in snap.samples if s.metric == "npu_chips"] == [8.0]
+
+
+class _NeverRuns(Executor):
+    """A pool whose workers are gone (as at the interpreter's exit): what it is given never starts."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return Future()
+
+
+def test_a_run_whose_calls_never_start_ends_at_its_deadline_as_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collect, "resolve_tool", _Tool("").resolve)
+    monkeypatch.setattr(collect, "RUN_SLACK_S", 0.2)
+    store = SnapshotStore(time.time)
+    source = npu_smi_board.SOURCE
+    store.register(source.name, 60.0)
+    runner = SourceRunner(store, {"npu-smi": ToolSettings(None, 0.1)}, {"npu-smi": _NeverRuns()},
+                          lambda: CollectContext(inventory_chips=2))
+    running = threading.Thread(target=runner.run, args=(source, [ChipRef(0, 0), ChipRef(1, 0)]), daemon=True)
+    running.start()
+    running.join(5)
+    assert not running.is_alive()  # 2 x 0.1 s + 0.2 s; without a deadline it waited for good
+    snap = store.get(source.name)
+    assert snap is not None and (snap.ok, snap.error_reason) == (False, "timeout"), snap
