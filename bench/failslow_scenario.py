@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "scrape_miss": 0.005,  # probability that a scrape is lost
     "util_window_s": 5.0,  # the utilisation reading averages the chip's busy time over this
     "util_noise": 0.02,  # normal noise added to each utilisation reading
+    "util_reads": 5,  # readings the agent averages into each exported value, scrape_s / util_reads apart
     "link_bytes_per_s": 25e9,  # port line rate
     "pfc_background_per_s": 2.0,  # PFC pause frames a healthy port receives
     "pfc_bursts_per_port_hour": 0.5,  # transient congestion: bursts of pause frames on one port
@@ -157,6 +158,8 @@ def parse(document: Any) -> Scenario:
         if key in ("name", "job"):
             if not isinstance(value, str):
                 raise ScenarioError(f"{key}: a string is required")
+        elif key == "util_reads":
+            _number(params, key, "", 1, integer=True)
         else:
             _number(params, key, "")
     scenario = Scenario(step_s=float(_number(document, "step_s", "", 0.1)),

@@ -327,6 +327,8 @@ class Simulation:
         every: list[_Block] = []  # only their scalars are kept: the collectives' time since the start
         ended = False
         window = s.util_window_s
+        reads = int(s.util_reads)
+        read_s = s.scrape_s / reads
         for first in range(0, total, slots):
             grid = phase[:, None] + s.scrape_s * np.arange(first, min(first + slots, total))[None, :]
             inside = grid < s.duration_s
@@ -346,20 +348,35 @@ class Simulation:
                 held.append(block)
                 every.append(_Block(block.start, block.ready, block.end, block.comm_before, block.bytes_before,
                                     block.comm_bytes, *(np.empty((0, 0)),) * 3))
-            oldest = max(0.0, float(times.min()) - window)
+            oldest = max(0.0, float(times.min()) - window - (reads - 1) * read_s)
             while len(held) > 1 and held[1].start[0] <= oldest:
                 held.pop(0)
             if not held:  # the job never ran a step (it starts paused to the end)
                 held.append(_Block(*(np.empty(0),) * 6, *(np.empty((0, s.ranks)),) * 3))
             block = _join(held)
             scalars = _join(every)
-            busy = self._busy_until(block, times, ranks) - self._busy_until(block, np.maximum(0.0, times - window),
-                                                                              ranks)
-            busy = np.where(times[:, None, :] > 0, busy / window, 0.0)
-            util = np.clip(busy + self.rng.normal(0.0, s.util_noise, busy.shape), 0.0, 1.0)
+            busy, util = self._utilization(block, times, ranks, reads, read_s)
             frames, retries = self._pauses(ranks, times, scalars)
             yield Chunk(times=times, kept=kept, host_cpu=self._host_cpu(nodes, times), running=self._running(times),
                         sent=self._sent_until(block, times), util=util, busy=busy, frames=frames, retries=retries)
+
+    def _utilization(self, block: _Block, times: np.ndarray, ranks: np.ndarray, reads: int,
+                     read_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """(busy, exported) of each chip at each scrape time: a reading is the chip's busy share over the last
+        ``util_window_s`` with ``util_noise`` added, and what is exported the mean of the agent's ``util_reads``
+        readings ``read_s`` apart up to the scrape (collectors.dcmi.failslow_reads). Busy is the same mean
+        without the noise."""
+        s = self.s
+        window = s.util_window_s
+        busy = np.zeros((*ranks.shape, times.shape[1]))
+        util = np.zeros_like(busy)
+        for k in range(reads):
+            at = np.maximum(0.0, times - k * read_s)
+            share = self._busy_until(block, at, ranks) - self._busy_until(block, np.maximum(0.0, at - window), ranks)
+            share = np.where(at[:, None, :] > 0, share / window, 0.0)
+            busy += share
+            util += np.clip(share + self.rng.normal(0.0, s.util_noise, share.shape), 0.0, 1.0)
+        return busy / reads, util / reads
 
     def _labels(self, node: int) -> dict[str, str]:
         index = self.node_base + node

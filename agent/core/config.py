@@ -14,6 +14,7 @@ from typing import Any
 from agent.core.config_fields import build_section, schema_of
 from agent.core.config_schema import DEFAULT_PORT, Config
 from agent.core.config_values import (
+    MIN_INTERVAL_S,
     ConfigError,
     format_duration,
     parse_duration,
@@ -77,12 +78,23 @@ def _check_cpu_ranks(config: Config, problems: list[str]) -> None:
                         f"names and never runs beside the NPU collectors; set {', '.join(beside)} to false")
 
 
+def _check_failslow_reads(config: Config, problems: list[str]) -> None:
+    """The busy fraction's reads are scheduled jobs too: no more often than every scheduled job may run."""
+    dcmi = config.collectors.dcmi
+    if dcmi.failslow_interval is not None and dcmi.failslow_interval / dcmi.failslow_reads < MIN_INTERVAL_S:
+        problems.append(f"collectors.dcmi.failslow_reads: {dcmi.failslow_reads} reads in "
+                        f"{format_duration(dcmi.failslow_interval)} is one every "
+                        f"{format_duration(dcmi.failslow_interval / dcmi.failslow_reads)}; at most one a second "
+                        f"(at most {int(dcmi.failslow_interval // MIN_INTERVAL_S)} here)")
+
+
 def build_config(raw: Any, source: str = "config") -> Config:
     """A raw YAML document as a Config; every problem at once in one ConfigError."""
     problems: list[str] = []
     config = build_section(Config, raw, "", problems)
     _check_source_names(config, problems)
     _check_cpu_ranks(config, problems)
+    _check_failslow_reads(config, problems)
     if problems:
         raise ConfigError(problems, source)
     return config

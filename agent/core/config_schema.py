@@ -199,6 +199,11 @@ class DcmiSection(ConfigSection):
                                               "read this often, every chip in one round trip to the helper (the "
                                               "`npu_fast` collector; docs/failslow.md#signals); none: at the "
                                               "npu-smi intervals, as without DCMI")
+    failslow_reads: int = setting(integer(1, 10), 5,
+                                  "how many times in each `failslow_interval` the AI Core busy fraction is read: "
+                                  "every `failslow_interval / failslow_reads` (at least 1 s), and the exported "
+                                  "value is the mean of the chip's readings over the last `failslow_interval`, "
+                                  "less noisy than one reading (docs/failslow.md#signals)")
     lock_file: str = setting(string, "/run/npuwatch/dcmi.lock",
                              "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
                              "takes this lock")

@@ -161,7 +161,7 @@ class Agent:
             judge_at=lambda chip, health, codes, at: self.fault_levels(chip, health, codes, exact=True, at=at))
         # The fail-slow readings (collectors.dcmi.failslow_interval): AI Core busy and clock through DCMI, often.
         self.fast = None if self.dcmi is None else FastReadings(self.dcmi, self.chips,
-                                                                slow_values(self.store.get, self._fresh))
+                                                                slow_values(self.store.get, self._fresh), clock=clock)
         self.trust = None if self.dcmi is None else TrustCheck(
             self.dcmi, config.collectors.npu_smi.path, float(config.collectors.npu_smi.timeout),
             float(config.collectors.dcmi.verify_interval), env=tool_env)
@@ -186,7 +186,9 @@ class Agent:
         if self.dcmi is not None:
             self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
         if self.fast is not None and fast_s is not None:
-            self._internal.append(InternalJob(FAST_JOB, fast_s, self.fast.collect))
+            reads = config.collectors.dcmi.failslow_reads
+            self.fast.configure(reads, fast_s)  # the mean of each interval's reads, read every fast_s / reads
+            self._internal.append(InternalJob(FAST_JOB, fast_s / reads, self.fast.collect))
         if self.fault_events is not None:
             self._internal.append(InternalJob(EVENTS_SOURCE, 15.0, self.fault_events.samples, max_age_s=None))
         if config.probes.enabled:

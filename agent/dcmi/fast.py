@@ -1,5 +1,8 @@
 """The fail-slow readings through DCMI (docs/failslow.md#signals): each chip's AI Core busy fraction and clock,
-every ``collectors.dcmi.failslow_interval`` (5 s), every chip's two calls in one round trip to the helper.
+``collectors.dcmi.failslow_reads`` (5) times every ``collectors.dcmi.failslow_interval`` (5 s), every chip's two
+calls in one round trip to the helper. The busy fraction exported is the mean of the chip's readings over the
+last interval: a reading's noise is its own, so the mean of 5 has a 2.2 times smaller one, which is what lets
+the fleet rules name a chip a few percent slower than its peers within a minute; the clock is the last reading.
 
 While the ``npu_fast`` job is fresh the exposition shows its ``npu_aicore_utilization_ratio`` and
 ``npu_aicore_frequency_hertz`` (``OWNERS``: one writer per series), not those of the slower sources that
@@ -12,6 +15,8 @@ read from its slow source only.
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,10 +44,20 @@ SlowValues = Callable[[], Mapping[tuple[str, LabelPairs], float]]  # (metric, la
 class FastReadings:
     """The ``npu_fast`` job's collect: a batch of two DCMI calls per chip, the slow readings where one failed."""
 
-    def __init__(self, backend: DcmiBackend, chips: Callable[[], Sequence[ChipRef]], slow: SlowValues) -> None:
+    def __init__(self, backend: DcmiBackend, chips: Callable[[], Sequence[ChipRef]], slow: SlowValues, *,
+                 reads: int = 1, window_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.backend = backend
         self.chips = chips
         self.slow = slow
+        self.reads = reads
+        self.window_s = window_s
+        self.clock = clock
+        self._recent: dict[ChipRef, deque[tuple[float, float]]] = {}  # (when, percent) of the last readings
+
+    def configure(self, reads: int, window_s: float) -> None:
+        """A reload's averaging: the readings kept so far are kept where they still fit."""
+        self.reads, self.window_s = reads, window_s
+        self._recent = {chip: deque(kept, maxlen=reads) for chip, kept in self._recent.items()}
 
     def collect(self) -> list[Sample]:
         chips = list(self.chips())
@@ -57,12 +72,16 @@ class FastReadings:
                 ValueError) as exc:
             answers, failed = {}, exc
         rejects = Rejects()
+        now = self.clock()
+        self._recent = {chip: self._recent[chip] for chip in chips if chip in self._recent}  # gone chips forgotten
         out: list[Sample] = []
         for chip in chips:
             labels = chip.labels()
             for metric in (UTILIZATION, FREQUENCY):
                 value = None if SLOW_SOURCE[metric] in on_tool else _value(answers.get((chip, metric)), metric,
                                                                              rejects)
+                if metric == UTILIZATION:
+                    value = self._mean(chip, now, value, SLOW_SOURCE[metric] in on_tool)
                 if value is None:
                     value = fallback.get((metric, labels))
                 if value is not None:
@@ -70,6 +89,22 @@ class FastReadings:
         if failed is not None and not out:
             raise RuntimeError(f"DCMI: {failed}; no slower reading to fall back on") from failed
         return out
+
+    def _mean(self, chip: ChipRef, now: float, percent: float | None, on_tool: bool) -> float | None:
+        """The chip's busy fraction: the mean of its readings of the last ``window_s`` (this one's too, when
+        it was read), None when there is none; a chip read from npu-smi starts again."""
+        kept = self._recent.get(chip)
+        if kept is None:
+            kept = self._recent[chip] = deque(maxlen=self.reads)
+        if on_tool:
+            kept.clear()
+            return None
+        if percent is not None:
+            kept.append((now, percent))
+        while kept and now - kept[0][0] >= self.window_s:
+            kept.popleft()
+        # the mean of the raw percents: equal readings give exactly the reading
+        return sum(p for _, p in kept) / len(kept) / 100.0 if kept else None
 
     def _read(self, chips: Sequence[ChipRef]) -> dict[tuple[ChipRef, str], Answer]:
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -100,7 +135,6 @@ def _value(answer: Answer | None, metric: str, rejects: Rejects) -> float | None
     """The answer in base units, None when the call failed or its value is impossible."""
     if answer is None or answer.error is not None or not isinstance(answer.value, int):
         return None
-    if metric == UTILIZATION:
-        percent = rejects.value("percent", float(answer.value), what="DCMI AI Core usage")
-        return None if percent is None else percent / 100.0
+    if metric == UTILIZATION:  # in percent: the caller averages the readings
+        return rejects.value("percent", float(answer.value), what="DCMI AI Core usage")
     return rejects.value("frequency_hertz", float(answer.value) * MHZ, what="DCMI AI Core clock")

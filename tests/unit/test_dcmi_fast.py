@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.core.config import build_config
+from agent.core.config import ConfigError, build_config
 from agent.core.snapshot import SnapshotStore
 from agent.daemon.service import enabled_sources, group_interval
 from agent.dcmi.backend import DcmiBackend
@@ -48,6 +48,23 @@ def _fast(calls: FakeCalls, fresh: bool = True) -> FastReadings:
         return snap is not None and snap.fresh(store.clock())
 
     return FastReadings(DcmiBackend(calls), lambda: CHIPS, slow_values(store.get, is_fresh))  # type: ignore[arg-type]
+
+
+class Readings(FakeCalls):
+    """The fake's answers, but the AI Core usage of every chip is ``percent``."""
+
+    percent = 40
+
+    def __call__(self, name: str, **args: Any) -> Any:
+        answer = super().__call__(name, **args)  # counted, and failing as the fake is told to
+        return self.percent if name == "utilization" else answer
+
+
+def _averaging(calls: FakeCalls, now: list[float]) -> FastReadings:
+    fast = _fast(calls)
+    fast.clock = lambda: now[0]
+    fast.configure(5, 5.0)
+    return fast
 
 
 def _by_chip(samples: list[Sample], metric: str) -> dict[int, float]:
@@ -122,3 +139,52 @@ def test_the_fail_slow_intervals_default_to_5_s_and_none_leaves_the_slow_ones() 
     assert {s.name: s for s in enabled_sources(config)}["hccn_stat"].group == "roce"
     config = build_config(yaml.safe_load("collectors: {hccn_tool: {stat_interval: 15s}}"))
     assert group_interval(config, "roce_stat") == 15.0
+
+
+def test_the_busy_fraction_is_the_mean_of_the_readings_of_the_last_interval() -> None:
+    calls = Readings()
+    now = [100.0]
+    fast = _averaging(calls, now)
+    seen = []
+    for percent in (40, 40, 90, 40, 40, 40, 40, 40):  # a reading every second, one of them high
+        calls.percent = percent
+        seen.append(_by_chip(fast.collect(), UTIL)[0])
+        now[0] += 1.0
+    # the 90 counts a fifth while it is one of the last 5 readings, then not at all
+    assert seen == [0.4, 0.4, pytest.approx(0.5667, abs=1e-4), 0.525, 0.5, 0.5, 0.5, 0.4]
+    assert {_by_chip(fast.collect(), FREQ)[c.npu] for c in CHIPS} != set()  # the clock is still read each time
+
+
+def test_a_failed_read_keeps_the_mean_of_the_readings_still_in_the_interval_then_falls_back() -> None:
+    calls = Readings()
+    now = [100.0]
+    fast = _averaging(calls, now)
+    for percent in (20, 30):
+        calls.percent = percent
+        fast.collect()
+        now[0] += 1.0
+    calls.codes["utilization"] = -8006
+    assert _by_chip(fast.collect(), UTIL)[0] == 0.25  # the two readings of the last 5 s
+    now[0] += 4.0  # both older than the interval: the table's reading stands in, never an old mean
+    assert _by_chip(fast.collect(), UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
+
+
+def test_a_chip_given_back_to_npu_smi_starts_its_mean_again() -> None:
+    calls = Readings()
+    now = [100.0]
+    fast = _averaging(calls, now)
+    calls.percent = 80
+    fast.collect()
+    fast.backend.give_back("npu_smi_info", "AI Core usage disagreed")
+    now[0] += 1.0
+    assert _by_chip(fast.collect(), UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
+    assert all(not kept for kept in fast._recent.values())
+
+
+def test_failslow_reads_may_not_read_more_often_than_once_a_second() -> None:
+    assert build_config({}).collectors.dcmi.failslow_reads == 5
+    with pytest.raises(ConfigError, match="failslow_reads: 6 reads in 5s is one every"):
+        build_config(yaml.safe_load("collectors: {dcmi: {failslow_reads: 6}}"))
+    assert build_config(yaml.safe_load(
+        "collectors: {dcmi: {failslow_interval: 10s, failslow_reads: 10}}")).collectors.dcmi.failslow_reads == 10
+    build_config(yaml.safe_load("collectors: {dcmi: {failslow_interval: null, failslow_reads: 10}}"))

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.support.paths import REPO
@@ -28,6 +29,8 @@ def _sim(*events: dict[str, Any], **fields: Any) -> Simulation:
     ({"dp": 2}, "tp x pp x dp must equal nodes x npus_per_node"),
     ({"nodes": 0}, "nodes: at least 1"),
     ({"step_s": "1"}, "step_s: a number is required"),
+    ({"util_reads": 0}, "util_reads: at least 1"),
+    ({"util_reads": 2.5}, "util_reads: an integer is required"),
     ({"colour": "red"}, "unknown fields: colour"),
     ({"events": [{"kind": "melt", "start": 0, "end": 1}]}, "events[0].kind: one of"),
     ({"events": [{"kind": "eval", "start": 5, "end": 5}]}, "events[0].end: after start"),
@@ -111,12 +114,23 @@ def test_the_json_import_lines_carry_the_samples_of_the_text_format() -> None:
     assert simulation.written == len(text)
 
 
-def test_the_streamed_readings_are_the_point_queries_whatever_the_chunk() -> None:
+def _reading(reference: Simulation, rank: int, t: float, reads: int) -> float:
+    """The exported busy fraction at t: the mean of ``reads`` readings 5 s / reads apart, each the busy share of
+    the 5 s before it."""
+    shares = []
+    for k in range(reads):
+        at = max(0.0, t - k * 5.0 / reads)
+        shares.append(reference.busy(rank, max(0.0, at - 5), at) / 5 if at > 0 else 0.0)
+    return sum(shares) / reads
+
+
+@pytest.mark.parametrize("reads", [5, 1])
+def test_the_streamed_readings_are_the_point_queries_whatever_the_chunk(reads: int) -> None:
     # the chunked, vectorised series against busy()/pauses() of the whole run, across chunk edges
     events = ({"kind": "checkpoint", "start": 100, "end": 130}, {"kind": "eval", "start": 150, "end": 190},
               {"kind": "compute_slow", "start": 200, "end": 260, "ranks": [3], "factor": 1.5},
               {"kind": "link_slow", "start": 40, "end": 90, "pair": [5, 1], "factor": 3.0})
-    fields = {"warmup_s": 30, "step_jitter": 0.03, "pfc_bursts_per_port_hour": 30}
+    fields = {"warmup_s": 30, "step_jitter": 0.03, "pfc_bursts_per_port_hour": 30, "util_reads": reads}
     reference = _sim(*events, **fields)
     for chunk_s in (25.0, 1800.0):
         sim = Simulation(parse({**BASE, **fields, "events": list(events)}), chunk_s=chunk_s)
@@ -126,7 +140,7 @@ def test_the_streamed_readings_are_the_point_queries_whatever_the_chunk() -> Non
                 rank = node * 4 + npu
                 for t, kept, util in zip(chunk.times[node], chunk.kept[node], chunk.util[node, npu]):
                     if kept and t > 0:
-                        assert util == pytest.approx(reference.busy(rank, max(0.0, t - 5), t) / 5, abs=1e-9)
+                        assert util == pytest.approx(_reading(reference, rank, t, reads), abs=1e-9)
                         frames = chunk.frames[node, npu][list(chunk.times[node]).index(t)]
                         assert frames == pytest.approx(reference.pauses(rank, t)[0], rel=1e-9)
                         checked += 1
@@ -138,3 +152,19 @@ def test_node_base_renames_the_nodes_of_a_job_that_shares_a_store() -> None:
     nodes = {json.loads(line)["metric"]["node"] for line in simulation.json_lines(0, ["npu_job_info"])}
     instances = {json.loads(line)["metric"]["instance"] for line in simulation.json_lines(0, ["npu_job_info"])}
     assert nodes == {"node-0300", "node-0301"} and instances == {"10.1.50.1:9101", "10.1.51.1:9101"}
+
+
+def test_the_agents_reads_average_the_noise_of_one_reading() -> None:
+    # a steady job: what varies between the chips' exported values is the readings' noise, util_noise / sqrt(reads)
+    spread = {}
+    for reads in (1, 5):
+        sim = Simulation(parse({**BASE, "nodes": 8, "tp": 8, "dp": 4, "pp": 1, "duration_s": 600, "util_noise": 0.05,
+                                "util_reads": reads, "events": []}))
+        noise = []
+        for chunk in sim.chunks():
+            read = np.broadcast_to((chunk.kept & (chunk.times > 60))[:, None, :], chunk.util.shape)
+            noise.append((chunk.util - chunk.busy)[read])
+        values = np.concatenate(noise)
+        spread[reads] = float(np.std(values))
+    assert spread[1] == pytest.approx(0.05, rel=0.1)
+    assert spread[5] == pytest.approx(0.05 / 5 ** 0.5, rel=0.1)
