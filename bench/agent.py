@@ -318,7 +318,8 @@ def measure_process(chips: int, seconds: float, warmup_s: float, delay_s: float,
     from agent.demo.node import DemoNode
     from bench._util import _merged
 
-    where = work / f"{mode.name.replace(' ', '').replace(',', '-')}-{chips}"
+    slug = f"{mode.name.replace(' ', '').replace(',', '-')}-{chips}"
+    where = next(work / f"{slug}-{n}" for n in range(1, 1000) if not (work / f"{slug}-{n}").exists())  # a mode twice
     where.mkdir(parents=True)
     demo_dir = where / "demo"
     node = DemoNode(demo_dir).create(chips=chips, delay_s=delay_s)

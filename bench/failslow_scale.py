@@ -59,16 +59,20 @@ ERROR_COUNTERS = ("roce_new_pkt_rty_num", "roce_rx_err_pkt_num", "roce_tx_err_pk
                   "mac_tx_bad_pkt_num", "mac_rx_bad_oct_num", "roce_unexpected_ack_num", "roce_out_of_order_num")
 
 
-def fleet_labels(nodes: int, error_counters: int) -> list[tuple[str, int, bytes]]:
-    """(kind, chip index or -1, encoded labels) of every series of the fleet."""
+def fleet_labels(nodes: int | Sequence[int], error_counters: int,
+                 extra: tuple[tuple[str, str], ...] = ()) -> list[tuple[str, int, bytes]]:
+    """(kind, chip index or -1, encoded labels) of every series of the fleet: of ``nodes`` nodes, or of the
+    nodes of those indices (a shard's), each node's series with the ``extra`` labels too. The chip index counts
+    the chips written, so the slow chip and the pausing port of ``_samples`` recur every ``JOB_NODES`` nodes
+    written, whichever they are."""
     out = []
-    for node in range(nodes):
+    for position, node in enumerate(range(nodes) if isinstance(nodes, int) else nodes):
         base = (("job", "npuwatch"), ("instance", f"10.{node // 250 % 256}.{node % 250}.1:9101"),
-                ("node", f"node-{node:05d}"))
+                ("node", f"node-{node:05d}"), *extra)
         out.append(("cpu", -1, labels_blob((("__name__", "npuwatch_host_cpu_utilization_ratio"), *base))))
         for npu in range(NPUS):
             chip = (*base, ("npu", str(npu)), ("chip", "0"))
-            index = node * NPUS + npu
+            index = position * NPUS + npu
             rank = node % JOB_NODES * NPUS + npu
             out.append(("util", index, labels_blob((("__name__", "npu_aicore_utilization_ratio"), *chip))))
             for direction in ("rx", "tx"):

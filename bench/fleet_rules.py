@@ -5,6 +5,7 @@ vmalert, with the per-NPU work on the per-node tier (alerts/*-shard.rules.yml).
     python bench/fleet_rules.py                         # 1k, 4k and 16k nodes of 16 chips, both engines
     python bench/fleet_rules.py --sizes 1000 --engines prometheus
     python bench/fleet_rules.py --sizes 16000 --shards 16 --engines victoriametrics
+    python bench/fleet_rules.py --sizes 16000 --engines prometheus --failslow-shards 2
     python bench/fleet_rules.py --quick   # 64 nodes, 2 shards (smoke; tests/e2e/test_bench_fleet_rules.py)
 
 A synthetic fleet of N nodes x 16 NPUs holds the raw series the fleet-wide rules' two halves read: per NPU
@@ -36,6 +37,13 @@ its threads) and the per-node tier, the writer and the relay on the others; ``--
 process take any core. Every shard runs until the culprit is named and the fleet-wide groups are timed; then
 each shard's per-node groups are timed with its ruler alone (the other shards' rulers stopped, or their
 Prometheus reloaded without rules), ``--shard-evaluations`` evaluations each.
+
+The fail-slow groups (alerts/failslow.rules.yml) are per-node groups too, whose every chip's readings every 5 s
+would double a shard's series: only the first ``--failslow-shards`` shards (1) are written them, those of
+their own nodes (bench/failslow_scale.py's: per chip the AI Core busy fraction, two pause frame counters, four
+error counters, bytes sent and ``npu_job_info``; per node its host CPU; a sample every 5 s from a minute before),
+once their per-node groups are timed, and the three groups are then timed beside those groups, on each shard's
+ruler alone, against the 2 s of issue 43. Every shard holds as many nodes as the others, so the first is each.
 
 Measured per group: Prometheus' own ``evaluationTime`` (``/api/v1/rules``) or vmalert's
 ``vmalert_iteration_duration_seconds`` (its queries to VictoriaMetrics included), the median and the worst
@@ -75,6 +83,10 @@ sys.path.insert(0, str(ROOT))  # first: bench/agent.py must not shadow the agent
 from bench._cpus import Placement, on_cpus, placement  # noqa: E402
 from bench._remote_write import labels_blob, remote_write  # noqa: E402
 from bench._util import MB, Table, rss_bytes  # noqa: E402
+from bench.failslow_scale import BEHIND_S as FAILSLOW_BEHIND_S  # noqa: E402
+from bench.failslow_scale import SCRAPE_S as FAILSLOW_SCRAPE_S  # noqa: E402
+from bench.failslow_scale import fleet_labels as failslow_labels  # noqa: E402
+from bench.failslow_scale import write_fleet as write_failslow  # noqa: E402
 from tests.support.paths import REPO  # noqa: E402
 from tests.support.prom_harness import (  # noqa: E402
     PromProcess,
@@ -107,8 +119,17 @@ GROUPS = {
     "npuwatch-hccl-triage-node": ("node", "triage: node faults"),
     "npuwatch-hccl-triage-node-incident": ("node", "triage: node answers"),
     "npuwatch-probes-fleet-node": ("node", "probes: node medians, slow chips"),
+    # alerts/failslow.rules.yml, a per-node file too: each shard compares the chips of the jobs it holds
+    "npuwatch-failslow-jobs": ("failslow", "fail-slow: jobs and ranks"),
+    "npuwatch-failslow": ("failslow", "fail-slow: compute, host"),
+    "npuwatch-failslow-links": ("failslow", "fail-slow: links"),
 }
-TARGET_S = 2.0  # each fleet-wide group's evaluation; each per-node group's, per shard: within the interval
+FAILSLOW_FILE = "failslow.rules.yml"
+FAILSLOW_ERROR_COUNTERS = 4  # error counters a port, as bench/failslow_scale.py writes by default
+FAILSLOW_INTERVAL_S = 10.0  # the file's groups' own interval
+# each fleet-wide group's evaluation, and each fail-slow group's per shard (issue 43); each per-node group's, per
+# shard: within the interval
+TARGET_S = 2.0
 NODES_PER_SHARD = 1000  # the per-node tier's default shard size (docs/fleet-scale.md)
 # The fleet is written once, not scraped again: keep its newest samples visible to queries for this long
 # (Prometheus' lookback, VictoriaMetrics' staleness, vmalert's query step), or the raw series of a large fleet,
@@ -226,6 +247,8 @@ class Result:
     culprit_s: float  # the hang written -> hccl:culprit:info on the fleet tier
     alert_s: float  # ... -> HCCLCulpritSuspected firing
     shards: list[dict[str, list[float]]]  # the per-node groups' times, per shard, each shard measured alone
+    failslow: list[dict[str, list[float]]]  # the fail-slow groups' times, per shard timed (the first ones)
+    failslow_series: int  # written to each of those shards
 
 
 def _prometheus_evaluations(proms: Sequence[PromProcess], after: float, count: int,
@@ -345,6 +368,28 @@ def _wait_culprit(store: PromProcess, written: float, timeout: float) -> tuple[l
     return found, culprit_s, alert_s
 
 
+def _failslow_window_s(evaluations: int) -> float:
+    """How long the fail-slow groups' evaluations are collected on a shard."""
+    return 60.0 + FAILSLOW_INTERVAL_S * (evaluations + 2)
+
+
+def _write_failslow(url: str, fleet: Fleet, shard: int, evaluations: int, labelled: bool = False) -> int:
+    """The fail-slow series of ``shard``'s nodes (bench/failslow_scale.py's: per chip its busy fraction, pause
+    frames, error counters, bytes sent and job, per node its host CPU), a sample every 5 s from a minute before
+    the groups load to past the evaluations timed (samples ahead of the clock become visible as it reaches
+    them). Written only when that shard is timed: each ruler evaluates its own shard's, so the others' would
+    change nothing but this machine's memory. Returns the series written."""
+    nodes = [index for index in range(fleet.nodes) if index % fleet.shards == shard]
+    labels = failslow_labels(nodes, FAILSLOW_ERROR_COUNTERS,
+                             ((layouts.SHARD_LABEL, str(shard)),) if labelled else ())
+    began = time.time()
+    first = began - FAILSLOW_BEHIND_S
+    last = began + len(labels) / 3000.0 + 60.0 + _failslow_window_s(evaluations)  # ~3,000 series a second here
+    stamps = [int((first + k * FAILSLOW_SCRAPE_S) * 1000) for k in range(int((last - first) / FAILSLOW_SCRAPE_S) + 1)]
+    write_failslow(url, labels, stamps)
+    return len(labels)
+
+
 def _reload(prom: PromProcess, config: dict[str, Any]) -> None:
     prom.config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     with urllib.request.urlopen(urllib.request.Request(prom.url + "/-/reload", method="POST"), timeout=60):
@@ -352,10 +397,11 @@ def _reload(prom: PromProcess, config: dict[str, Any]) -> None:
 
 
 def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int, cpus: Placement, *,
-                   shard_evaluations: int) -> Result:
+                   shard_evaluations: int, failslow_shards: int, failslow_evaluations: int) -> Result:
     """``fleet.shards`` shard Prometheus, each written its share of the nodes, and the global federating from all."""
     node_files = _rule_files(tmp, NODE_RULE_FILES)
     fleet_files = _rule_files(tmp, FLEET_RULE_FILES)
+    failslow_file = _rule_files(tmp, (FAILSLOW_FILE,))
 
     def shard_config(index: int, global_address: str, rules: Sequence[str] = ()) -> dict[str, Any]:
         config = layouts.shard_config(index, fleet.shards, static_targets={}, scrape_interval=interval,
@@ -405,8 +451,17 @@ def run_prometheus(fleet: Fleet, tmp: Path, interval: str, evaluations: int, cpu
             per_shard.append(_prometheus_evaluations([shard], time.time(), shard_evaluations,
                                                      _window_s(shard_evaluations), "node"))
             _reload(shard, shard_config(index, global_address))
+        # the fail-slow groups beside the shard's per-node groups, as the layout loads them
+        failslow, failslow_series = [], 0
+        for index, shard in enumerate(shards[:failslow_shards]):
+            failslow_series = _write_failslow(shard.url + "/api/v1/write", fleet, index, failslow_evaluations)
+            _reload(shard, shard_config(index, global_address, [*node_files, *failslow_file]))
+            failslow.append(_prometheus_evaluations([shard], time.time(), failslow_evaluations,
+                                                    _failslow_window_s(failslow_evaluations), "failslow"))
+            _reload(shard, shard_config(index, global_address))
         return Result("Prometheus 2.42", fleet.nodes, count, write_s, times, memory, culprits,
-                      int(sum(float(r["value"][1]) for r in federated)), culprit_s, alert_s, per_shard)
+                      int(sum(float(r["value"][1]) for r in federated)), culprit_s, alert_s, per_shard, failslow,
+                      failslow_series)
     finally:
         if global_ is not None:
             _stop(global_)
@@ -436,7 +491,7 @@ def _start_relay(workdir: Path, store: str, fleet_store: str, shards: int) -> _P
 
 
 def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int, cpus: Placement, *,
-                        shard_evaluations: int) -> Result:
+                        shard_evaluations: int, failslow_shards: int, failslow_evaluations: int) -> Result:
     """A per-node vmalert per shard on the store holding every NPU (each restricted to its shard's nodes), the
     fleet-wide one on a store of its own that holds only what it reads and records (the Prometheus global's
     role): its queries do not queue behind the per-node tier's. All write through a vmagent that sends
@@ -461,11 +516,12 @@ def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int
                       keep=tuple(labels_blob((("__name__", name),)) for name in sorted(raw)))
         written = time.time()
         node_files = _rule_files(tmp, NODE_RULE_FILES)
+        failslow_file = _rule_files(tmp, (FAILSLOW_FILE,))
 
-        def node_ruler(index: int) -> _Process:
+        def node_ruler(index: int, files: Sequence[str] = node_files, name: str = "node") -> _Process:
             with on_cpus(cpus.node):
-                return start_vmalert(tmp / f"vmalert-node-{index}", [*layouts.vmalert_args(
-                    node_files, vm.url, "http://127.0.0.1:9", evaluation_interval=interval, write_url=relay.url,
+                return start_vmalert(tmp / f"vmalert-{name}-{index}", [*layouts.vmalert_args(
+                    files, vm.url, "http://127.0.0.1:9", evaluation_interval=interval, write_url=relay.url,
                     shard=index), *VMALERT_LOOKBACK])
 
         # the vmalerts start once the data is in: their first evaluations are measured, as Prometheus' are
@@ -491,8 +547,18 @@ def run_victoriametrics(fleet: Fleet, tmp: Path, interval: str, evaluations: int
             node_tier.append(node_ruler(index))
             per_shard.append(_vmalert_evaluations(node_tier, shard_evaluations, _window_s(shard_evaluations), "node"))
             _stop(node_tier.pop())
+        # the fail-slow groups beside the shard's per-node groups, in its per-node vmalert
+        failslow, failslow_series = [], 0
+        for index in range(min(failslow_shards, fleet.shards)):
+            failslow_series = _write_failslow(vm.url + "/api/v1/write", fleet, index, failslow_evaluations,
+                                              labelled=True)
+            node_tier.append(node_ruler(index, [*node_files, *failslow_file], "failslow"))
+            failslow.append(_vmalert_evaluations(node_tier, failslow_evaluations,
+                                                 _failslow_window_s(failslow_evaluations), "failslow"))
+            _stop(node_tier.pop())
         return Result("VictoriaMetrics 1.79 + vmalert", fleet.nodes, count, write_s, times, memory, culprits,
-                      int(float(read[0]["value"][1])) if read else 0, culprit_s, alert_s, per_shard)
+                      int(float(read[0]["value"][1])) if read else 0, culprit_s, alert_s, per_shard, failslow,
+                      failslow_series)
     finally:
         for ruler in [*node_tier, *([fleet_ruler] if fleet_ruler else [])]:
             _stop(ruler)
@@ -528,6 +594,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    "nodes)")
     parser.add_argument("--shard-evaluations", type=int, default=1,
                         help="evaluations timed per per-node group and shard, each shard alone (default 1)")
+    parser.add_argument("--failslow-shards", type=int, default=1,
+                        help="shards whose fail-slow groups (alerts/failslow.rules.yml) are timed, the first ones, "
+                             "each written its nodes' fail-slow series first; 0: none (default 1)")
+    parser.add_argument("--failslow-evaluations", type=int, default=6,
+                        help="evaluations timed per fail-slow group and shard (default 6)")
     parser.add_argument("--quick", action="store_true",
                         help="64 nodes in 2 shards, both engines, 2 evaluations (smoke)")
     parser.add_argument("--shared-cores", action="store_true",
@@ -550,7 +621,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 started = time.monotonic()
                 with on_cpus(cpus.node):  # the writer and the polling stay off the fleet tier's core
                     result = ENGINES[engine](fleet, Path(tmp), interval, evaluations, cpus,
-                                             shard_evaluations=args.shard_evaluations)
+                                             shard_evaluations=args.shard_evaluations,
+                                             failslow_shards=args.failslow_shards,
+                                             failslow_evaluations=2 if args.quick else args.failslow_evaluations)
                 print(f"{size} nodes on {result.engine}: {result.series} series written in {result.write_s:.1f} s, "
                       f"measured in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
             results.append(result)
@@ -561,6 +634,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += [(f"node, shard {index} of {fleet.shards}", group, label, times.get(group, []), _seconds(interval))
                      for index, times in enumerate(result.shards)
                      for group, (tier, label) in GROUPS.items() if tier == "node"]
+            rows += [(f"fail-slow, shard {index} of {fleet.shards}", group, label, times.get(group, []), TARGET_S)
+                     for index, times in enumerate(result.failslow)
+                     for group, (tier, label) in GROUPS.items() if tier == "failslow"]
             for tier, _group, label, times, target in rows:
                 fast = bool(times) and _median(times) < target
                 ok = ok and fast and named
@@ -572,7 +648,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                           f"{result.culprit_s:.0f} s / {result.alert_s:.0f} s")
     table.note(f"{NPUS} NPUs a node, jobs of {JOB_NODES} nodes, one hung; {ROUNDS} remote-write rounds "
                f"{ROUND_GAP_S:.0f} s apart; evaluation every {interval}; each shard's per-node groups timed with that "
-               f"shard's ruler alone; machine: {os.cpu_count()} CPUs, {cpus.describe()}")
+               f"shard's ruler alone; the fail-slow groups (every {FAILSLOW_INTERVAL_S:g} s) beside them on the first "
+               f"{args.failslow_shards} shard(s), each given its nodes' {FAILSLOW_ERROR_COUNTERS + 5} fail-slow series "
+               f"a chip first; machine: {os.cpu_count()} CPUs, {cpus.describe()}")
     print(table.render())
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2, default=str), encoding="utf-8")

@@ -8,7 +8,7 @@ from typing import Any
 
 from collectors.base import Sample
 
-__all__ = ["InternalJob"]
+__all__ = ["InternalJob", "Sampler"]
 
 
 @dataclass(frozen=True)
@@ -24,3 +24,14 @@ class InternalJob:
     # What the job read, kept as its snapshot's records for other jobs (the HCCL logs' window for the verdict);
     # called right after ``collect``, in its thread.
     records: Callable[[], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A reading taken between a collector's runs for that collector's next one (the busy fraction's reads of
+    ``npu_fast``): scheduled like a job, nothing stored, no collector of its own; ``read`` never raises for
+    what it reads (its collector reports that)."""
+
+    name: str
+    interval_s: float
+    read: Callable[[], None]

@@ -26,7 +26,7 @@ from agent.core.cron import cron_trigger
 from agent.core.exporter import ExpositionCache
 from agent.core.exposition import SnapshotRenderer
 from agent.core.history import NodeHistory
-from agent.core.jobs import InternalJob
+from agent.core.jobs import InternalJob, Sampler
 from agent.core.reload_status import ReloadStatus
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
@@ -36,6 +36,7 @@ from agent.dcmi import metrics as dcmi_metrics
 from agent.dcmi.events import EVENTS_SOURCE, FaultEvents
 from agent.dcmi.fast import JOB_NAME as FAST_JOB
 from agent.dcmi.fast import OWNERS, FastReadings, slow_values
+from agent.dcmi.fast import SAMPLER_NAME as FAST_SAMPLER
 from agent.dcmi.setup import open_backend
 from agent.dcmi.trust import TrustCheck
 from agent.handling.levels import FaultLevels, history_of, table_of
@@ -122,6 +123,7 @@ class Agent:
         self._jobs_factory = jobs_factory
         self._factory_jobs = list(jobs_factory(config))
         self._internal: list[InternalJob] = []
+        self._samplers: list[Sampler] = []
         self._textfile: TextfileWriter | None = None
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
@@ -185,10 +187,12 @@ class Agent:
         self._internal.append(InternalJob(VERDICT_JOB, verdict_interval(config), self.judge.samples))
         if self.dcmi is not None:
             self._internal.append(InternalJob("dcmi", 15.0, self._dcmi_samples))
+        self._samplers = []
         if self.fast is not None and fast_s is not None:
-            reads = config.collectors.dcmi.failslow_reads
-            self.fast.configure(reads, fast_s)  # the mean of each interval's reads, read every fast_s / reads
-            self._internal.append(InternalJob(FAST_JOB, fast_s / reads, self.fast.collect))
+            self.fast.configure(config.collectors.dcmi.failslow_reads, fast_s)
+            self._internal.append(InternalJob(FAST_JOB, fast_s, self.fast.collect))
+            if self.fast.sampled:  # the busy fraction, read between the collects for their mean; nothing stored
+                self._samplers.append(Sampler(FAST_SAMPLER, fast_s / self.fast.reads, self.fast.sample))
         if self.fault_events is not None:
             self._internal.append(InternalJob(EVENTS_SOURCE, 15.0, self.fault_events.samples, max_age_s=None))
         if config.probes.enabled:
@@ -448,6 +452,16 @@ class Agent:
                 replace_existing=True,
                 misfire_grace_time=max(1, int(job.interval_s)),
                 next_run_time=_at(now + 0.5) if first_run_now else None,
+            )
+        for sampler in self._samplers:  # half an interval off the jobs: never at the same moment as its collect
+            self._scheduler.add_job(
+                sampler.read,
+                IntervalTrigger(seconds=sampler.interval_s),
+                id=f"internal:{sampler.name}",
+                name=sampler.name,
+                replace_existing=True,
+                misfire_grace_time=max(1, int(sampler.interval_s)),
+                next_run_time=_at(now + 0.5 + sampler.interval_s / 2),
             )
 
     def add_timed_job(

@@ -4,6 +4,7 @@ runs ``hccn_tool -stat``. The calls are answered in process by the fake library'
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -148,11 +149,27 @@ def test_the_busy_fraction_is_the_mean_of_the_readings_of_the_last_interval() ->
     seen = []
     for percent in (40, 40, 90, 40, 40, 40, 40, 40):  # a reading every second, one of them high
         calls.percent = percent
+        fast.sample()
         seen.append(_by_chip(fast.collect(), UTIL)[0])
         now[0] += 1.0
     # the 90 counts a fifth while it is one of the last 5 readings, then not at all
     assert seen == [0.4, 0.4, pytest.approx(0.5667, abs=1e-4), 0.525, 0.5, 0.5, 0.5, 0.4]
-    assert {_by_chip(fast.collect(), FREQ)[c.npu] for c in CHIPS} != set()  # the clock is still read each time
+
+
+def test_with_reads_between_the_collect_reads_the_clock_and_a_read_the_busy_fraction_alone() -> None:
+    calls = Readings()
+    now = [100.0]
+    fast = _averaging(calls, now)
+    fast.collect()  # the first read lists the library's chips
+    batches, count = calls.batches, Counter(calls.count)
+    samples = fast.collect()
+    assert calls.batches == batches + 1 and calls.count["frequency"] == count["frequency"] + 8
+    assert calls.count["utilization"] == count["utilization"]  # sample's, not the collect's
+    assert _by_chip(samples, FREQ) == {c.npu: fake.expected_frequency(_logic(c), 7) * 1e6 for c in CHIPS}
+    fast.sample()
+    assert calls.batches == batches + 2 and calls.count["utilization"] == count["utilization"] + 8
+    assert calls.count["frequency"] == count["frequency"] + 8
+    assert fast.sampled and not _fast(calls).sampled  # one read an interval: the collect reads it itself
 
 
 def test_a_failed_read_keeps_the_mean_of_the_readings_still_in_the_interval_then_falls_back() -> None:
@@ -161,10 +178,13 @@ def test_a_failed_read_keeps_the_mean_of_the_readings_still_in_the_interval_then
     fast = _averaging(calls, now)
     for percent in (20, 30):
         calls.percent = percent
-        fast.collect()
+        fast.sample()
         now[0] += 1.0
     calls.codes["utilization"] = -8006
+    fast.sample()  # fails quietly: the collect says what DCMI does
     assert _by_chip(fast.collect(), UTIL)[0] == 0.25  # the two readings of the last 5 s
+    calls.worker["utilization"] = "timeout"
+    fast.sample()
     now[0] += 4.0  # both older than the interval: the table's reading stands in, never an old mean
     assert _by_chip(fast.collect(), UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
 
@@ -174,9 +194,12 @@ def test_a_chip_given_back_to_npu_smi_starts_its_mean_again() -> None:
     now = [100.0]
     fast = _averaging(calls, now)
     calls.percent = 80
-    fast.collect()
+    fast.sample()
     fast.backend.give_back("npu_smi_info", "AI Core usage disagreed")
     now[0] += 1.0
+    count = calls.count["utilization"]
+    fast.sample()
+    assert calls.count["utilization"] == count  # not read through DCMI any more
     assert _by_chip(fast.collect(), UTIL) == {c.npu: 0.5 + c.npu for c in CHIPS}
     assert all(not kept for kept in fast._recent.values())
 
