@@ -348,7 +348,7 @@ class Simulation:
                 held.append(block)
                 every.append(_Block(block.start, block.ready, block.end, block.comm_before, block.bytes_before,
                                     block.comm_bytes, *(np.empty((0, 0)),) * 3))
-            oldest = max(0.0, float(times.min()) - window - (reads - 1) * read_s)
+            oldest = max(0.0, float(times.min()) - window - reads * read_s)
             while len(held) > 1 and held[1].start[0] <= oldest:
                 held.pop(0)
             if not held:  # the job never ran a step (it starts paused to the end)
@@ -364,14 +364,16 @@ class Simulation:
                      read_s: float) -> tuple[np.ndarray, np.ndarray]:
         """(busy, exported) of each chip at each scrape time: a reading is the chip's busy share over the last
         ``util_window_s`` with ``util_noise`` added, and what is exported the mean of the agent's ``util_reads``
-        readings ``read_s`` apart up to the scrape (collectors.dcmi.failslow_reads). Busy is the same mean
-        without the noise."""
+        readings ``read_s`` apart before the scrape, the newest half a read before it (collectors.dcmi.failslow_reads:
+        the reads run between the exports, half an interval off them); one read is taken at the scrape. Busy is the
+        same mean without the noise."""
         s = self.s
         window = s.util_window_s
         busy = np.zeros((*ranks.shape, times.shape[1]))
         util = np.zeros_like(busy)
+        first = 0.5 if reads > 1 else 0.0
         for k in range(reads):
-            at = np.maximum(0.0, times - k * read_s)
+            at = np.maximum(0.0, times - (k + first) * read_s)
             share = self._busy_until(block, at, ranks) - self._busy_until(block, np.maximum(0.0, at - window), ranks)
             share = np.where(at[:, None, :] > 0, share / window, 0.0)
             busy += share

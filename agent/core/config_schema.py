@@ -196,14 +196,17 @@ class DcmiSection(ConfigSection):
     failslow_interval: float | None = setting(optional(every), FAILSLOW_S,
                                               "with DCMI in use, each chip's AI Core busy fraction and clock "
                                               "(`npu_aicore_utilization_ratio`, `npu_aicore_frequency_hertz`) are "
-                                              "read this often, every chip in one round trip to the helper (the "
-                                              "`npu_fast` collector; docs/failslow.md#signals); none: at the "
-                                              "npu-smi intervals, as without DCMI")
+                                              "exported this often, the clock read for it, every chip in one round "
+                                              "trip to the helper (the `npu_fast` collector; "
+                                              "docs/failslow.md#signals), and the busy fraction the mean of "
+                                              "`failslow_reads` readings in it; none: at the npu-smi intervals, as "
+                                              "without DCMI")
     failslow_reads: int = setting(integer(1, 10), 5,
                                   "how many times in each `failslow_interval` the AI Core busy fraction is read: "
-                                  "every `failslow_interval / failslow_reads` (at least 1 s), and the exported "
-                                  "value is the mean of the chip's readings over the last `failslow_interval`, "
-                                  "less noisy than one reading (docs/failslow.md#signals)")
+                                  "every `failslow_interval / failslow_reads` (at least 1 s; one round trip of one "
+                                  "call a chip), and the exported value is the mean of the chip's readings over the "
+                                  "last `failslow_interval`, less noisy than one reading "
+                                  "(docs/failslow.md#signals); 1: read with the clock")
     lock_file: str = setting(string, "/run/npuwatch/dcmi.lock",
                              "one npuwatch process on the node calls DCMI at a time: every process that uses DCMI "
                              "takes this lock")

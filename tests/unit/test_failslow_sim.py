@@ -115,11 +115,11 @@ def test_the_json_import_lines_carry_the_samples_of_the_text_format() -> None:
 
 
 def _reading(reference: Simulation, rank: int, t: float, reads: int) -> float:
-    """The exported busy fraction at t: the mean of ``reads`` readings 5 s / reads apart, each the busy share of
-    the 5 s before it."""
+    """The exported busy fraction at t: the mean of ``reads`` readings 5 s / reads apart, the newest half a read
+    before t (one read: at t), each the busy share of the 5 s before it."""
     shares = []
     for k in range(reads):
-        at = max(0.0, t - k * 5.0 / reads)
+        at = max(0.0, t - (k + (0.5 if reads > 1 else 0.0)) * 5.0 / reads)
         shares.append(reference.busy(rank, max(0.0, at - 5), at) / 5 if at > 0 else 0.0)
     return sum(shares) / reads
 
