@@ -28,6 +28,7 @@ from agent.core.exposition import SnapshotRenderer
 from agent.core.history import NodeHistory
 from agent.core.jobs import InternalJob, Sampler
 from agent.core.reload_status import ReloadStatus
+from agent.core.samplers import SamplerThread
 from agent.core.snapshot import SnapshotStore
 from agent.core.textfile import TextfileWriter
 from agent.core.tool_runner import kill_running_tools
@@ -124,6 +125,7 @@ class Agent:
         self._factory_jobs = list(jobs_factory(config))
         self._internal: list[InternalJob] = []
         self._samplers: list[Sampler] = []
+        self._sampler_thread: SamplerThread | None = None
         self._textfile: TextfileWriter | None = None
         # One bounded pool per tool; sized once (a reload keeps the pools).
         self._pools = {
@@ -453,16 +455,11 @@ class Agent:
                 misfire_grace_time=max(1, int(job.interval_s)),
                 next_run_time=_at(now + 0.5) if first_run_now else None,
             )
-        for sampler in self._samplers:  # half an interval off the jobs: never at the same moment as its collect
-            self._scheduler.add_job(
-                sampler.read,
-                IntervalTrigger(seconds=sampler.interval_s),
-                id=f"internal:{sampler.name}",
-                name=sampler.name,
-                replace_existing=True,
-                misfire_grace_time=max(1, int(sampler.interval_s)),
-                next_run_time=_at(now + 0.5 + sampler.interval_s / 2),
-            )
+        if self._sampler_thread is not None:
+            self._sampler_thread.stop()
+        # half a read off the jobs' first runs: never at the same moment as its collect
+        self._sampler_thread = SamplerThread(self._samplers, lambda sampler: 0.5 + sampler.interval_s / 2)
+        self._sampler_thread.start()
 
     def add_timed_job(
         self, name: str, func: Callable[[], Any], interval_s: float, jitter_s: float, cron: str | None,
@@ -536,6 +533,8 @@ class Agent:
     def stop(self) -> None:
         self._stopping = True
         self.runner.stop()
+        if self._sampler_thread is not None:
+            self._sampler_thread.stop()
         if self._scheduler is not None:
             if self._scheduler.running:  # not yet, when start() failed before starting it
                 self._scheduler.shutdown(wait=False)

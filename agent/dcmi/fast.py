@@ -1,7 +1,7 @@
 """The fail-slow readings through DCMI (docs/failslow.md#signals): each chip's AI Core busy fraction and clock.
 Every ``collectors.dcmi.failslow_interval`` (5 s) the ``npu_fast`` job reads every chip's clock in one round trip
 to the helper and exports it with the busy fraction; the busy fraction is read ``collectors.dcmi.failslow_reads``
-(5) times in the interval by ``FastReadings.sample`` (a round trip of one call a chip, nothing stored) and
+(5) times in the interval by ``FastReadings.sample`` (one helper call for every chip, nothing stored) and
 exported as the mean of the chip's readings of the last interval. Where a reading's noise is its own (not the
 next reading's), the mean of 5 has a 2.2 times smaller one, which is what lets the fleet rules name a chip 10 %
 slower than its peers within a minute (docs/failslow.md#measured).
@@ -74,22 +74,24 @@ class FastReadings:
             self._recent = {chip: deque(kept, maxlen=reads) for chip, kept in self._recent.items()}
 
     def sample(self) -> None:
-        """One reading of every chip's busy fraction, kept for the collect's mean: one round trip of one call a
-        chip, nothing stored. A failure costs this reading only (the collect, which calls DCMI too, says why
-        it fails), and a source given back to npu-smi is not read."""
+        """One reading of every chip's busy fraction, kept for the collect's mean: one call for every chip
+        (``utilizations``: one answer line), nothing stored. A failure costs this reading only (the collect,
+        which calls DCMI too, says why it fails), and a source given back to npu-smi is not read."""
         chips = list(self.chips())
         if not chips or SLOW_SOURCE[UTILIZATION] in self.backend.on_tool():
             return
         try:
-            answers = self.backend.client.call_batch([("utilization", {"chip": self.backend.logic_id(chip),
-                                                                       "input_type": AICORE}) for chip in chips])
+            logic = [self.backend.logic_id(chip) for chip in chips]
+            answer, = self.backend.client.call_batch([("utilizations", {"chips": logic, "input_type": AICORE})])
         except (Fallback, DcmiWorkerError, DcmiCallHung, DcmiError, DcmiUnsupported, DcmiBadRequest, ValueError):
             return
+        each = answer.value if answer.error is None and isinstance(answer.value, list) else []
         rejects = Rejects()
         now = self.clock()
         with self._lock:
-            for chip, answer in zip(chips, answers):
-                percent = _value(answer, UTILIZATION, rejects)
+            for chip, item in zip(chips, each):
+                ok = isinstance(item, dict) and item.get("ok") is True
+                percent = _value(Answer(item.get("value")), UTILIZATION, rejects) if ok else None
                 if percent is not None:
                     self._kept(chip).append((now, percent))
 

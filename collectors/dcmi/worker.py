@@ -18,7 +18,11 @@ Protocol, one JSON object per line:
   "index": 0, "ok": true, ...}``), written out at the batch's end or once ``FLUSH_S`` has passed
   since the last write, so the agent keeps a deadline per call (its answer comes within the call's
   time plus ``FLUSH_S``) while waking once per batch, not once per reading; a batch that is not a
-  list of calls is one error line without ``index``.
+  list of calls is one error line without ``index``;
+- ``utilizations`` (``{"chips": [logical ids], "input_type": T}``) reads ``utilization`` of every chip
+  listed, in order, and answers them in one value, a list of ``{"ok": true, "value": V}`` or ``{"ok":
+  false, "error": ...}``: one line for every chip (the fail-slow sampler's reads, every second). Its
+  ``limit`` holds for the whole call.
 
 With ``--events`` the worker also subscribes to the driver's fault events once, for every chip
 (``collectors.dcmi.events``): the ready line says how that went (``"events": {"subscribed": true}``, or
@@ -68,6 +72,25 @@ def _chip(args: dict[str, Any]) -> int:
     return chip
 
 
+def _chips(args: dict[str, Any]) -> list[int]:
+    chips = args.get("chips")
+    if not isinstance(chips, list) or not chips or len(chips) > MAX_BATCH:
+        raise DcmiBadRequest(f"args.chips must be a list of 1 to {MAX_BATCH} logical ids, got {chips!r}")
+    return [_chip({"chip": chip}) for chip in chips]
+
+
+def _utilizations(dcmi: Dcmi, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """One utilization rate of each chip of ``chips``, in order, each ``{"ok": true, "value": percent}`` or
+    ``{"ok": false, "error": ...}``: the fail-slow sampler's reading of every chip, one answer line where a
+    batch has one a chip (a second's reading costs the agent and this process a sixth as much)."""
+    input_type = _choice(args, "input_type", UTILIZATION_TYPES)
+    out: list[dict[str, Any]] = []
+    for chip in _chips(args):
+        answer = _run(dcmi, None, {"call": "utilization", "args": {"chip": chip, "input_type": input_type}})
+        out.append({key: value for key, value in answer.items() if key != "id"})
+    return out
+
+
 def _choice(args: dict[str, Any], key: str, allowed: Any) -> Any:
     value = args.get(key)
     if isinstance(value, bool) or value not in allowed:
@@ -85,6 +108,7 @@ CALLS: dict[str, tuple[tuple[str, ...], Callable[[Dcmi, dict[str, Any]], Any]]] 
     "power": (("chip",), lambda d, a: d.power(_chip(a))),
     "utilization": (("chip", "input_type"),
                     lambda d, a: d.utilization(_chip(a), _choice(a, "input_type", UTILIZATION_TYPES))),
+    "utilizations": (("chips", "input_type"), _utilizations),
     "frequency": (("chip", "freq_type"),
                   lambda d, a: d.frequency(_chip(a), _choice(a, "freq_type", FREQUENCY_TYPES))),
     "hbm": (("chip",), lambda d, a: d.hbm(_chip(a))),

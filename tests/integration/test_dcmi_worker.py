@@ -346,6 +346,23 @@ def test_a_batch_answers_every_call_in_order_in_one_round_trip(fake_dcmi: FakeLi
     assert client.call_batch([]) == []
 
 
+def test_utilizations_reads_every_chip_listed_in_one_answer_line(fake_dcmi: FakeLibrary,
+                                                                make_client: Callable[..., DcmiClient]) -> None:
+    client = make_client(fake_dcmi("full"), {"FAKE_DCMI_CHIPS": "16"})
+    chips = [chip["logic_id"] for chip in client.call("chips")]
+    assert client.call("utilizations", chips=chips, input_type=2) == [
+        {"ok": True, "value": fake.expected_utilization(logic, 2)} for logic in chips]
+    for args in ({"chips": [], "input_type": 2}, {"chips": [1, -1], "input_type": 2}, {"chips": [1], "input_type": 4},
+                 {"chips": 1, "input_type": 2}):
+        with pytest.raises(DcmiBadRequest):
+            client.call("utilizations", **args)
+    failing = make_client(fake_dcmi("full"), {"FAKE_DCMI_FAIL": "dcmiv2_get_device_utilization_rate:-8005"})
+    each = failing.call("utilizations", chips=[0, 3], input_type=2)  # each chip's error in its place
+    assert [item["ok"] for item in each] == [False, False]
+    assert each[0]["error"]["kind"] == "dcmi" and each[0]["error"]["code"] == -8005
+    assert failing.call("temperature", chip=3) == fake.expected_temperature(3)
+
+
 def test_a_batch_the_worker_cannot_read_is_refused_whole(fake_dcmi: FakeLibrary,
                                                          make_client: Callable[..., DcmiClient]) -> None:
     from collectors.dcmi import worker

@@ -55,6 +55,8 @@ class FakeCalls:
             "temperature": lambda: fake.expected_temperature(chip),
             "power": lambda: fake.expected_power_tenths(chip),
             "utilization": lambda: fake.expected_utilization(chip, args["input_type"]),
+            "utilizations": lambda: [self._each("utilization", chip=c, input_type=args["input_type"])
+                                     for c in args["chips"]],
             "frequency": lambda: fake.expected_frequency(chip, args["freq_type"]),
             "hbm": lambda: fake.expected_hbm(chip),
             "memory": lambda: fake.expected_memory(chip),
@@ -66,6 +68,17 @@ class FakeCalls:
             "network_health": lambda: fake.expected_network_health(chip),
         }
         return answers[name]()
+
+    def _each(self, name: str, **args: Any) -> dict[str, Any]:
+        """One chip's answer inside ``utilizations``' value, as the worker writes it."""
+        try:
+            return {"ok": True, "value": self(name, **args)}
+        except DcmiError as exc:
+            return {"ok": False, "error": {"kind": "dcmi", "code": exc.code, "message": str(exc),
+                                           "function": exc.function}}
+        except DcmiUnsupported as exc:
+            return {"ok": False, "error": {"kind": "unsupported", "code": None, "message": str(exc),
+                                           "functions": list(exc.functions)}}
 
     def call(self, name: str, timeout: float | None = None, **args: Any) -> Any:
         """``DcmiClient.call``'s signature."""

@@ -168,6 +168,7 @@ def test_with_reads_between_the_collect_reads_the_clock_and_a_read_the_busy_frac
     assert _by_chip(samples, FREQ) == {c.npu: fake.expected_frequency(_logic(c), 7) * 1e6 for c in CHIPS}
     fast.sample()
     assert calls.batches == batches + 2 and calls.count["utilization"] == count["utilization"] + 8
+    assert calls.count["utilizations"] == count["utilizations"] + 1  # one call for every chip
     assert calls.count["frequency"] == count["frequency"] + 8
     assert fast.sampled and not _fast(calls).sampled  # one read an interval: the collect reads it itself
 
