@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.paths import CORPUS
+from tests.support.paths import CORPUS, corpus_file
 
 SCREEN = CORPUS / "tools" / (
     "hccl-log_EI0002-torch_npu-507048-ClusterExceptionLocation__910B__src-Ascend-pytorch-docs-troubleshooting.txt")
@@ -25,5 +25,5 @@ def write_node(node: Path, job_log: str | None = None) -> Path:
     (node / "plog").mkdir(parents=True)
     (node / "plog" / "plog-7277_20241128115930000.log").write_text(PLOG)
     (node / "job").mkdir()
-    (node / "job" / "train.log").write_text(SCREEN.read_text() if job_log is None else job_log)
+    (node / "job" / "train.log").write_text(corpus_file(SCREEN).read_text() if job_log is None else job_log)
     return node

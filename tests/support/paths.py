@@ -13,3 +13,13 @@ CORPUS = Path(os.environ.get("NPUWATCH_CORPUS") or REPO.parent / "shared" / "cor
 # The public reference material (../shared/reference beside the checkout, or $NPUWATCH_REFERENCE): the DCMI
 # headers the layout test compiles against.
 REFERENCE = Path(os.environ.get("NPUWATCH_REFERENCE") or REPO.parent / "shared" / "reference")
+
+
+def corpus_file(path: Path) -> Path:
+    """``path``, a capture of the corpus, or the calling test skips: the corpus lives beside a checkout (in
+    ``shared/``), and a clone without it runs every test but those that read it."""
+    if not path.is_file():
+        import pytest
+
+        pytest.skip(f"the capture corpus is not here: {path}")
+    return path

@@ -11,7 +11,7 @@ from collectors import hccn_link_stat, hccn_net_health, hccn_optical, hccn_speed
 from collectors.base import ChipRef, CollectContext, ParseError
 from collectors.bounds import LIMITS, Rejects, has_control_chars
 from collectors.hccn_link import clean_lines
-from tests.support.paths import CORPUS
+from tests.support.paths import CORPUS, corpus_file
 
 CHIP = ChipRef(5, 0)
 CTX = CollectContext()
@@ -184,5 +184,5 @@ def test_a_plain_listing_is_read_in_one_pass_exactly_as_line_by_line(text: str) 
 ])
 def test_what_hccn_tool_prints_takes_the_one_pass_read(text: str | Path) -> None:
     if isinstance(text, Path):
-        text = text.read_text()
+        text = corpus_file(text).read_text()
     assert hccn_stat._parse_plain(text) is not None

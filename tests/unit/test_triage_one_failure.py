@@ -22,8 +22,8 @@ from agent.triage import command
 from agent.triage.engine import analyze
 from agent.triage.evidence import Blame, Evidence, RankFailure, RankSeen
 from tests.support.ei0002_copies import SCREEN, write_node
+from tests.support.paths import CORPUS, corpus_file
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "logs"
 T0 = 1_760_000_000.0
 
 
@@ -71,7 +71,7 @@ def test_the_demo_four_node_hang_counts_each_rank_once(tmp_path: Path) -> None:
 def test_the_job_logs_copy_of_a_plog_failure_is_the_same_report(tmp_path: Path) -> None:
     # a real torch_npu screen capture of EI0002 (rank 0 lost rank 1's heartbeat) beside rank 0's plog block;
     # the job log holds the screen under torchrun's prefix, or bare (its PID and Discoverer say whose it is)
-    screen = SCREEN.read_text()
+    screen = corpus_file(SCREEN).read_text()
     for variant, job_log in (("prefixed", "".join(f"[rank0]:{line}\n" for line in screen.splitlines())),
                              ("bare", screen)):
         node = write_node(tmp_path / variant / "node-a", job_log)
@@ -88,8 +88,8 @@ def test_the_job_logs_copy_of_a_plog_failure_is_the_same_report(tmp_path: Path) 
 
 def test_a_heartbeat_line_names_its_reporter_as_the_discoverer(tmp_path: Path) -> None:
     # the real heartbeat line of rank 2 about rank 1, once in the plog and once in the job log (no pid, no prefix)
-    line = next(text for text in (CORPUS / "02_doc_heartbeat_lost_and_stuck.log").read_text().splitlines()
-                if "Discoverer:[127.10.0.1/2]" in text)
+    plog = corpus_file(CORPUS / "logs" / "02_doc_heartbeat_lost_and_stuck.log")
+    line = next(text for text in plog.read_text().splitlines() if "Discoverer:[127.10.0.1/2]" in text)
     failure = ("[ERROR]HCCL(835695,all_reduce_test):2025-10-23-17:28:30.049.385[task_exception_handler.cc:771]"
                "[835695][TaskExecStage][Timeout][Host]Task run failed, groupRank information is group:"
                "[127.10.0.1%enp_60000_0_1761275812718970], user define information[], rankSize[4], rankId[2].")
