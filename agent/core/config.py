@@ -79,7 +79,7 @@ def _check_cpu_ranks(config: Config, problems: list[str]) -> None:
 
 
 def _check_failslow_reads(config: Config, problems: list[str]) -> None:
-    """The busy fraction's reads are scheduled jobs too: no more often than every scheduled job may run."""
+    """The busy fraction's reads (agent/core/samplers.py) run no more often than a scheduled job may."""
     dcmi = config.collectors.dcmi
     if dcmi.failslow_interval is not None and dcmi.failslow_interval / dcmi.failslow_reads < MIN_INTERVAL_S:
         problems.append(f"collectors.dcmi.failslow_reads: {dcmi.failslow_reads} reads in "

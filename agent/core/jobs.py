@@ -29,8 +29,8 @@ class InternalJob:
 @dataclass(frozen=True)
 class Sampler:
     """A reading taken between a collector's runs for that collector's next one (the busy fraction's reads of
-    ``npu_fast``): scheduled like a job, nothing stored, no collector of its own; ``read`` never raises for
-    what it reads (its collector reports that)."""
+    ``npu_fast``): read on its interval by the samplers' thread (agent/core/samplers.py), nothing stored, no
+    collector of its own; ``read`` never raises for what it reads (its collector reports that)."""
 
     name: str
     interval_s: float
